@@ -1,0 +1,39 @@
+# The two commands a newcomer needs: `make dev` and `make test`.
+GO      ?= go
+BIN     := bin/cairn
+DEVDIR  ?= cairn-dev
+
+.PHONY: build dev test test-short fuzz bench vet clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/cairn
+
+# A local cluster: embedded etcd + 3 hosts x 2 OSDs on 127.0.0.1-3, data in $(DEVDIR).
+dev: build
+	./$(BIN) dev --dir $(DEVDIR)
+
+# Every test: unit, property, fuzz seed corpora, crash tests and end-to-end
+# tests that start real cluster processes.
+test:
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 20m ./...
+
+# Unit tests only (no cluster processes).
+test-short:
+	$(GO) test -count=1 -short ./...
+
+# Run each fuzz target for FUZZTIME (default 20s).
+FUZZTIME ?= 20s
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+# Cluster benchmark: 4 KiB and 4 MiB objects, 16 in flight, against a dev cluster.
+bench:
+	$(GO) test -run '^$$' -bench BenchmarkCluster -benchtime 10s -timeout 30m ./e2e/
+
+clean:
+	rm -rf bin $(DEVDIR)

@@ -1,0 +1,285 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/cairn-storage/cairn/internal/proto"
+)
+
+func (p *Pool) do(ctx context.Context, req *proto.Request) (*proto.Response, error) {
+	if err := proto.ValidateObjectName(req.Object); err != nil {
+		return nil, fmt.Errorf("%s/%q: %w: %v", p.name, req.Object, ErrInvalid, err)
+	}
+	return p.c.call(ctx, p.id, p.name, nil, req)
+}
+
+// Put stores data as the whole content of the object, creating it or
+// replacing what it held (xattrs and omap are kept). Objects larger than
+// MaxChunk are written in pieces; each piece is durable when acknowledged.
+func (p *Pool) Put(ctx context.Context, name string, data []byte) error {
+	first := data
+	if len(first) > MaxChunk {
+		first = first[:MaxChunk]
+	}
+	if _, err := p.do(ctx, &proto.Request{Op: proto.OpPut, Object: name, Data: first}); err != nil {
+		return err
+	}
+	for off := len(first); off < len(data); off += MaxChunk {
+		end := min(off+MaxChunk, len(data))
+		if err := p.WriteAt(ctx, name, uint64(off), data[off:end]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PutReader stores the content of r as the object (streamed in MaxChunk pieces).
+func (p *Pool) PutReader(ctx context.Context, name string, r io.Reader) (int64, error) {
+	buf := make([]byte, MaxChunk)
+	var off int64
+	for first := true; ; first = false {
+		n, err := io.ReadFull(r, buf)
+		if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+			return off, err
+		}
+		if first {
+			if _, perr := p.do(ctx, &proto.Request{Op: proto.OpPut, Object: name, Data: buf[:n]}); perr != nil {
+				return off, perr
+			}
+		} else if n > 0 {
+			if werr := p.WriteAt(ctx, name, uint64(off), buf[:n]); werr != nil {
+				return off, werr
+			}
+		}
+		off += int64(n)
+		if err != nil {
+			return off, nil
+		}
+	}
+}
+
+// Create makes an empty object; with exclusive it fails with ErrExists if
+// the object exists.
+func (p *Pool) Create(ctx context.Context, name string, exclusive bool) error {
+	req := &proto.Request{Op: proto.OpCreate, Object: name}
+	if exclusive {
+		req.Flags |= proto.FlagExclusive
+	}
+	_, err := p.do(ctx, req)
+	return err
+}
+
+// WriteAt writes data at off, extending the object as needed.
+func (p *Pool) WriteAt(ctx context.Context, name string, off uint64, data []byte) error {
+	for len(data) > MaxChunk {
+		if _, err := p.do(ctx, &proto.Request{Op: proto.OpWrite, Object: name, Offset: off, Data: data[:MaxChunk]}); err != nil {
+			return err
+		}
+		off += MaxChunk
+		data = data[MaxChunk:]
+	}
+	_, err := p.do(ctx, &proto.Request{Op: proto.OpWrite, Object: name, Offset: off, Data: data})
+	return err
+}
+
+// ReadAt reads up to length bytes at off; fewer at the end of the object.
+// It returns the bytes read and the object's size.
+func (p *Pool) ReadAt(ctx context.Context, name string, off, length uint64) ([]byte, uint64, error) {
+	if length == 0 {
+		return nil, 0, nil
+	}
+	var out []byte
+	var size uint64
+	for length > 0 {
+		n := min(length, MaxChunk)
+		resp, err := p.do(ctx, &proto.Request{Op: proto.OpRead, Object: name, Offset: off, Length: n})
+		if err != nil {
+			return nil, 0, err
+		}
+		size = resp.Size
+		if out == nil && uint64(len(resp.Data)) == length {
+			return resp.Data, size, nil
+		}
+		out = append(out, resp.Data...)
+		if uint64(len(resp.Data)) < n {
+			break
+		}
+		off += n
+		length -= n
+	}
+	return out, size, nil
+}
+
+// Get reads the whole object.
+func (p *Pool) Get(ctx context.Context, name string) ([]byte, error) {
+	resp, err := p.do(ctx, &proto.Request{Op: proto.OpRead, Object: name, Length: MaxChunk})
+	if err != nil {
+		return nil, err
+	}
+	if resp.Size <= uint64(len(resp.Data)) {
+		return resp.Data, nil
+	}
+	var buf bytes.Buffer
+	buf.Grow(int(resp.Size))
+	buf.Write(resp.Data)
+	rest, _, err := p.ReadAt(ctx, name, uint64(len(resp.Data)), resp.Size-uint64(len(resp.Data)))
+	if err != nil {
+		return nil, err
+	}
+	buf.Write(rest)
+	return buf.Bytes(), nil
+}
+
+// ObjectInfo describes an object.
+type ObjectInfo struct {
+	Name string `json:"name"`
+	Size uint64 `json:"size"`
+}
+
+// Stat returns the object's size; ErrNotFound if it does not exist.
+func (p *Pool) Stat(ctx context.Context, name string) (ObjectInfo, error) {
+	resp, err := p.do(ctx, &proto.Request{Op: proto.OpStat, Object: name})
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	return ObjectInfo{Name: name, Size: resp.Size}, nil
+}
+
+// Truncate sets the object's size, creating it if absent.
+func (p *Pool) Truncate(ctx context.Context, name string, size uint64) error {
+	_, err := p.do(ctx, &proto.Request{Op: proto.OpTruncate, Object: name, Offset: size})
+	return err
+}
+
+// Delete removes the object with its xattrs and omap; ErrNotFound if absent.
+func (p *Pool) Delete(ctx context.Context, name string) error {
+	_, err := p.do(ctx, &proto.Request{Op: proto.OpDelete, Object: name})
+	return err
+}
+
+// SetXattr sets an extended attribute.
+func (p *Pool) SetXattr(ctx context.Context, name, key string, value []byte) error {
+	_, err := p.do(ctx, &proto.Request{Op: proto.OpSetXattr, Object: name, Key: key, Data: value})
+	return err
+}
+
+// GetXattr returns an extended attribute; ErrNotFound if absent.
+func (p *Pool) GetXattr(ctx context.Context, name, key string) ([]byte, error) {
+	resp, err := p.do(ctx, &proto.Request{Op: proto.OpGetXattr, Object: name, Key: key})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Data, nil
+}
+
+// RmXattr removes an extended attribute.
+func (p *Pool) RmXattr(ctx context.Context, name, key string) error {
+	_, err := p.do(ctx, &proto.Request{Op: proto.OpRmXattr, Object: name, Key: key})
+	return err
+}
+
+// Xattrs returns all extended attributes of the object.
+func (p *Pool) Xattrs(ctx context.Context, name string) (map[string][]byte, error) {
+	resp, err := p.do(ctx, &proto.Request{Op: proto.OpListXattrs, Object: name})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]byte, len(resp.KVs))
+	for _, kv := range resp.KVs {
+		out[string(kv.Key)] = kv.Value
+	}
+	return out, nil
+}
+
+// OmapSet sets keys of the object's omap in one atomic write.
+func (p *Pool) OmapSet(ctx context.Context, name string, kvs map[string][]byte) error {
+	req := &proto.Request{Op: proto.OpOmapSet, Object: name}
+	for k, v := range kvs {
+		req.KVs = append(req.KVs, proto.KV{Key: []byte(k), Value: v})
+	}
+	_, err := p.do(ctx, req)
+	return err
+}
+
+// OmapGet returns the values of the keys that exist.
+func (p *Pool) OmapGet(ctx context.Context, name string, keys ...string) (map[string][]byte, error) {
+	req := &proto.Request{Op: proto.OpOmapGet, Object: name}
+	for _, k := range keys {
+		req.Keys = append(req.Keys, []byte(k))
+	}
+	resp, err := p.do(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]byte, len(resp.KVs))
+	for _, kv := range resp.KVs {
+		out[string(kv.Key)] = kv.Value
+	}
+	return out, nil
+}
+
+// OmapRm removes keys from the object's omap.
+func (p *Pool) OmapRm(ctx context.Context, name string, keys ...string) error {
+	req := &proto.Request{Op: proto.OpOmapRm, Object: name}
+	for _, k := range keys {
+		req.Keys = append(req.Keys, []byte(k))
+	}
+	_, err := p.do(ctx, req)
+	return err
+}
+
+// KV is one omap entry.
+type KV struct {
+	Key   string
+	Value []byte
+}
+
+// OmapList returns up to limit entries with start <= key < end in key order
+// (end "" means no end), and whether more follow.
+func (p *Pool) OmapList(ctx context.Context, name, start, end string, limit int) ([]KV, bool, error) {
+	req := &proto.Request{Op: proto.OpOmapList, Object: name, Start: []byte(start), Limit: uint32(limit)}
+	if end != "" {
+		req.End = []byte(end)
+	}
+	resp, err := p.do(ctx, req)
+	if err != nil {
+		return nil, false, err
+	}
+	out := make([]KV, len(resp.KVs))
+	for i, kv := range resp.KVs {
+		out[i] = KV{Key: string(kv.Key), Value: kv.Value}
+	}
+	return out, resp.More, nil
+}
+
+// List calls fn with the name of every object in the pool, placement group
+// by placement group (names are sorted within a group, not across groups).
+func (p *Pool) List(ctx context.Context, fn func(name string) error) error {
+	info, err := p.Info()
+	if err != nil {
+		return err
+	}
+	for seed := uint32(0); seed < info.PGNum; seed++ {
+		after := ""
+		for {
+			s := seed
+			resp, err := p.c.call(ctx, p.id, p.name, &s, &proto.Request{Op: proto.OpList, Start: []byte(after), Limit: 1000})
+			if err != nil {
+				return err
+			}
+			for _, n := range resp.Names {
+				if err := fn(n); err != nil {
+					return err
+				}
+			}
+			if !resp.More {
+				break
+			}
+			after = string(resp.Data)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,159 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"math/bits"
+	"time"
+
+	"github.com/cairn-storage/cairn/internal/clustermap"
+)
+
+// PoolSpec describes a pool to create.
+type PoolSpec struct {
+	Name          string
+	Size          int    // copies; default 3
+	MinSize       int    // default size - size/2
+	PGNum         uint32 // 0: chosen from the number of OSDs (about 100 PG copies per OSD)
+	Class         string // "", hdd, ssd or nvme
+	FailureDomain string // osd, host (default) or rack
+}
+
+// PoolInfo describes an existing pool.
+type PoolInfo struct {
+	ID            uint32 `json:"id"`
+	Name          string `json:"name"`
+	Size          int    `json:"size"`
+	MinSize       int    `json:"min_size"`
+	PGNum         uint32 `json:"pg_num"`
+	Class         string `json:"class,omitempty"`
+	FailureDomain string `json:"failure_domain"`
+}
+
+func infoOf(p *clustermap.Pool) PoolInfo {
+	return PoolInfo{ID: uint32(p.ID), Name: p.Name, Size: p.Size, MinSize: p.MinSize, PGNum: p.PGNum, Class: string(p.Class), FailureDomain: p.FailureDomain}
+}
+
+// AutoPGNum picks a power-of-two PG count giving about 100 PG copies per OSD.
+func AutoPGNum(osds, size int) uint32 {
+	if osds < 1 {
+		osds = 1
+	}
+	want := uint32(100 * osds / max(size, 1))
+	if want < 8 {
+		want = 8
+	}
+	n := uint32(1) << (32 - bits.LeadingZeros32(want-1))
+	return min(n, clustermap.MaxPGNum)
+}
+
+// CreatePool adds a pool. It fails with a message naming the problem if the
+// cluster cannot place size copies in distinct failure domains.
+func (c *Client) CreatePool(ctx context.Context, spec PoolSpec) (PoolInfo, error) {
+	p := clustermap.Pool{
+		Name: spec.Name, Size: spec.Size, MinSize: spec.MinSize, PGNum: spec.PGNum,
+		Class: clustermap.DeviceClass(spec.Class), FailureDomain: spec.FailureDomain,
+	}
+	if p.Size == 0 {
+		p.Size = 3
+	}
+	if p.MinSize == 0 {
+		p.MinSize = p.Size - p.Size/2
+	}
+	if p.FailureDomain == "" {
+		p.FailureDomain = clustermap.DomainHost
+	}
+	var created clustermap.Pool
+	nm, err := c.meta.Update(ctx, func(m *clustermap.Map) error {
+		if _, ok := m.PoolByName(p.Name); ok {
+			return fmt.Errorf("pool %q: %w", p.Name, ErrExists)
+		}
+		if p.PGNum == 0 {
+			n := 0
+			for _, o := range m.OSDs {
+				if o.In && (p.Class == "" || o.Class == p.Class) {
+					n++
+				}
+			}
+			p.PGNum = AutoPGNum(n, p.Size)
+		}
+		if err := clustermap.ValidatePool(&p); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		if d := m.CountDomains(p.FailureDomain, p.Class); d < p.Size {
+			class := ""
+			if p.Class != "" {
+				class = " of class " + string(p.Class)
+			}
+			return fmt.Errorf("%w: pool %q wants %d copies in distinct %ss, but the cluster has only %d %s(s) with OSDs%s in it",
+				ErrInvalid, p.Name, p.Size, p.FailureDomain, d, p.FailureDomain, class)
+		}
+		p.ID = m.NextPoolID
+		m.NextPoolID++
+		m.Pools = append(m.Pools, p)
+		created = p
+		return nil
+	})
+	if err != nil {
+		return PoolInfo{}, err
+	}
+	c.view.WaitFor(ctx, nm.Epoch, 10*time.Second)
+	return infoOf(&created), nil
+}
+
+// DeletePool removes a pool from the map. Its data becomes unreachable;
+// the OSDs reclaim it in the background.
+func (c *Client) DeletePool(ctx context.Context, name string) error {
+	nm, err := c.meta.Update(ctx, func(m *clustermap.Map) error {
+		for i := range m.Pools {
+			if m.Pools[i].Name == name {
+				m.Pools = append(m.Pools[:i], m.Pools[i+1:]...)
+				return nil
+			}
+		}
+		return fmt.Errorf("pool %q: %w", name, ErrPoolNotFound)
+	})
+	if err != nil {
+		return err
+	}
+	c.view.WaitFor(ctx, nm.Epoch, 10*time.Second)
+	return nil
+}
+
+// Pools lists the pools of the newest map.
+func (c *Client) Pools() []PoolInfo {
+	m := c.view.Map()
+	out := make([]PoolInfo, 0, len(m.Pools))
+	for i := range m.Pools {
+		out = append(out, infoOf(&m.Pools[i]))
+	}
+	return out
+}
+
+// Pool is a handle for object operations in one pool.
+type Pool struct {
+	c    *Client
+	id   clustermap.PoolID
+	name string
+}
+
+// Pool returns a handle for the named pool.
+func (c *Client) Pool(name string) (*Pool, error) {
+	p, ok := c.view.Map().PoolByName(name)
+	if !ok {
+		return nil, fmt.Errorf("pool %q: %w (cairn pool ls lists the pools)", name, ErrPoolNotFound)
+	}
+	return &Pool{c: c, id: p.ID, name: name}, nil
+}
+
+// Name returns the pool's name.
+func (p *Pool) Name() string { return p.name }
+
+// Info returns the pool's current settings.
+func (p *Pool) Info() (PoolInfo, error) {
+	pool, ok := p.c.view.Map().Pool(p.id)
+	if !ok {
+		return PoolInfo{}, fmt.Errorf("pool %q: %w", p.name, ErrPoolNotFound)
+	}
+	return infoOf(pool), nil
+}

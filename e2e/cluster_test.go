@@ -1,0 +1,325 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cairn-storage/cairn/client"
+)
+
+// cairnBin is the binary under test, built once by TestMain.
+var cairnBin string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(0)
+	}
+	dir, err := os.MkdirTemp("", "cairn-e2e-bin")
+	if err != nil {
+		panic(err)
+	}
+	cairnBin = filepath.Join(dir, "cairn")
+	out, err := exec.Command("go", "build", "-o", cairnBin, "github.com/cairn-storage/cairn/cmd/cairn").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build cairn: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// devProcess mirrors an entry of dev.json.
+type devProcess struct {
+	Name string   `json:"name"`
+	PID  int      `json:"pid"`
+	Addr string   `json:"addr"`
+	Data string   `json:"data"`
+	Log  string   `json:"log"`
+	Args []string `json:"args"`
+}
+
+// cluster is a running `cairn dev`.
+type cluster struct {
+	t        *testing.T
+	dir      string
+	conf     string
+	cmd      *exec.Cmd
+	out      *bytes.Buffer
+	procs    map[string]devProcess
+	extra    []*exec.Cmd // processes the test restarted itself
+	etcdPort int
+	osdPort  int
+	hosts    int
+	perHost  int
+}
+
+type clusterOpts struct {
+	hosts, perHost int
+	dir            string // reuse a directory (restart); "" = new temp dir
+}
+
+// freePorts finds n consecutive free TCP ports on 127.0.0.1.
+func freePorts(t *testing.T, n int) int {
+	for try := 0; try < 100; try++ {
+		base := 20000 + rand.IntN(30000)
+		ok := true
+		for i := 0; i < n && ok; i++ {
+			for _, ip := range []string{"127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4"} {
+				ln, err := net.Listen("tcp", fmt.Sprintf("%s:%d", ip, base+i))
+				if err != nil {
+					ok = false
+					break
+				}
+				ln.Close()
+			}
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatal("no free ports")
+	return 0
+}
+
+func startCluster(t *testing.T, o clusterOpts) *cluster {
+	t.Helper()
+	if o.hosts == 0 {
+		o.hosts, o.perHost = 3, 2
+	}
+	c := &cluster{t: t, dir: o.dir, hosts: o.hosts, perHost: o.perHost}
+	if c.dir == "" {
+		c.dir = filepath.Join(t.TempDir(), "dev")
+	}
+	c.etcdPort = freePorts(t, 2)
+	c.osdPort = freePorts(t, o.hosts*o.perHost)
+	c.start()
+	t.Cleanup(c.stop)
+	return c
+}
+
+func (c *cluster) start() {
+	t := c.t
+	t.Helper()
+	c.out = &bytes.Buffer{}
+	c.cmd = exec.Command(cairnBin, "dev", "--dir", c.dir,
+		"--hosts", fmt.Sprint(c.hosts), "--osds-per-host", fmt.Sprint(c.perHost),
+		"--etcd-port", fmt.Sprint(c.etcdPort), "--osd-port", fmt.Sprint(c.osdPort), "--lease-ttl", "3s")
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.cmd.Stdout, c.cmd.Stderr = pw, pw
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	up := make(chan bool, 1)
+	var mu sync.Mutex
+	go func() {
+		sc := bufio.NewScanner(pr)
+		sent := false
+		for sc.Scan() {
+			mu.Lock()
+			c.out.WriteString(sc.Text() + "\n")
+			mu.Unlock()
+			if !sent && strings.Contains(sc.Text(), "is up") {
+				up <- true
+				sent = true
+			}
+		}
+		if !sent {
+			up <- false
+		}
+	}()
+	select {
+	case ok := <-up:
+		if !ok {
+			mu.Lock()
+			defer mu.Unlock()
+			t.Fatalf("cairn dev exited before the cluster was up:\n%s\n%s", c.out.String(), c.logs())
+		}
+	case <-time.After(120 * time.Second):
+		t.Fatalf("cairn dev not up after 120 s:\n%s", c.logs())
+	}
+	c.conf = filepath.Join(c.dir, "cairn.conf")
+	b, err := os.ReadFile(filepath.Join(c.dir, "dev.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		Processes []devProcess `json:"processes"`
+	}
+	if err := json.Unmarshal(b, &info); err != nil {
+		t.Fatal(err)
+	}
+	c.procs = map[string]devProcess{}
+	for _, p := range info.Processes {
+		c.procs[p.Name] = p
+	}
+	if len(c.procs) != 1+c.hosts*c.perHost {
+		t.Fatalf("dev.json lists %d processes, want %d", len(c.procs), 1+c.hosts*c.perHost)
+	}
+}
+
+// logs returns the tail of every process log, for failure messages.
+func (c *cluster) logs() string {
+	var b strings.Builder
+	files, _ := filepath.Glob(filepath.Join(c.dir, "*.log"))
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		if len(data) > 3000 {
+			data = data[len(data)-3000:]
+		}
+		fmt.Fprintf(&b, "--- %s\n%s\n", f, data)
+	}
+	return b.String()
+}
+
+// stop ends the dev cluster with SIGINT (Ctrl-C) and waits for it.
+func (c *cluster) stop() {
+	for _, e := range c.extra {
+		e.Process.Signal(syscall.SIGTERM)
+	}
+	for _, e := range c.extra {
+		done := make(chan struct{})
+		go func() { e.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			e.Process.Kill()
+		}
+	}
+	c.extra = nil
+	if c.cmd == nil || c.cmd.Process == nil {
+		return
+	}
+	c.cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- c.cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		c.cmd.Process.Kill()
+		<-done
+		c.t.Errorf("cairn dev did not stop within 30 s of Ctrl-C")
+	}
+	// Every process it started must be gone.
+	for name, p := range c.procs {
+		if syscall.Kill(p.PID, 0) == nil {
+			time.Sleep(2 * time.Second)
+			if syscall.Kill(p.PID, 0) == nil {
+				c.t.Errorf("%s (pid %d) still running after cairn dev stopped", name, p.PID)
+				syscall.Kill(p.PID, syscall.SIGKILL)
+			}
+		}
+	}
+	c.cmd = nil
+}
+
+// kill SIGKILLs one process of the cluster.
+func (c *cluster) kill(name string) {
+	p, ok := c.procs[name]
+	if !ok {
+		c.t.Fatalf("no process %s", name)
+	}
+	if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil {
+		c.t.Fatalf("kill %s: %v", name, err)
+	}
+}
+
+// restart starts a killed process again with the arguments dev.json recorded.
+func (c *cluster) restart(name string, extraArgs ...string) {
+	p := c.procs[name]
+	lf, err := os.OpenFile(p.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer lf.Close()
+	cmd := exec.Command(p.Args[0], append(p.Args[1:], extraArgs...)...)
+	cmd.Stdout, cmd.Stderr = lf, lf
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	p.PID = cmd.Process.Pid
+	c.procs[name] = p
+	c.extra = append(c.extra, cmd)
+}
+
+// cli runs the cairn CLI against the cluster.
+func (c *cluster) cli(stdin []byte, args ...string) ([]byte, error) {
+	cmd := exec.Command(cairnBin, append([]string{"--conf", c.conf}, args...)...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("cairn %s: %v: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return out, nil
+}
+
+// client dials the cluster with the public client package.
+func (c *cluster) client() *client.Client {
+	c.t.Helper()
+	cfg, err := client.LoadConfig(c.conf)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := client.Dial(ctx, cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// status runs `cairn status --json`.
+func (c *cluster) status() (map[string]any, error) {
+	out, err := c.cli(nil, "status", "--json")
+	if err != nil {
+		return nil, err
+	}
+	var st map[string]any
+	return st, json.Unmarshal(out, &st)
+}
+
+// waitStatus polls `cairn status` until cond holds or timeout passes.
+func (c *cluster) waitStatus(timeout time.Duration, what string, cond func(st map[string]any, raw string) bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		st, err := c.status()
+		if err == nil {
+			b, _ := json.Marshal(st)
+			last = string(b)
+			if cond(st, last) {
+				return
+			}
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	c.t.Fatalf("status never showed %s within %s; last: %s", what, timeout, last)
+}

@@ -1,0 +1,75 @@
+// Package cli implements the cairn command line as a library: cmd/cairn only
+// calls Main. Data commands go through the public client package; admin
+// views (status, osd tree) read the map and health from meta.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/cairn-storage/cairn/client"
+	"github.com/cairn-storage/cairn/internal/meta"
+	"github.com/spf13/cobra"
+)
+
+// globals shared by every command.
+type globals struct {
+	conf string
+	json bool
+	out  io.Writer
+}
+
+// Main runs the command line and returns the process exit code.
+func Main(args []string) int {
+	g := &globals{out: os.Stdout}
+	root := &cobra.Command{
+		Use:           "cairn",
+		Short:         "cairn: replicated, checksummed storage for block volumes and objects",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&g.conf, "conf", "", "path of cairn.conf (default: $CAIRN_CONF, ./cairn.conf or ./cairn-dev/cairn.conf)")
+	root.PersistentFlags().BoolVar(&g.json, "json", false, "print the result as JSON")
+	root.AddCommand(devCmd(g), monCmd(g), osdCmd(g), poolCmd(g), objCmd(g), statusCmd(g))
+	root.SetArgs(args)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "cairn: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func (g *globals) dial(ctx context.Context) (*client.Client, error) {
+	cfg, err := client.LoadConfig(g.conf)
+	if err != nil {
+		return nil, err
+	}
+	return client.Dial(ctx, cfg)
+}
+
+func (g *globals) meta(ctx context.Context) (*meta.Store, *client.Config, error) {
+	cfg, err := client.LoadConfig(g.conf)
+	if err != nil {
+		return nil, nil, err
+	}
+	ms, err := meta.Connect(ctx, cfg.EtcdEndpoints)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ms, cfg, nil
+}
+
+// printJSON writes v as indented JSON.
+func (g *globals) printJSON(v any) error {
+	enc := json.NewEncoder(g.out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+

@@ -1,0 +1,122 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"time"
+
+	"github.com/cairn-storage/cairn/client"
+	"github.com/cairn-storage/cairn/internal/clustermap"
+	"github.com/cairn-storage/cairn/internal/meta"
+	"github.com/cairn-storage/cairn/internal/mon"
+	"github.com/cairn-storage/cairn/internal/osd"
+	"github.com/spf13/cobra"
+)
+
+var logger = log.New(os.Stderr, "", log.LstdFlags|log.Lmicroseconds|log.LUTC)
+
+func monCmd(g *globals) *cobra.Command {
+	var o mon.Options
+	cmd := &cobra.Command{
+		Use:   "mon",
+		Short: "run a monitor: an embedded etcd member holding the cluster map",
+		Long: `Runs one etcd member inside cairn, so no separate etcd install is needed.
+One mon is a working cluster; three mons on three hosts, started with the same
+--initial-cluster, form a real etcd cluster that survives the loss of one.
+With --conf, the mon also creates the cluster map for that cluster's fsid if
+etcd holds none yet.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Logf = logger.Printf
+			ctx := cmd.Context()
+			var cfg *client.Config
+			if g.conf != "" || os.Getenv("CAIRN_CONF") != "" {
+				c, err := client.LoadConfig(g.conf)
+				if err != nil {
+					return err
+				}
+				cfg = c
+			}
+			return mon.Run(ctx, o, func() {
+				if cfg == nil {
+					return
+				}
+				go func() {
+					ms, err := meta.Connect(ctx, []string{o.ClientURL})
+					if err != nil {
+						logger.Printf("mon: %v", err)
+						return
+					}
+					defer ms.Close()
+					if _, err := ms.Init(ctx, cfg.FSID); err != nil {
+						logger.Printf("mon: %v", err)
+					}
+				}()
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Name, "name", "a", "member name, unique among the mons")
+	f.StringVar(&o.DataDir, "data", "cairn-mon", "directory for the etcd data")
+	f.StringVar(&o.ClientURL, "client-url", "http://127.0.0.1:2379", "URL clients and OSDs reach etcd at")
+	f.StringVar(&o.PeerURL, "peer-url", "http://127.0.0.1:2380", "URL the other mons reach this one at")
+	f.StringVar(&o.InitialCluster, "initial-cluster", "", "all members: NAME=PEERURL,... (default: this mon alone)")
+	f.StringVar(&o.ClusterState, "initial-cluster-state", "new", "new, or existing when joining a running cluster")
+	return cmd
+}
+
+func osdCmd(g *globals) *cobra.Command {
+	var o osd.Options
+	var id int
+	var class string
+	cmd := &cobra.Command{
+		Use:   "osd",
+		Short: "run an OSD daemon on one data directory (and the osd admin commands)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.DataDir == "" {
+				return fmt.Errorf("osd: --data DIR is required")
+			}
+			cfg, err := client.LoadConfig(g.conf)
+			if err != nil {
+				return err
+			}
+			o.Conf, o.ID, o.Class, o.Logf = cfg, clustermap.OSDID(id), clustermap.DeviceClass(class), logger.Printf
+			return osd.Run(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&id, "id", -1, "OSD id (default: the one stored in --data, or a new one)")
+	f.StringVar(&o.DataDir, "data", "", "directory for object data")
+	f.StringVar(&o.MetaDir, "meta-dir", "", "directory for the journal and metadata, e.g. on a faster device (default DATA/meta)")
+	f.StringVar(&o.Listen, "listen", "127.0.0.1:6800", "address to serve on: IPv4 host:port or [IPv6]:port")
+	f.StringVar(&o.Host, "host", "", "host name in the failure-domain tree (default: this machine's name)")
+	f.StringVar(&o.Rack, "rack", "", "rack of the host (default \"default\")")
+	f.StringVar(&class, "class", "hdd", "device class: hdd, ssd or nvme")
+	f.Float64Var(&o.Weight, "weight", 1, "relative capacity (e.g. TiB)")
+	f.DurationVar(&o.LeaseTTL, "lease-ttl", 10*time.Second, "how long the OSD may be silent before it is marked down")
+	f.Int64Var(&o.ReserveBytes, "reserve", 0, "bytes of free disk kept in reserve; writes fail with 'disk full' below it (default 64 MiB)")
+	cmd.AddCommand(osdTreeCmd(g))
+	return cmd
+}
+
+// waitFor polls fn until it succeeds or the timeout passes.
+func waitFor(ctx context.Context, timeout time.Duration, what string, fn func() error) error {
+	deadline := time.Now().Add(timeout)
+	var err error
+	for {
+		if err = fn(); err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: not ready after %s: %w", what, timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,247 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/cairn-storage/cairn/client"
+	"github.com/cairn-storage/cairn/internal/clustermap"
+	"github.com/cairn-storage/cairn/internal/conf"
+	"github.com/cairn-storage/cairn/internal/meta"
+	"github.com/spf13/cobra"
+)
+
+// DevProcess is one entry of DIR/dev.json: enough to find, kill and restart
+// a process of the dev cluster (tests use args to restart a killed OSD).
+type DevProcess struct {
+	Name string   `json:"name"`
+	PID  int      `json:"pid"`
+	Addr string   `json:"addr"`
+	Data string   `json:"data"`
+	Log  string   `json:"log"`
+	Args []string `json:"args"`
+}
+
+// DevInfo is the content of DIR/dev.json.
+type DevInfo struct {
+	Conf          string       `json:"conf"`
+	EtcdEndpoints []string     `json:"etcd_endpoints"`
+	Processes     []DevProcess `json:"processes"`
+}
+
+type devOptions struct {
+	dir         string
+	hosts       int
+	osdsPerHost int
+	etcdPort    int
+	osdPort     int
+	leaseTTL    time.Duration
+	external    []string
+}
+
+func devCmd(g *globals) *cobra.Command {
+	var o devOptions
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "start a local cluster: etcd plus hosts × OSDs as separate processes on 127.0.0.x",
+		Long: `Starts a complete cluster on this machine: one mon (embedded etcd) and
+--hosts × --osds-per-host OSD processes, host N listening on 127.0.0.N, with all
+data under --dir. Creates the pool "default" (3 copies, one per host), writes
+DIR/cairn.conf and DIR/dev.json, prints how to use it, and runs until Ctrl-C.
+Running it again on the same --dir restarts the same cluster with its data.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return runDev(cmd.Context(), g, o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.dir, "dir", "cairn-dev", "directory for the cluster's config, data and logs")
+	f.IntVar(&o.hosts, "hosts", 3, "number of hosts (127.0.0.1, 127.0.0.2, ...)")
+	f.IntVar(&o.osdsPerHost, "osds-per-host", 2, "OSD processes per host")
+	f.IntVar(&o.etcdPort, "etcd-port", 2379, "etcd client port (the peer port is the next one)")
+	f.IntVar(&o.osdPort, "osd-port", 6800, "port of osd.0; osd.N listens on this + N")
+	f.DurationVar(&o.leaseTTL, "lease-ttl", 5*time.Second, "how long an OSD may be silent before it is marked down")
+	f.StringSliceVar(&o.external, "etcd-endpoints", nil, "use this existing etcd cluster instead of starting a mon")
+	return cmd
+}
+
+func runDev(ctx context.Context, g *globals, o devOptions) error {
+	if o.hosts < 1 || o.hosts > 250 || o.osdsPerHost < 1 || o.osdsPerHost > 64 {
+		return fmt.Errorf("dev: --hosts must be 1..250 and --osds-per-host 1..64")
+	}
+	dir, err := filepath.Abs(o.dir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	confPath := filepath.Join(dir, "cairn.conf")
+	cfg, err := conf.Load(confPath)
+	switch {
+	case err == nil:
+		fmt.Fprintf(g.out, "restarting cluster %s from %s\n", cfg.FSID, dir)
+	case errors.Is(err, os.ErrNotExist):
+		eps := o.external
+		if len(eps) == 0 {
+			eps = []string{fmt.Sprintf("http://127.0.0.1:%d", o.etcdPort)}
+		}
+		cfg = conf.New(eps)
+		if err := cfg.Save(confPath); err != nil {
+			return err
+		}
+	default:
+		return err
+	}
+
+	info := DevInfo{Conf: confPath, EtcdEndpoints: cfg.EtcdEndpoints}
+	var procs []*exec.Cmd
+	start := func(name, addr, data string, args []string) error {
+		logPath := filepath.Join(dir, name+".log")
+		lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		c := exec.Command(self, args...)
+		c.Stdout, c.Stderr = lf, lf
+		c.Env = append(os.Environ(), conf.EnvVar+"="+confPath)
+		// Own process group: a terminal's Ctrl-C reaches only us, and we stop
+		// the children in order. Pdeathsig stops them if we are killed.
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+		if err := c.Start(); err != nil {
+			lf.Close()
+			return fmt.Errorf("dev: start %s: %w", name, err)
+		}
+		lf.Close()
+		procs = append(procs, c)
+		info.Processes = append(info.Processes, DevProcess{Name: name, PID: c.Process.Pid, Addr: addr, Data: data, Log: logPath, Args: append([]string{self}, args...)})
+		go func() {
+			err := c.Wait()
+			if ctx.Err() == nil {
+				fmt.Fprintf(os.Stderr, "dev: %s (pid %d) exited: %v; see %s\n", name, c.Process.Pid, err, logPath)
+			}
+		}()
+		return nil
+	}
+	defer func() { stopAll(procs) }()
+
+	if len(o.external) == 0 {
+		data := filepath.Join(dir, "mon.a")
+		args := []string{"mon", "--conf", confPath, "--name", "a", "--data", data,
+			"--client-url", fmt.Sprintf("http://127.0.0.1:%d", o.etcdPort),
+			"--peer-url", fmt.Sprintf("http://127.0.0.1:%d", o.etcdPort+1)}
+		if err := start("mon.a", cfg.EtcdEndpoints[0], data, args); err != nil {
+			return err
+		}
+	}
+	var ms *meta.Store
+	if err := waitFor(ctx, 60*time.Second, "etcd", func() error {
+		var err error
+		ms, err = meta.Connect(ctx, cfg.EtcdEndpoints)
+		return err
+	}); err != nil {
+		return err
+	}
+	defer ms.Close()
+	if _, err := ms.Init(ctx, cfg.FSID); err != nil {
+		return err
+	}
+
+	total := o.hosts * o.osdsPerHost
+	for h := 0; h < o.hosts; h++ {
+		ip := fmt.Sprintf("127.0.0.%d", h+1)
+		for j := 0; j < o.osdsPerHost; j++ {
+			id := h*o.osdsPerHost + j
+			name := "osd." + strconv.Itoa(id)
+			data := filepath.Join(dir, name)
+			addr := fmt.Sprintf("%s:%d", ip, o.osdPort+id)
+			args := []string{"osd", "--conf", confPath, "--id", strconv.Itoa(id), "--data", data,
+				"--listen", addr, "--host", fmt.Sprintf("host%d", h+1), "--lease-ttl", o.leaseTTL.String()}
+			if err := start(name, addr, data, args); err != nil {
+				return err
+			}
+		}
+	}
+	if err := waitFor(ctx, 90*time.Second, "OSDs", func() error {
+		m, _, err := ms.Map(ctx)
+		if err != nil {
+			return err
+		}
+		up := 0
+		for i := 0; i < total; i++ {
+			if osd, ok := m.OSD(clustermap.OSDID(i)); ok && osd.Up {
+				up++
+			}
+		}
+		if up < total {
+			return fmt.Errorf("%d of %d OSDs up (logs in %s)", up, total, dir)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+
+	c, err := client.Dial(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	pool, err := c.Pool("default")
+	var pinfo client.PoolInfo
+	if err == nil {
+		pinfo, err = pool.Info()
+	} else {
+		size := min(3, o.hosts)
+		pinfo, err = c.CreatePool(ctx, client.PoolSpec{Name: "default", Size: size, FailureDomain: clustermap.DomainHost})
+	}
+	if err != nil {
+		return err
+	}
+
+	b, _ := json.MarshalIndent(info, "", "  ")
+	if err := os.WriteFile(filepath.Join(dir, "dev.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	w := g.out
+	fmt.Fprintf(w, "cairn dev cluster %s is up, data in %s\n\n", cfg.FSID, dir)
+	for _, p := range info.Processes {
+		fmt.Fprintf(w, "  %-8s %-26s pid %-7d log %s\n", p.Name, p.Addr, p.PID, p.Log)
+	}
+	fmt.Fprintf(w, "\n  pool %q: %d copies (min %d), %d pgs, one copy per %s\n", pinfo.Name, pinfo.Size, pinfo.MinSize, pinfo.PGNum, pinfo.FailureDomain)
+	fmt.Fprintf(w, "  config: %s (process list: %s)\n\n", confPath, filepath.Join(dir, "dev.json"))
+	fmt.Fprintf(w, "Try it from another terminal:\n")
+	fmt.Fprintf(w, "  export CAIRN_CONF=%s\n", confPath)
+	fmt.Fprintf(w, "  cairn status\n  cairn osd tree\n")
+	fmt.Fprintf(w, "  echo hello | cairn obj put default greeting && cairn obj get default greeting\n\n")
+	fmt.Fprintf(w, "Ctrl-C stops the cluster; cairn dev --dir %s starts it again with its data.\n", o.dir)
+	<-ctx.Done()
+	fmt.Fprintf(w, "stopping %d processes...\n", len(procs))
+	return nil
+}
+
+// stopAll stops OSDs before the mon, gently first.
+func stopAll(procs []*exec.Cmd) {
+	for i := len(procs) - 1; i >= 0; i-- {
+		procs[i].Process.Signal(syscall.SIGTERM)
+		if i == 0 && len(procs) > 1 {
+			time.Sleep(500 * time.Millisecond) // let OSDs mark themselves down while etcd is up
+		}
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for _, p := range procs {
+		for time.Now().Before(deadline) && p.Process.Signal(syscall.Signal(0)) == nil {
+			time.Sleep(50 * time.Millisecond)
+		}
+		p.Process.Kill()
+	}
+}

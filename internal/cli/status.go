@@ -1,0 +1,335 @@
+package cli
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cairn-storage/cairn/internal/clustermap"
+	"github.com/cairn-storage/cairn/internal/meta"
+	"github.com/cairn-storage/cairn/internal/placement"
+	"github.com/spf13/cobra"
+)
+
+// Health levels, worst last.
+const (
+	healthOK   = "HEALTH_OK"
+	healthWarn = "HEALTH_WARN"
+	healthErr  = "HEALTH_ERR"
+)
+
+// Usage thresholds of an OSD's disk.
+const (
+	nearFullRatio = 0.85
+	fullRatio     = 0.95
+)
+
+// Check is one health finding in plain words.
+type Check struct {
+	Code     string   `json:"code"`
+	Severity string   `json:"severity"`
+	Summary  string   `json:"summary"`
+	Detail   []string `json:"detail,omitempty"`
+}
+
+// Status is what `cairn status` shows.
+type Status struct {
+	FSID   string   `json:"fsid"`
+	Epoch  uint64   `json:"epoch"`
+	Health string   `json:"health"`
+	Checks []Check  `json:"checks"`
+	OSDs   int      `json:"osds"`
+	OSDsUp int      `json:"osds_up"`
+	OSDsIn int      `json:"osds_in"`
+	Pools  int      `json:"pools"`
+	PGs    int      `json:"pgs"`
+	PGsOK  int      `json:"pgs_active_clean"`
+	Used   int64    `json:"used_bytes"`
+	Total  int64    `json:"total_bytes"`
+	Etcd   []string `json:"etcd_endpoints"`
+}
+
+// computeStatus derives health from the map, the usage the OSDs publish and
+// the recorded reports. Pure, so it is tested without a cluster.
+func computeStatus(m *clustermap.Map, stats map[clustermap.OSDID]meta.OSDStats, reports []meta.Report, now time.Time) Status {
+	st := Status{FSID: m.FSID, Epoch: uint64(m.Epoch), Health: healthOK, OSDs: len(m.OSDs), Pools: len(m.Pools)}
+	add := func(c Check) {
+		st.Checks = append(st.Checks, c)
+		if c.Severity == healthErr || st.Health == healthOK {
+			st.Health = c.Severity
+		}
+	}
+	var down []string
+	for _, o := range m.OSDs {
+		if o.Up {
+			st.OSDsUp++
+		}
+		if o.In {
+			st.OSDsIn++
+		}
+		if o.In && !o.Up {
+			since := "since it first registered"
+			if !o.DownSince.IsZero() {
+				since = fmt.Sprintf("since %s (%s ago)", o.DownSince.UTC().Format("2006-01-02 15:04:05 UTC"), now.Sub(o.DownSince).Round(time.Second))
+			}
+			down = append(down, fmt.Sprintf("%s on host %s (%s) is down %s", o.ID, o.Host, o.Addr, since))
+		}
+	}
+	if len(down) > 0 {
+		add(Check{Code: "OSD_DOWN", Severity: healthWarn,
+			Summary: fmt.Sprintf("%d OSD(s) down: their placement groups are served by the remaining copies", len(down)),
+			Detail:  down})
+	}
+	t := placement.NewTable(m)
+	for i := range m.Pools {
+		p := &m.Pools[i]
+		var degraded, inactive, undersized []string
+		for seed := uint32(0); seed < p.PGNum; seed++ {
+			pg := clustermap.PGID{Pool: p.ID, Seed: seed}
+			st.PGs++
+			placed := t.Place(p, pg)
+			acting := t.Acting(p, pg)
+			switch {
+			case len(acting) < p.MinSize:
+				inactive = append(inactive, fmt.Sprintf("%s (%d of %d copies up)", pg, len(acting), p.Size))
+			case len(acting) < p.Size && len(placed) == p.Size:
+				degraded = append(degraded, fmt.Sprintf("%s (%d of %d copies up)", pg, len(acting), p.Size))
+			case len(placed) < p.Size:
+				undersized = append(undersized, pg.String())
+			default:
+				st.PGsOK++
+			}
+		}
+		if len(inactive) > 0 {
+			add(Check{Code: "PG_INACTIVE", Severity: healthErr,
+				Summary: fmt.Sprintf("pool %q: %d pg(s) have fewer than min_size %d copies up: their writes are blocked until an OSD returns", p.Name, len(inactive), p.MinSize),
+				Detail:  clip(inactive)})
+		}
+		if len(degraded) > 0 {
+			add(Check{Code: "PG_DEGRADED", Severity: healthWarn,
+				Summary: fmt.Sprintf("pool %q: %d pg(s) degraded: fewer than %d copies up, data is at risk until the OSDs return", p.Name, len(degraded), p.Size),
+				Detail:  clip(degraded)})
+		}
+		if len(undersized) > 0 {
+			add(Check{Code: "PG_UNDERSIZED", Severity: healthWarn,
+				Summary: fmt.Sprintf("pool %q: %d pg(s) can be placed on fewer than %d distinct %ss: add OSDs or lower the pool size", p.Name, len(undersized), p.Size, p.FailureDomain),
+				Detail:  clip(undersized)})
+		}
+	}
+	var full, nearfull []string
+	for id, s := range stats {
+		st.Used += s.UsedBytes
+		st.Total += s.TotalBytes
+		if s.TotalBytes <= 0 {
+			continue
+		}
+		r := float64(s.UsedBytes) / float64(s.TotalBytes)
+		line := fmt.Sprintf("%s is %.0f%% full (%s free)", id, r*100, humanBytes(s.FreeBytes))
+		if r >= fullRatio {
+			full = append(full, line)
+		} else if r >= nearFullRatio {
+			nearfull = append(nearfull, line)
+		}
+	}
+	sort.Strings(full)
+	sort.Strings(nearfull)
+	if len(full) > 0 {
+		add(Check{Code: "OSD_FULL", Severity: healthErr, Summary: fmt.Sprintf("%d OSD(s) full: writes to their placement groups fail; delete data or add OSDs", len(full)), Detail: full})
+	}
+	if len(nearfull) > 0 {
+		add(Check{Code: "OSD_NEARFULL", Severity: healthWarn, Summary: fmt.Sprintf("%d OSD(s) nearly full (over %.0f%%): add capacity soon", len(nearfull), nearFullRatio*100), Detail: nearfull})
+	}
+	var repaired, unrepaired []string
+	for _, r := range reports {
+		if r.Kind != "corruption" {
+			continue
+		}
+		line := fmt.Sprintf("%s pg %s object %q: %s (%d time(s), last %s)", r.OSD, r.PG, r.Object, r.Detail, r.Count, r.Time.UTC().Format("2006-01-02 15:04:05 UTC"))
+		if strings.Contains(r.Detail, "; repaired from ") {
+			repaired = append(repaired, line)
+		} else {
+			unrepaired = append(unrepaired, line)
+		}
+	}
+	if len(unrepaired) > 0 {
+		add(Check{Code: "OBJECT_CORRUPT", Severity: healthErr, Summary: fmt.Sprintf("%d object copy(ies) failed their checksum and could not be repaired", len(unrepaired)), Detail: clip(unrepaired)})
+	}
+	if len(repaired) > 0 {
+		add(Check{Code: "OBJECT_REPAIRED", Severity: healthWarn, Summary: fmt.Sprintf("%d object copy(ies) failed their checksum on read and were repaired from a replica: check the disks of the OSDs named", len(repaired)), Detail: clip(repaired)})
+	}
+	return st
+}
+
+// clip keeps long detail lists readable.
+func clip(l []string) []string {
+	if len(l) <= 20 {
+		return l
+	}
+	return append(l[:20:20], fmt.Sprintf("... and %d more", len(l)-20))
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func statusCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "show the cluster's health in plain words",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			ms, cfg, err := g.meta(ctx)
+			if err != nil {
+				return err
+			}
+			defer ms.Close()
+			m, _, err := ms.Map(ctx)
+			if err != nil {
+				return err
+			}
+			stats, err := ms.Stats(ctx)
+			if err != nil {
+				return err
+			}
+			reports, err := ms.Reports(ctx)
+			if err != nil {
+				return err
+			}
+			st := computeStatus(m, stats, reports, time.Now())
+			st.Etcd = cfg.EtcdEndpoints
+			if st.Checks == nil {
+				st.Checks = []Check{}
+			}
+			if g.json {
+				return g.printJSON(st)
+			}
+			w := g.out
+			fmt.Fprintf(w, "cluster %s (map epoch %d)\n", st.FSID, st.Epoch)
+			fmt.Fprintf(w, "  health: %s\n", st.Health)
+			for _, c := range st.Checks {
+				fmt.Fprintf(w, "    [%s] %s\n", strings.TrimPrefix(c.Severity, "HEALTH_"), c.Summary)
+				for _, d := range c.Detail {
+					fmt.Fprintf(w, "        %s\n", d)
+				}
+			}
+			fmt.Fprintf(w, "  etcd:   %s\n", strings.Join(st.Etcd, ", "))
+			fmt.Fprintf(w, "  osds:   %d total, %d up, %d in\n", st.OSDs, st.OSDsUp, st.OSDsIn)
+			fmt.Fprintf(w, "  pools:  %d pools, %d pgs, %d active+clean\n", st.Pools, st.PGs, st.PGsOK)
+			fmt.Fprintf(w, "  usage:  %s used of %s\n", humanBytes(st.Used), humanBytes(st.Total))
+			return nil
+		},
+	}
+}
+
+// treeRow is one line of `cairn osd tree`.
+type treeRow struct {
+	Type   string  `json:"type"` // root, rack, host, osd
+	Name   string  `json:"name"`
+	ID     *int    `json:"id,omitempty"`
+	Class  string  `json:"class,omitempty"`
+	Weight float64 `json:"weight"`
+	Status string  `json:"status,omitempty"` // up/down
+	In     *bool   `json:"in,omitempty"`
+	Addr   string  `json:"addr,omitempty"`
+	Depth  int     `json:"depth"`
+}
+
+// buildTree lays out root → rack → host → osd with summed weights.
+func buildTree(m *clustermap.Map) []treeRow {
+	racks := map[string][]string{}
+	for _, h := range m.Hosts {
+		racks[h.Rack] = append(racks[h.Rack], h.Name)
+	}
+	byHost := map[string][]clustermap.OSD{}
+	for _, o := range m.OSDs {
+		byHost[o.Host] = append(byHost[o.Host], o)
+	}
+	hostWeight := func(h string) (w float64) {
+		for _, o := range byHost[h] {
+			if o.In {
+				w += o.Weight
+			}
+		}
+		return w
+	}
+	rackNames := make([]string, 0, len(racks))
+	var total float64
+	for r, hs := range racks {
+		rackNames = append(rackNames, r)
+		for _, h := range hs {
+			total += hostWeight(h)
+		}
+	}
+	sort.Strings(rackNames)
+	rows := []treeRow{{Type: "root", Name: "default", Weight: total}}
+	for _, r := range rackNames {
+		var rw float64
+		for _, h := range racks[r] {
+			rw += hostWeight(h)
+		}
+		rows = append(rows, treeRow{Type: "rack", Name: r, Weight: rw, Depth: 1})
+		for _, h := range racks[r] {
+			rows = append(rows, treeRow{Type: "host", Name: h, Weight: hostWeight(h), Depth: 2})
+			for _, o := range byHost[h] {
+				id, in := int(o.ID), o.In
+				status := "down"
+				if o.Up {
+					status = "up"
+				}
+				rows = append(rows, treeRow{Type: "osd", Name: o.ID.String(), ID: &id, Class: string(o.Class), Weight: o.Weight, Status: status, In: &in, Addr: o.Addr, Depth: 3})
+			}
+		}
+	}
+	return rows
+}
+
+func osdTreeCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "tree",
+		Short: "show hosts and OSDs in their failure-domain tree",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ms, _, err := g.meta(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer ms.Close()
+			m, _, err := ms.Map(cmd.Context())
+			if err != nil {
+				return err
+			}
+			rows := buildTree(m)
+			if g.json {
+				return g.printJSON(rows)
+			}
+			tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tCLASS\tWEIGHT\tTYPE NAME\tSTATUS\tIN\tADDR")
+			for _, r := range rows {
+				id, in := "", ""
+				if r.ID != nil {
+					id = fmt.Sprint(*r.ID)
+				}
+				if r.In != nil {
+					in = "in"
+					if !*r.In {
+						in = "out"
+					}
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%.3f\t%s%s %s\t%s\t%s\t%s\n", id, r.Class, r.Weight, strings.Repeat("  ", r.Depth), r.Type, r.Name, r.Status, in, r.Addr)
+			}
+			return tw.Flush()
+		},
+	}
+}

@@ -1,0 +1,349 @@
+// Package clustermap defines the cluster map: the versioned description of
+// hosts, OSDs and pools that every client and daemon places data with.
+//
+// The map is a plain value. It is stored as one JSON document in etcd (see
+// package meta), changed only by compare-and-swap on its epoch, and handed to
+// pure code (placement) by value. This package does no IO and imports nothing
+// of the project.
+package clustermap
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Epoch numbers versions of the map. Every change increments it by one.
+type Epoch uint64
+
+// OSDID identifies an OSD for the life of the cluster.
+type OSDID int32
+
+func (id OSDID) String() string { return "osd." + strconv.Itoa(int(id)) }
+
+// PoolID identifies a pool; IDs are never reused.
+type PoolID uint32
+
+// PGID names a placement group: a pool and a seed in [0, pool.PGNum).
+type PGID struct {
+	Pool PoolID
+	Seed uint32
+}
+
+// String renders a PGID the way Ceph users know it: "pool.seedhex", e.g. "1.2a".
+func (p PGID) String() string { return fmt.Sprintf("%d.%x", p.Pool, p.Seed) }
+
+// ParsePGID parses the form produced by PGID.String.
+func ParsePGID(s string) (PGID, error) {
+	dot := strings.IndexByte(s, '.')
+	if dot < 0 {
+		return PGID{}, fmt.Errorf("placement group id %q: want POOL.SEEDHEX, e.g. 1.2a", s)
+	}
+	pool, err := strconv.ParseUint(s[:dot], 10, 32)
+	if err != nil {
+		return PGID{}, fmt.Errorf("placement group id %q: bad pool number: %v", s, err)
+	}
+	seed, err := strconv.ParseUint(s[dot+1:], 16, 32)
+	if err != nil {
+		return PGID{}, fmt.Errorf("placement group id %q: bad seed: %v", s, err)
+	}
+	return PGID{Pool: PoolID(pool), Seed: uint32(seed)}, nil
+}
+
+// DeviceClass is the kind of device under an OSD; pools can be restricted to one.
+type DeviceClass string
+
+const (
+	ClassHDD  DeviceClass = "hdd"
+	ClassSSD  DeviceClass = "ssd"
+	ClassNVMe DeviceClass = "nvme"
+)
+
+// ValidClass reports whether c is a known device class.
+func ValidClass(c DeviceClass) bool {
+	return c == ClassHDD || c == ClassSSD || c == ClassNVMe
+}
+
+// Failure-domain levels of the tree root → rack → host → osd.
+const (
+	DomainOSD  = "osd"
+	DomainHost = "host"
+	DomainRack = "rack"
+)
+
+// DefaultRack is the rack of hosts registered without one.
+const DefaultRack = "default"
+
+// Host is a machine holding OSDs, placed in a rack.
+type Host struct {
+	Name string `json:"name"`
+	Rack string `json:"rack"`
+}
+
+// OSD is one storage daemon owning one device.
+type OSD struct {
+	ID     OSDID       `json:"id"`
+	Host   string      `json:"host"`
+	Addr   string      `json:"addr"` // host:port, IPv4 or [IPv6]
+	Class  DeviceClass `json:"class"`
+	Weight float64     `json:"weight"` // relative capacity, usually TiB; 0 takes no data
+	// Up: the daemon holds a live lease. In: placement may map data to it.
+	Up        bool      `json:"up"`
+	In        bool      `json:"in"`
+	UpSince   time.Time `json:"up_since,omitzero"`
+	DownSince time.Time `json:"down_since,omitzero"`
+}
+
+// Pool is a named set of placement groups with a replication rule.
+type Pool struct {
+	ID            PoolID      `json:"id"`
+	Name          string      `json:"name"`
+	Size          int         `json:"size"`     // copies of every object
+	MinSize       int         `json:"min_size"` // copies below which writes stop
+	PGNum         uint32      `json:"pg_num"`
+	Class         DeviceClass `json:"class,omitempty"` // empty: any class
+	FailureDomain string      `json:"failure_domain"`  // osd, host or rack
+}
+
+// Map is the whole cluster map at one epoch.
+type Map struct {
+	Epoch      Epoch     `json:"epoch"`
+	FSID       string    `json:"fsid"`
+	Created    time.Time `json:"created"`
+	Modified   time.Time `json:"modified"`
+	Hosts      []Host    `json:"hosts"` // sorted by Name
+	OSDs       []OSD     `json:"osds"`  // sorted by ID
+	Pools      []Pool    `json:"pools"` // sorted by ID
+	NextPoolID PoolID    `json:"next_pool_id"`
+	NextOSDID  OSDID     `json:"next_osd_id"`
+}
+
+// Limits on names, so that keys stay small and printable.
+const (
+	MaxPoolNameLen = 128
+	MaxHostNameLen = 253
+	MaxPGNum       = 1 << 16
+	MaxPoolSize    = 16
+)
+
+// Clone returns a deep copy, so a caller may change it and CAS it back.
+func (m *Map) Clone() *Map {
+	c := *m
+	c.Hosts = append([]Host(nil), m.Hosts...)
+	c.OSDs = append([]OSD(nil), m.OSDs...)
+	c.Pools = append([]Pool(nil), m.Pools...)
+	return &c
+}
+
+// OSD returns the OSD with the given id.
+func (m *Map) OSD(id OSDID) (*OSD, bool) {
+	i := sort.Search(len(m.OSDs), func(i int) bool { return m.OSDs[i].ID >= id })
+	if i < len(m.OSDs) && m.OSDs[i].ID == id {
+		return &m.OSDs[i], true
+	}
+	return nil, false
+}
+
+// Host returns the host with the given name.
+func (m *Map) Host(name string) (*Host, bool) {
+	i := sort.Search(len(m.Hosts), func(i int) bool { return m.Hosts[i].Name >= name })
+	if i < len(m.Hosts) && m.Hosts[i].Name == name {
+		return &m.Hosts[i], true
+	}
+	return nil, false
+}
+
+// PoolByName returns the pool with the given name.
+func (m *Map) PoolByName(name string) (*Pool, bool) {
+	for i := range m.Pools {
+		if m.Pools[i].Name == name {
+			return &m.Pools[i], true
+		}
+	}
+	return nil, false
+}
+
+// Pool returns the pool with the given id.
+func (m *Map) Pool(id PoolID) (*Pool, bool) {
+	for i := range m.Pools {
+		if m.Pools[i].ID == id {
+			return &m.Pools[i], true
+		}
+	}
+	return nil, false
+}
+
+// DomainOf returns the name of the failure domain of the given level that
+// holds osd: its host, its host's rack, or the OSD itself.
+func (m *Map) DomainOf(o *OSD, level string) string {
+	switch level {
+	case DomainOSD:
+		return o.ID.String()
+	case DomainRack:
+		if h, ok := m.Host(o.Host); ok {
+			return h.Rack
+		}
+		return DefaultRack
+	default:
+		return o.Host
+	}
+}
+
+// CountDomains counts the failure domains of the given level that hold at
+// least one in OSD of the class with weight > 0 (class "" matches all).
+func (m *Map) CountDomains(level string, class DeviceClass) int {
+	seen := map[string]bool{}
+	for i := range m.OSDs {
+		o := &m.OSDs[i]
+		if !o.In || o.Weight <= 0 || (class != "" && o.Class != class) {
+			continue
+		}
+		seen[m.DomainOf(o, level)] = true
+	}
+	return len(seen)
+}
+
+// UpsertHost adds a host or moves it to rack; the list stays sorted.
+func (m *Map) UpsertHost(name, rack string) {
+	if rack == "" {
+		rack = DefaultRack
+	}
+	if h, ok := m.Host(name); ok {
+		h.Rack = rack
+		return
+	}
+	m.Hosts = append(m.Hosts, Host{Name: name, Rack: rack})
+	sort.Slice(m.Hosts, func(i, j int) bool { return m.Hosts[i].Name < m.Hosts[j].Name })
+}
+
+// UpsertOSD adds or replaces an OSD; the list stays sorted.
+func (m *Map) UpsertOSD(o OSD) {
+	if p, ok := m.OSD(o.ID); ok {
+		*p = o
+		return
+	}
+	m.OSDs = append(m.OSDs, o)
+	sort.Slice(m.OSDs, func(i, j int) bool { return m.OSDs[i].ID < m.OSDs[j].ID })
+	if o.ID >= m.NextOSDID {
+		m.NextOSDID = o.ID + 1
+	}
+}
+
+// ValidatePool checks a pool's own fields (not its fit to the OSDs).
+func ValidatePool(p *Pool) error {
+	if err := ValidatePoolName(p.Name); err != nil {
+		return err
+	}
+	if p.Size < 1 || p.Size > MaxPoolSize {
+		return fmt.Errorf("pool %q: size %d is out of range 1..%d", p.Name, p.Size, MaxPoolSize)
+	}
+	if p.MinSize < 1 || p.MinSize > p.Size {
+		return fmt.Errorf("pool %q: min_size %d must be between 1 and size %d", p.Name, p.MinSize, p.Size)
+	}
+	if p.PGNum < 1 || p.PGNum > MaxPGNum {
+		return fmt.Errorf("pool %q: pg_num %d is out of range 1..%d", p.Name, p.PGNum, MaxPGNum)
+	}
+	if p.Class != "" && !ValidClass(p.Class) {
+		return fmt.Errorf("pool %q: unknown device class %q (want hdd, ssd or nvme)", p.Name, p.Class)
+	}
+	switch p.FailureDomain {
+	case DomainOSD, DomainHost, DomainRack:
+	default:
+		return fmt.Errorf("pool %q: unknown failure domain %q (want osd, host or rack)", p.Name, p.FailureDomain)
+	}
+	return nil
+}
+
+// ValidatePoolName rejects names that would not survive a CLI or a key.
+func ValidatePoolName(name string) error {
+	if name == "" {
+		return errors.New("pool name is empty")
+	}
+	if len(name) > MaxPoolNameLen {
+		return fmt.Errorf("pool name is %d bytes long, more than the limit of %d", len(name), MaxPoolNameLen)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return fmt.Errorf("pool name %q: only letters, digits, '-', '_' and '.' are allowed", name)
+		}
+	}
+	return nil
+}
+
+// Validate checks the invariants of a whole map; Decode calls it so a
+// damaged or hand-edited map is refused before anyone places data with it.
+func (m *Map) Validate() error {
+	for i := range m.Hosts {
+		h := &m.Hosts[i]
+		if h.Name == "" || len(h.Name) > MaxHostNameLen {
+			return fmt.Errorf("cluster map: host %d has a bad name %q", i, h.Name)
+		}
+		if i > 0 && m.Hosts[i-1].Name >= h.Name {
+			return fmt.Errorf("cluster map: hosts not sorted or duplicated at %q", h.Name)
+		}
+	}
+	for i := range m.OSDs {
+		o := &m.OSDs[i]
+		if o.ID < 0 {
+			return fmt.Errorf("cluster map: negative OSD id %d", o.ID)
+		}
+		if i > 0 && m.OSDs[i-1].ID >= o.ID {
+			return fmt.Errorf("cluster map: OSDs not sorted or duplicated at %s", o.ID)
+		}
+		if _, ok := m.Host(o.Host); !ok {
+			return fmt.Errorf("cluster map: %s is on unknown host %q", o.ID, o.Host)
+		}
+		if !ValidClass(o.Class) {
+			return fmt.Errorf("cluster map: %s has unknown device class %q", o.ID, o.Class)
+		}
+		if o.Weight < 0 || o.Weight != o.Weight || o.Weight > 1e6 {
+			return fmt.Errorf("cluster map: %s has bad weight %v", o.ID, o.Weight)
+		}
+		if o.ID >= m.NextOSDID {
+			return fmt.Errorf("cluster map: %s is not below next_osd_id %d", o.ID, m.NextOSDID)
+		}
+	}
+	for i := range m.Pools {
+		p := &m.Pools[i]
+		if err := ValidatePool(p); err != nil {
+			return fmt.Errorf("cluster map: %w", err)
+		}
+		if i > 0 && m.Pools[i-1].ID >= p.ID {
+			return fmt.Errorf("cluster map: pools not sorted or duplicated at id %d", p.ID)
+		}
+		if p.ID >= m.NextPoolID {
+			return fmt.Errorf("cluster map: pool %q id %d is not below next_pool_id %d", p.Name, p.ID, m.NextPoolID)
+		}
+		for j := 0; j < i; j++ {
+			if m.Pools[j].Name == p.Name {
+				return fmt.Errorf("cluster map: two pools named %q", p.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// Encode serialises the map for storage in etcd.
+func (m *Map) Encode() []byte {
+	b, err := json.Marshal(m)
+	if err != nil {
+		panic(fmt.Sprintf("clustermap: encode: %v", err)) // only plain fields: cannot fail
+	}
+	return b
+}
+
+// Decode parses and validates a map stored by Encode.
+func Decode(b []byte) (*Map, error) {
+	var m Map
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("cluster map: %w", err)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}

@@ -1,0 +1,74 @@
+package conf
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestSaveLoadRoundTrip(t *testing.T) {
+	c := New([]string{"http://127.0.0.1:2379", "http://[::1]:2379"})
+	p := filepath.Join(t.TempDir(), "cairn.conf")
+	if err := c.Save(p); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %o, want 600", fi.Mode().Perm())
+	}
+	got, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.FSID != c.FSID || !bytes.Equal(got.ClusterKey, c.ClusterKey) || strings.Join(got.EtcdEndpoints, ",") != strings.Join(c.EtcdEndpoints, ",") {
+		t.Fatalf("round trip changed config: %+v vs %+v", got, c)
+	}
+}
+
+func TestLoadRefusesReadableByOthers(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "cairn.conf")
+	if err := New([]string{"http://127.0.0.1:2379"}).Save(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(p)
+	if err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("want a refusal naming chmod 600, got %v", err)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"fsid = x\n", "etcd_endpoints is missing"},
+		{"fsid = x\netcd_endpoints = a\ncluster_key = zz\n", "not hex"},
+		{"fsid = x\netcd_endpoints = a\ncluster_key = 00\n", "at least 16"},
+		{"bogus\n", "want key = value"},
+		{"color = blue\n", "unknown key"},
+	} {
+		_, err := Parse([]byte(tc.in))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Parse(%q) = %v, want error containing %q", tc.in, err, tc.want)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("fsid = a\netcd_endpoints = http://x:1\ncluster_key = 00112233445566778899aabbccddeeff\n"))
+	f.Add([]byte("# c\n\n=\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := Parse(b)
+		if err != nil {
+			return
+		}
+		if c.FSID == "" || len(c.EtcdEndpoints) == 0 || len(c.ClusterKey) < 16 {
+			t.Fatalf("Parse accepted an incomplete config: %+v", c)
+		}
+	})
+}

@@ -1,0 +1,438 @@
+// Package meta is the only importer of etcd. It stores the cluster map as one
+// JSON document changed by compare-and-swap on its epoch, holds OSD liveness
+// leases, per-OSD usage and health reports, and runs the keeper that marks an
+// OSD down when its lease expires.
+//
+// Nothing here is on the IO path: clients and OSDs read the map once and then
+// follow a watch.
+package meta
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"time"
+
+	"github.com/cairn-storage/cairn/internal/clustermap"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
+)
+
+// Key layout in etcd.
+const (
+	prefix       = "/cairn/"
+	keyMap       = prefix + "map"
+	prefixAlive  = prefix + "alive/"  // alive/<osd id> → addr, held by the OSD's lease
+	prefixStats  = prefix + "stats/"  // stats/<osd id> → OSDStats JSON, under the same lease
+	prefixReport = prefix + "report/" // report/<kind>/<id> → Report JSON
+	keyElection  = prefix + "keeper"
+)
+
+// ErrNoMap means the cluster was never initialised in this etcd.
+var ErrNoMap = errors.New("no cluster map in etcd: the cluster was not created (run cairn dev, or check --etcd-endpoints)")
+
+// Store is a connection to the cluster's etcd.
+type Store struct {
+	cli *clientv3.Client
+}
+
+// Connect opens a client to the given etcd endpoints and checks it answers.
+func Connect(ctx context.Context, endpoints []string) (*Store, error) {
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcd %s: %w", strings.Join(endpoints, ","), err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := cli.Get(cctx, keyMap); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("etcd %s does not answer: %w", strings.Join(endpoints, ","), err)
+	}
+	return &Store{cli: cli}, nil
+}
+
+// Close releases the etcd client.
+func (s *Store) Close() error { return s.cli.Close() }
+
+// Init stores an empty epoch-1 map for fsid unless a map exists already. It
+// returns the map in etcd, and fails if that map belongs to another cluster.
+func (s *Store) Init(ctx context.Context, fsid string) (*clustermap.Map, error) {
+	now := time.Now().UTC()
+	m := &clustermap.Map{Epoch: 1, FSID: fsid, Created: now, Modified: now, NextPoolID: 1}
+	_, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(keyMap), "=", 0)).
+		Then(clientv3.OpPut(keyMap, string(m.Encode()))).
+		Commit()
+	if err != nil {
+		return nil, fmt.Errorf("etcd: init map: %w", err)
+	}
+	cur, _, err := s.Map(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if cur.FSID != fsid {
+		return nil, fmt.Errorf("etcd holds the map of cluster %s, not %s: wrong etcd endpoints?", cur.FSID, fsid)
+	}
+	return cur, nil
+}
+
+// Map returns the current map and the etcd revision it was read at.
+func (s *Store) Map(ctx context.Context) (*clustermap.Map, int64, error) {
+	resp, err := s.cli.Get(ctx, keyMap)
+	if err != nil {
+		return nil, 0, fmt.Errorf("etcd: read map: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, resp.Header.Revision, ErrNoMap
+	}
+	m, err := clustermap.Decode(resp.Kvs[0].Value)
+	if err != nil {
+		return nil, 0, err
+	}
+	return m, resp.Header.Revision, nil
+}
+
+// ErrNoChange may be returned by an Update function to leave the map as it is.
+var ErrNoChange = errors.New("no change")
+
+// Update applies fn to a copy of the current map and stores the result with
+// the epoch incremented, retrying if another writer got there first. fn may
+// return ErrNoChange to store nothing; any other error aborts the update.
+func (s *Store) Update(ctx context.Context, fn func(m *clustermap.Map) error) (*clustermap.Map, error) {
+	for attempt := 0; ; attempt++ {
+		resp, err := s.cli.Get(ctx, keyMap)
+		if err != nil {
+			return nil, fmt.Errorf("etcd: read map: %w", err)
+		}
+		if len(resp.Kvs) == 0 {
+			return nil, ErrNoMap
+		}
+		kv := resp.Kvs[0]
+		cur, err := clustermap.Decode(kv.Value)
+		if err != nil {
+			return nil, err
+		}
+		next := cur.Clone()
+		if err := fn(next); err != nil {
+			if errors.Is(err, ErrNoChange) {
+				return cur, nil
+			}
+			return nil, err
+		}
+		next.Epoch = cur.Epoch + 1
+		next.Modified = time.Now().UTC()
+		if err := next.Validate(); err != nil {
+			return nil, fmt.Errorf("refusing to store an invalid map: %w", err)
+		}
+		tr, err := s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(keyMap), "=", kv.ModRevision)).
+			Then(clientv3.OpPut(keyMap, string(next.Encode()))).
+			Commit()
+		if err != nil {
+			return nil, fmt.Errorf("etcd: write map: %w", err)
+		}
+		if tr.Succeeded {
+			return next, nil
+		}
+		if attempt > 1000 {
+			return nil, errors.New("etcd: map update lost the race 1000 times in a row")
+		}
+	}
+}
+
+// Watch calls fn with every new map, starting with the current one, until ctx
+// ends. Maps arrive in epoch order; a broken watch is re-established.
+func (s *Store) Watch(ctx context.Context, fn func(*clustermap.Map)) {
+	var last clustermap.Epoch
+	deliver := func(m *clustermap.Map) {
+		if m.Epoch > last {
+			last = m.Epoch
+			fn(m)
+		}
+	}
+	for ctx.Err() == nil {
+		m, rev, err := s.Map(ctx)
+		if err != nil {
+			sleep(ctx, 500*time.Millisecond)
+			continue
+		}
+		deliver(m)
+		wch := s.cli.Watch(clientv3.WithRequireLeader(ctx), keyMap, clientv3.WithRev(rev+1))
+		for wr := range wch {
+			if wr.Err() != nil {
+				break
+			}
+			for _, ev := range wr.Events {
+				if ev.Type != clientv3.EventTypePut {
+					continue
+				}
+				if m, err := clustermap.Decode(ev.Kv.Value); err == nil {
+					deliver(m)
+				}
+			}
+		}
+		sleep(ctx, 200*time.Millisecond)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// OSDStats is what a live OSD publishes about itself under its lease.
+type OSDStats struct {
+	TotalBytes int64     `json:"total_bytes"`
+	UsedBytes  int64     `json:"used_bytes"`
+	FreeBytes  int64     `json:"free_bytes"`
+	Objects    int64     `json:"objects"`
+	Updated    time.Time `json:"updated"`
+}
+
+// Lease is an OSD's liveness registration.
+type Lease struct {
+	s    *Store
+	id   clientv3.LeaseID
+	osd  clustermap.OSDID
+	done <-chan struct{}
+}
+
+// Done is closed when the lease is lost (etcd unreachable for longer than the TTL).
+func (l *Lease) Done() <-chan struct{} { return l.done }
+
+// RegisterAlive grants a lease of ttl, stores the OSD's alive key under it and
+// keeps it alive until ctx ends or Revoke is called.
+func (s *Store) RegisterAlive(ctx context.Context, osd clustermap.OSDID, addr string, ttl time.Duration) (*Lease, error) {
+	secs := int64(ttl / time.Second)
+	if secs < 1 {
+		secs = 1
+	}
+	g, err := s.cli.Grant(ctx, secs)
+	if err != nil {
+		return nil, fmt.Errorf("etcd: grant lease: %w", err)
+	}
+	if _, err := s.cli.Put(ctx, prefixAlive+strconv.Itoa(int(osd)), addr, clientv3.WithLease(g.ID)); err != nil {
+		return nil, fmt.Errorf("etcd: register %s: %w", osd, err)
+	}
+	ka, err := s.cli.KeepAlive(ctx, g.ID)
+	if err != nil {
+		return nil, fmt.Errorf("etcd: keep lease alive: %w", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		for range ka {
+		}
+		close(done)
+	}()
+	return &Lease{s: s, id: g.ID, osd: osd, done: done}, nil
+}
+
+// PublishStats stores usage figures under the lease, so they vanish with it.
+func (l *Lease) PublishStats(ctx context.Context, st OSDStats) error {
+	b, _ := json.Marshal(st)
+	_, err := l.s.cli.Put(ctx, prefixStats+strconv.Itoa(int(l.osd)), string(b), clientv3.WithLease(l.id))
+	return err
+}
+
+// Revoke ends the lease now (clean shutdown), deleting the alive key.
+func (l *Lease) Revoke(ctx context.Context) error {
+	_, err := l.s.cli.Revoke(ctx, l.id)
+	return err
+}
+
+// Alive returns the OSDs that currently hold a live lease.
+func (s *Store) Alive(ctx context.Context) (map[clustermap.OSDID]bool, error) {
+	resp, err := s.cli.Get(ctx, prefixAlive, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("etcd: list alive: %w", err)
+	}
+	out := map[clustermap.OSDID]bool{}
+	for _, kv := range resp.Kvs {
+		if id, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), prefixAlive)); err == nil {
+			out[clustermap.OSDID(id)] = true
+		}
+	}
+	return out, nil
+}
+
+// Stats returns the usage published by live OSDs.
+func (s *Store) Stats(ctx context.Context) (map[clustermap.OSDID]OSDStats, error) {
+	resp, err := s.cli.Get(ctx, prefixStats, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("etcd: list stats: %w", err)
+	}
+	out := map[clustermap.OSDID]OSDStats{}
+	for _, kv := range resp.Kvs {
+		id, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), prefixStats))
+		if err != nil {
+			continue
+		}
+		var st OSDStats
+		if json.Unmarshal(kv.Value, &st) == nil {
+			out[clustermap.OSDID(id)] = st
+		}
+	}
+	return out, nil
+}
+
+// Report is a health event worth an operator's attention, e.g. a checksum
+// error found on read. Reports stay until cleared.
+type Report struct {
+	Kind   string           `json:"kind"` // e.g. "corruption"
+	OSD    clustermap.OSDID `json:"osd"`
+	PG     string           `json:"pg,omitempty"`
+	Object string           `json:"object,omitempty"`
+	Detail string           `json:"detail"`
+	Time   time.Time        `json:"time"`
+	Count  int              `json:"count"`
+}
+
+// AddReport records a health event; the same kind/OSD/PG/object adds to its count.
+func (s *Store) AddReport(ctx context.Context, r Report) error {
+	key := prefixReport + r.Kind + "/" + strconv.Itoa(int(r.OSD)) + "/" + r.PG + "/" + r.Object
+	for i := 0; i < 10; i++ {
+		resp, err := s.cli.Get(ctx, key)
+		if err != nil {
+			return err
+		}
+		var rev int64
+		r.Count = 1
+		if len(resp.Kvs) == 1 {
+			var old Report
+			if json.Unmarshal(resp.Kvs[0].Value, &old) == nil {
+				r.Count = old.Count + 1
+			}
+			rev = resp.Kvs[0].ModRevision
+		}
+		b, _ := json.Marshal(r)
+		tr, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
+			Then(clientv3.OpPut(key, string(b))).Commit()
+		if err != nil {
+			return err
+		}
+		if tr.Succeeded {
+			return nil
+		}
+	}
+	return errors.New("etcd: report update kept racing")
+}
+
+// Reports lists recorded health events.
+func (s *Store) Reports(ctx context.Context) ([]Report, error) {
+	resp, err := s.cli.Get(ctx, prefixReport, clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	var out []Report
+	for _, kv := range resp.Kvs {
+		var r Report
+		if json.Unmarshal(kv.Value, &r) == nil {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// ClearReports deletes all recorded health events of a kind ("" for all).
+func (s *Store) ClearReports(ctx context.Context, kind string) error {
+	_, err := s.cli.Delete(ctx, prefixReport+kind, clientv3.WithPrefix())
+	return err
+}
+
+// RunKeeper keeps OSD up/down in the map true to the leases: while this
+// process is the elected keeper (one per cluster, any daemon may run for it),
+// every OSD marked up without a live lease is marked down, and every OSD
+// marked down with a live lease is marked up again. It returns when ctx ends.
+func (s *Store) RunKeeper(ctx context.Context, name string, logf func(string, ...any)) {
+	for ctx.Err() == nil {
+		sess, err := concurrency.NewSession(s.cli, concurrency.WithTTL(5), concurrency.WithContext(ctx))
+		if err != nil {
+			sleep(ctx, time.Second)
+			continue
+		}
+		el := concurrency.NewElection(sess, keyElection)
+		if err := el.Campaign(ctx, name); err != nil {
+			sess.Close()
+			sleep(ctx, time.Second)
+			continue
+		}
+		logf("keeper: %s leads", name)
+		s.keep(ctx, sess, logf)
+		sess.Close()
+	}
+}
+
+func (s *Store) keep(ctx context.Context, sess *concurrency.Session, logf func(string, ...any)) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wch := s.cli.Watch(wctx, prefixAlive, clientv3.WithPrefix())
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	for {
+		if err := s.reconcile(ctx, logf); err != nil && ctx.Err() == nil {
+			logf("keeper: %v", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-sess.Done():
+			return
+		case _, ok := <-wch:
+			if !ok {
+				return
+			}
+		case <-tick.C:
+		}
+	}
+}
+
+// reconcile marks OSDs up or down to match the leases.
+func (s *Store) reconcile(ctx context.Context, logf func(string, ...any)) error {
+	alive, err := s.Alive(ctx)
+	if err != nil {
+		return err
+	}
+	var changes []string
+	_, err = s.Update(ctx, func(m *clustermap.Map) error {
+		changes = changes[:0]
+		now := time.Now().UTC()
+		for i := range m.OSDs {
+			o := &m.OSDs[i]
+			switch {
+			case o.Up && !alive[o.ID]:
+				o.Up = false
+				o.DownSince = now
+				changes = append(changes, o.ID.String()+" down")
+			case !o.Up && alive[o.ID]:
+				o.Up = true
+				o.UpSince = now
+				o.DownSince = time.Time{}
+				changes = append(changes, o.ID.String()+" up")
+			}
+		}
+		if len(changes) == 0 {
+			return ErrNoChange
+		}
+		return nil
+	})
+	if err == nil && len(changes) > 0 {
+		logf("keeper: marked %s", strings.Join(changes, ", "))
+	}
+	return err
+}
+
+// Client exposes the raw etcd client to the mon (health checks) and tests.
+func (s *Store) Client() *clientv3.Client { return s.cli }

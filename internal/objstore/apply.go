@@ -1,0 +1,731 @@
+package objstore
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// objState is the working copy of one object while a Txn is applied.
+type objState struct {
+	coll, name string
+	key        []byte
+
+	exists      bool
+	startExists bool
+	startSize   uint64
+	rec         objRec
+	// File-backed working state (rec.inline == false).
+	newFile bool // rec.fileID was allocated by this txn; no committed data
+	chunks  map[uint64]*chunk
+	dirty   map[uint64][]byte // block -> full 4 KiB content
+	cut     uint64            // chunks >= cut were deleted by a truncate (if hasCut)
+	hasCut  bool
+}
+
+type applyCtx struct {
+	s        *Store
+	batch    *pebble.Batch
+	objs     map[string]*objState
+	order    []*objState
+	delFiles []uint64
+	now      int64
+	// filled by finalize:
+	deferred []deferredWrite
+	direct   map[uint64]*dataFile // files written before commit, to sync
+	newFiles []uint64
+}
+
+type deferredWrite struct {
+	seq, fileID, off uint64
+	data             []byte
+}
+
+// Apply applies t atomically; when it returns nil the transaction is durable.
+// Concurrent Applies share pebble's group commit, so N concurrent small
+// transactions cost far fewer than N device syncs.
+func (s *Store) Apply(t *Txn) error {
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	if err := s.failure(); err != nil {
+		return fmt.Errorf("objstore: store failed earlier, restart to replay the journal: %w", err)
+	}
+	if len(t.ops) == 0 {
+		return nil
+	}
+	deleteOnly := true
+	for i := range t.ops {
+		switch t.ops[i].typ {
+		case opDelete, opRmXattr, opOmapRm, opOmapRmRange:
+		default:
+			deleteOnly = false
+		}
+	}
+	if err := s.checkSpace(2*int64(t.bytes)+4096, deleteOnly); err != nil {
+		return err
+	}
+	defer s.lockObjects(t)()
+
+	a := &applyCtx{s: s, batch: s.db.NewBatch(), objs: map[string]*objState{}, now: time.Now().UnixNano(), direct: map[uint64]*dataFile{}}
+	defer a.batch.Close()
+	err := a.run(t)
+	if err == nil {
+		err = a.finalize()
+	}
+	if err == nil {
+		err = a.syncDirect()
+	}
+	if err == nil {
+		err = a.batch.Commit(pebble.Sync)
+		if err != nil {
+			err = fmt.Errorf("objstore: commit: %w", err)
+		}
+	}
+	if err != nil {
+		a.abort()
+		if isNoSpace(err) && !errors.Is(err, ErrNoSpace) {
+			err = fmt.Errorf("objstore: osd disk full: %w (%v)", ErrNoSpace, err)
+		}
+		return err
+	}
+	a.afterCommit()
+	return nil
+}
+
+func (a *applyCtx) run(t *Txn) error {
+	for i := range t.ops {
+		o := &t.ops[i]
+		st, err := a.state(o.coll, o.name)
+		if err != nil {
+			return err
+		}
+		if err := a.do(st, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *applyCtx) state(coll, name string) (*objState, error) {
+	k := objKey(coll, name)
+	if st, ok := a.objs[string(k)]; ok {
+		return st, nil
+	}
+	r, ok, err := a.s.loadRec(coll, name)
+	if err != nil {
+		return nil, err
+	}
+	if ok && r.inline {
+		for b := range r.crcs {
+			if inlineBlockCRC(r.data, uint64(b)) != r.crcs[b] {
+				return nil, &CorruptionError{Coll: coll, Name: name, Offset: uint64(b) * blockSize, Detail: "inline block checksum mismatch"}
+			}
+		}
+	}
+	st := &objState{coll: coll, name: name, key: k, exists: ok, startExists: ok, startSize: r.size, rec: r}
+	if ok && !r.inline {
+		st.chunks = map[uint64]*chunk{}
+		st.dirty = map[uint64][]byte{}
+	}
+	a.objs[string(k)] = st
+	a.order = append(a.order, st)
+	return st, nil
+}
+
+// ensure makes the object exist (empty, inline) if it does not.
+func (a *applyCtx) ensure(st *objState) error {
+	if st.exists {
+		return nil
+	}
+	id, err := a.s.allocID()
+	if err != nil {
+		return err
+	}
+	st.exists = true
+	st.rec = objRec{id: id, inline: true}
+	st.chunks, st.dirty, st.newFile, st.hasCut = nil, nil, false, false
+	return nil
+}
+
+// dropData forgets the object's content (keeping identity, xattrs and omap).
+func (a *applyCtx) dropData(st *objState) {
+	if !st.rec.inline && !st.newFile {
+		a.batch.DeleteRange(csumKey(st.rec.fileID, 0), csumKey(st.rec.fileID+1, 0), nil)
+		a.batch.Delete(idKey(tagFileRef, st.rec.fileID, nil), nil)
+		a.delFiles = append(a.delFiles, st.rec.fileID)
+	}
+	st.rec.inline, st.rec.fileID, st.rec.size, st.rec.data, st.rec.crcs = true, 0, 0, nil, nil
+	st.chunks, st.dirty, st.newFile, st.hasCut = nil, nil, false, false
+}
+
+// toFile converts an inline object into one backed by a fresh data file.
+func (a *applyCtx) toFile(st *objState) error {
+	id, err := a.s.allocID()
+	if err != nil {
+		return err
+	}
+	data := st.rec.data
+	st.rec.inline, st.rec.fileID, st.rec.data, st.rec.crcs = false, id, nil, nil
+	st.newFile = true
+	st.chunks = map[uint64]*chunk{}
+	st.dirty = map[uint64][]byte{}
+	st.hasCut = false
+	// Only non-zero blocks need storing; the rest stay sparse.
+	for b := uint64(0); b*blockSize < uint64(len(data)); b++ {
+		blk := make([]byte, blockSize)
+		copy(blk, data[b*blockSize:])
+		st.dirty[b] = blk
+		a.setPresent(st, b, true)
+	}
+	return nil
+}
+
+func (a *applyCtx) do(st *objState, o *op) error {
+	switch o.typ {
+	case opDelete:
+		if !st.exists {
+			return nil
+		}
+		a.dropData(st)
+		id := st.rec.id
+		a.batch.DeleteRange(idKey(tagXattr, id, nil), idKey(tagXattr, id+1, nil), nil)
+		a.batch.DeleteRange(idKey(tagOmap, id, nil), idKey(tagOmap, id+1, nil), nil)
+		a.batch.Delete(st.key, nil)
+		st.exists = false
+		st.rec = objRec{}
+		return nil
+	case opRmXattr, opOmapRm, opOmapRmRange:
+		if !st.exists {
+			return nil // nothing to remove; do not create
+		}
+	default:
+		if err := a.ensure(st); err != nil {
+			return err
+		}
+	}
+	id := st.rec.id
+	switch o.typ {
+	case opCreate:
+	case opSetXattr:
+		a.batch.Set(idKey(tagXattr, id, o.key), o.data, nil)
+	case opRmXattr:
+		a.batch.Delete(idKey(tagXattr, id, o.key), nil)
+	case opOmapSet:
+		a.batch.Set(idKey(tagOmap, id, o.key), o.data, nil)
+	case opOmapRm:
+		a.batch.Delete(idKey(tagOmap, id, o.key), nil)
+	case opOmapRmRange:
+		hi := idKey(tagOmap, id+1, nil)
+		if o.hasEnd {
+			hi = idKey(tagOmap, id, o.end)
+		}
+		lo := idKey(tagOmap, id, o.key)
+		if string(lo) < string(hi) {
+			a.batch.DeleteRange(lo, hi, nil)
+		}
+	case opPut:
+		a.dropData(st)
+		if len(o.data) <= InlineMax {
+			st.rec.data = append([]byte{}, o.data...)
+			st.rec.size = uint64(len(o.data))
+			return nil
+		}
+		if err := a.toFile(st); err != nil {
+			return err
+		}
+		return a.writeFile(st, 0, o.data)
+	case opWrite:
+		end := o.off + uint64(len(o.data))
+		if st.rec.inline {
+			if end <= InlineMax {
+				if end > st.rec.size {
+					st.rec.data = append(st.rec.data, make([]byte, end-st.rec.size)...)
+					st.rec.size = end
+				}
+				copy(st.rec.data[o.off:], o.data)
+				return nil
+			}
+			if err := a.toFile(st); err != nil {
+				return err
+			}
+		}
+		return a.writeFile(st, o.off, o.data)
+	case opTruncate:
+		return a.truncate(st, o.off)
+	}
+	return nil
+}
+
+func (a *applyCtx) chunk(st *objState, c uint64) (*chunk, error) {
+	if ch, ok := st.chunks[c]; ok {
+		return ch, nil
+	}
+	var ch *chunk
+	switch {
+	case st.newFile:
+		ch = &chunk{}
+	case st.hasCut && c >= st.cut:
+		ch = &chunk{origUnknown: true}
+	default:
+		v, err := a.s.get(csumKey(st.rec.fileID, c))
+		if errors.Is(err, pebble.ErrNotFound) {
+			ch = &chunk{}
+		} else if err != nil {
+			return nil, err
+		} else if ch, err = decodeChunk(v); err != nil {
+			return nil, &CorruptionError{Coll: st.coll, Name: st.name, Offset: c * chunkBlocks * blockSize, Detail: err.Error()}
+		}
+	}
+	st.chunks[c] = ch
+	return ch, nil
+}
+
+func (a *applyCtx) setPresent(st *objState, b uint64, on bool) error {
+	ch, err := a.chunk(st, b/chunkBlocks)
+	if err != nil {
+		return err
+	}
+	if on {
+		ch.bits |= 1 << (b % chunkBlocks)
+	} else {
+		ch.bits &^= 1 << (b % chunkBlocks)
+	}
+	ch.dirty = true
+	return nil
+}
+
+// block returns the current content of block b for modification, verifying
+// committed data before it is merged with new bytes.
+func (a *applyCtx) block(st *objState, b uint64) ([]byte, error) {
+	if d, ok := st.dirty[b]; ok {
+		return d, nil
+	}
+	blk := make([]byte, blockSize)
+	ch, err := a.chunk(st, b/chunkBlocks)
+	if err != nil {
+		return nil, err
+	}
+	if !ch.present(b % chunkBlocks) {
+		return blk, nil
+	}
+	df, err := a.s.openFile(st.rec.fileID)
+	if err != nil {
+		return nil, err
+	}
+	n, err := df.f.ReadAt(blk, int64(b*blockSize))
+	a.s.releaseFile(df)
+	if err != nil && err != io.EOF {
+		return nil, fmt.Errorf("objstore: read %q/%q: %w", st.coll, st.name, err)
+	}
+	clear(blk[n:])
+	if blockCRC(blk) != ch.crc[b%chunkBlocks] {
+		return nil, &CorruptionError{Coll: st.coll, Name: st.name, Offset: b * blockSize, Detail: "data block checksum mismatch"}
+	}
+	return blk, nil
+}
+
+func (a *applyCtx) writeFile(st *objState, off uint64, data []byte) error {
+	end := off + uint64(len(data))
+	if len(data) > 0 {
+		fb, lb := off/blockSize, (end-1)/blockSize
+		// Fully covered blocks share one allocation.
+		var slab []byte
+		for b := fb; b <= lb; b++ {
+			bs := b * blockSize
+			lo, hi := max(off, bs)-bs, min(end, bs+blockSize)-bs
+			var blk []byte
+			if lo == 0 && hi == blockSize {
+				if d, ok := st.dirty[b]; ok {
+					blk = d
+				} else {
+					if len(slab) == 0 {
+						slab = make([]byte, (lb-b+1)*blockSize)
+					}
+					blk, slab = slab[:blockSize:blockSize], slab[blockSize:]
+				}
+			} else {
+				var err error
+				if blk, err = a.block(st, b); err != nil {
+					return err
+				}
+			}
+			copy(blk[lo:hi], data[bs+lo-off:bs+hi-off])
+			st.dirty[b] = blk
+			if err := a.setPresent(st, b, true); err != nil {
+				return err
+			}
+		}
+	}
+	st.rec.size = max(st.rec.size, end)
+	return nil
+}
+
+func (a *applyCtx) truncate(st *objState, size uint64) error {
+	if st.rec.inline {
+		if size <= InlineMax {
+			if size < st.rec.size {
+				st.rec.data = st.rec.data[:size]
+			} else {
+				st.rec.data = append(st.rec.data, make([]byte, size-st.rec.size)...)
+			}
+			st.rec.size = size
+			return nil
+		}
+		if err := a.toFile(st); err != nil {
+			return err
+		}
+	}
+	if size <= InlineMax {
+		// Small again: move the remaining bytes inline and free the file.
+		keep := min(size, st.rec.size)
+		data := make([]byte, size)
+		for b := uint64(0); b*blockSize < keep; b++ {
+			blk, err := a.block(st, b)
+			if err != nil {
+				return err
+			}
+			copy(data[b*blockSize:keep], blk)
+		}
+		a.dropData(st)
+		st.rec.data, st.rec.size = data, size
+		return nil
+	}
+	if size < st.rec.size {
+		first := nblocks(size) // first block wholly past the new end
+		if size%blockSize != 0 {
+			b := size / blockSize
+			blk, err := a.block(st, b)
+			if err != nil {
+				return err
+			}
+			ch, err := a.chunk(st, b/chunkBlocks)
+			if err != nil {
+				return err
+			}
+			if ch.present(b % chunkBlocks) {
+				clear(blk[size%blockSize:])
+				st.dirty[b] = blk
+			}
+		}
+		for b := range st.dirty {
+			if b >= first {
+				delete(st.dirty, b)
+			}
+		}
+		c0 := first / chunkBlocks
+		if first%chunkBlocks != 0 {
+			ch, err := a.chunk(st, c0)
+			if err != nil {
+				return err
+			}
+			ch.bits &= (1 << (first % chunkBlocks)) - 1
+			ch.dirty = true
+			c0++
+		}
+		for c := range st.chunks {
+			if c >= c0 {
+				delete(st.chunks, c)
+			}
+		}
+		if !st.newFile && (!st.hasCut || c0 < st.cut) {
+			st.cut, st.hasCut = c0, true
+		}
+	}
+	st.rec.size = size
+	return nil
+}
+
+// finalize turns the working objects into batch entries, writes fresh
+// extents straight to their files and queues the rest as journal records.
+func (a *applyCtx) finalize() error {
+	s := a.s
+	for _, st := range a.order {
+		if !st.exists {
+			continue
+		}
+		st.rec.mtime = a.now
+		if st.rec.inline {
+			nb := nblocks(st.rec.size)
+			st.rec.crcs = make([]uint32, nb)
+			for b := uint64(0); b < nb; b++ {
+				st.rec.crcs[b] = inlineBlockCRC(st.rec.data, b)
+			}
+			a.batch.Set(st.key, st.rec.encode(), nil)
+			continue
+		}
+		fid := st.rec.fileID
+		if st.newFile {
+			df, err := s.openFile(fid)
+			if err != nil {
+				return err
+			}
+			a.newFiles = append(a.newFiles, fid)
+			a.direct[fid] = df
+			a.batch.Set(idKey(tagFileRef, fid, nil), idKey(0, st.rec.id, nil)[1:], nil)
+		}
+		if st.hasCut {
+			a.batch.DeleteRange(csumKey(fid, st.cut), csumKey(fid+1, 0), nil)
+		}
+		blocks := make([]uint64, 0, len(st.dirty))
+		for b := range st.dirty {
+			blocks = append(blocks, b)
+		}
+		slices.Sort(blocks)
+		s.ckMu.Lock()
+		journaled := s.pending[fid] > 0
+		s.ckMu.Unlock()
+		for i := 0; i < len(blocks); {
+			j := i + 1
+			for j < len(blocks) && blocks[j] == blocks[j-1]+1 {
+				j++
+			}
+			ext := blocks[i:j]
+			i = j
+			fresh := true
+			for _, b := range ext {
+				ch := st.chunks[b/chunkBlocks]
+				if ch.origUnknown || ch.orig&(1<<(b%chunkBlocks)) != 0 {
+					fresh = false
+					break
+				}
+			}
+			buf := make([]byte, 0, len(ext)*blockSize)
+			for _, b := range ext {
+				blk := st.dirty[b]
+				ch := st.chunks[b/chunkBlocks]
+				ch.crc[b%chunkBlocks] = blockCRC(blk)
+				ch.dirty = true
+				buf = append(buf, blk...)
+			}
+			off := ext[0] * blockSize
+			if st.newFile || (fresh && !journaled && len(buf) >= directMinBytes) {
+				if err := a.writeDirect(fid, off, buf); err != nil {
+					return err
+				}
+				continue
+			}
+			if fresh {
+				// Reserve the blocks now so the post-commit write cannot hit ENOSPC.
+				if err := a.preallocate(fid, off, len(buf)); err != nil {
+					return err
+				}
+			}
+			seq := s.jseq.Add(1)
+			a.batch.Set(journalKey(seq), (&jrec{fileID: fid, off: off, data: buf}).encode(), nil)
+			a.deferred = append(a.deferred, deferredWrite{seq: seq, fileID: fid, off: off, data: buf})
+		}
+		for c, ch := range st.chunks {
+			if !ch.dirty {
+				continue
+			}
+			if ch.bits == 0 {
+				a.batch.Delete(csumKey(fid, c), nil)
+			} else {
+				a.batch.Set(csumKey(fid, c), ch.encode(), nil)
+			}
+		}
+		a.batch.Set(st.key, st.rec.encode(), nil)
+	}
+	return nil
+}
+
+func (a *applyCtx) writeDirect(fid, off uint64, buf []byte) error {
+	df := a.direct[fid]
+	if df == nil {
+		var err error
+		if df, err = a.s.openFile(fid); err != nil {
+			return err
+		}
+		a.direct[fid] = df
+	}
+	if _, err := df.f.WriteAt(buf, int64(off)); err != nil {
+		return fmt.Errorf("objstore: write data file %016x: %w", fid, err)
+	}
+	return nil
+}
+
+func (a *applyCtx) preallocate(fid, off uint64, n int) error {
+	df, err := a.s.openFile(fid)
+	if err != nil {
+		return err
+	}
+	defer a.s.releaseFile(df)
+	if err := df.f.Preallocate(int64(off), int64(n)); err != nil && isNoSpace(err) {
+		return fmt.Errorf("objstore: osd disk full allocating %d bytes: %w", n, ErrNoSpace)
+	}
+	return nil
+}
+
+// syncDirect makes direct writes and new files durable before the commit
+// that references them.
+func (a *applyCtx) syncDirect() error {
+	for fid, df := range a.direct {
+		if err := df.f.SyncData(); err != nil {
+			return fmt.Errorf("objstore: sync data file %016x: %w", fid, err)
+		}
+	}
+	dirs := map[string]bool{}
+	for _, fid := range a.newFiles {
+		dirs[a.s.fanDir(fid)] = true
+	}
+	for d := range dirs {
+		if err := a.s.syncDir(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// abort undoes side effects of a transaction that did not commit.
+func (a *applyCtx) abort() {
+	for _, df := range a.direct {
+		a.s.releaseFile(df)
+	}
+	for _, fid := range a.newFiles {
+		a.s.dropFile(fid)
+	}
+}
+
+func (a *applyCtx) afterCommit() {
+	s := a.s
+	for _, df := range a.direct {
+		s.releaseFile(df)
+	}
+	// Deferred writes land in the page cache while the object locks are
+	// still held, so readers never see the old bytes.
+	var done []appliedJ
+	var nbytes int64
+	for _, w := range a.deferred {
+		df, err := s.openFile(w.fileID)
+		if err == nil {
+			_, err = df.f.WriteAt(w.data, int64(w.off))
+			s.releaseFile(df)
+		}
+		if err != nil {
+			// The record stays in the journal and is replayed on restart.
+			s.fail(fmt.Errorf("objstore: deferred write to file %016x: %w", w.fileID, err))
+			continue
+		}
+		done = append(done, appliedJ{seq: w.seq, fileID: w.fileID, n: len(w.data)})
+		nbytes += int64(len(w.data))
+	}
+	if len(a.deferred) > 0 {
+		s.ckMu.Lock()
+		for _, w := range a.deferred {
+			s.pending[w.fileID]++
+		}
+		s.applied = append(s.applied, done...)
+		s.ckBytes += nbytes
+		kick := s.ckBytes > journalKickBytes
+		s.ckMu.Unlock()
+		if kick {
+			select {
+			case s.ckKick <- struct{}{}:
+			default:
+			}
+		}
+	}
+	for _, fid := range a.delFiles {
+		s.dropFile(fid)
+	}
+	for _, st := range a.order {
+		var d int64
+		if st.exists {
+			d += int64(st.rec.size)
+		}
+		if st.startExists {
+			d -= int64(st.startSize)
+		}
+		s.dataBytes.Add(d)
+		if st.exists && !st.startExists {
+			s.objects.Add(1)
+		} else if !st.exists && st.startExists {
+			s.objects.Add(-1)
+		}
+	}
+}
+
+func (s *Store) checkpointer() {
+	defer close(s.ckDone)
+	t := time.NewTicker(checkpointInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.closing:
+			return
+		case <-t.C:
+		case <-s.ckKick:
+		}
+		if err := s.checkpoint(); err != nil {
+			s.fail(err)
+		}
+	}
+}
+
+// checkpoint makes applied deferred writes durable in their data files and
+// then drops their journal records.
+func (s *Store) checkpoint() error {
+	s.ckRunMu.Lock()
+	defer s.ckRunMu.Unlock()
+	s.ckMu.Lock()
+	batch := s.applied
+	s.applied = nil
+	s.ckBytes = 0
+	s.ckMu.Unlock()
+	if len(batch) == 0 {
+		return nil
+	}
+	synced := map[uint64]bool{}
+	for _, j := range batch {
+		if synced[j.fileID] {
+			continue
+		}
+		synced[j.fileID] = true
+		s.filesMu.Lock()
+		df, ok := s.files[j.fileID]
+		if ok {
+			df.refs++
+		}
+		s.filesMu.Unlock()
+		if !ok {
+			// Either dropped (object deleted or replaced) or its handle was
+			// evicted; fsync through a new handle flushes the same pages.
+			live, err := s.has(idKey(tagFileRef, j.fileID, nil))
+			if err != nil {
+				return err
+			}
+			if !live {
+				continue
+			}
+			if df, err = s.openFile(j.fileID); err != nil {
+				return err
+			}
+		}
+		err := df.f.SyncData()
+		s.releaseFile(df)
+		if err != nil {
+			return fmt.Errorf("objstore: checkpoint sync of file %016x: %w", j.fileID, err)
+		}
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, j := range batch {
+		b.Delete(journalKey(j.seq), nil)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("objstore: checkpoint commit: %w", err)
+	}
+	s.ckMu.Lock()
+	for _, j := range batch {
+		if s.pending[j.fileID]--; s.pending[j.fileID] <= 0 {
+			delete(s.pending, j.fileID)
+		}
+	}
+	s.ckMu.Unlock()
+	return nil
+}

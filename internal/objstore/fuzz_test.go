@@ -1,0 +1,154 @@
+package objstore
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func sampleTxn() *Txn {
+	var tx Txn
+	tx.Write("1.2a", "obj", 4096, []byte("data"))
+	tx.Put("1.2a", "p", []byte{0, 1, 2})
+	tx.Truncate("1.2a", "obj", 1<<20)
+	tx.Create("c", "n\x00")
+	tx.Delete("c", "gone")
+	tx.SetXattr("c", "n", "user.a", []byte("v"))
+	tx.RmXattr("c", "n", "user.b")
+	tx.OmapSet("c", "n", []byte("k"), []byte("v"))
+	tx.OmapRm("c", "n", []byte("k"))
+	tx.OmapRmRange("c", "n", []byte("a"), []byte("z"))
+	tx.OmapRmRange("c", "n", nil, nil)
+	tx.OmapRmRange("c", "n", []byte("a"), []byte{})
+	return &tx
+}
+
+func TestTxnMarshalRoundTrip(t *testing.T) {
+	tx := sampleTxn()
+	b := tx.Marshal()
+	tx2, err := UnmarshalTxn(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tx2.Len() != tx.Len() || !bytes.Equal(tx2.Marshal(), b) {
+		t.Fatal("round trip changed the encoding")
+	}
+	for i := 0; i < len(b); i++ {
+		if _, err := UnmarshalTxn(b[:i]); err == nil {
+			t.Fatalf("truncated encoding of %d bytes accepted", i)
+		}
+	}
+	bad := append([]byte{}, b...)
+	bad[3] = 99
+	if _, err := UnmarshalTxn(bad); err == nil || !strings.Contains(err.Error(), "version 99") {
+		t.Fatalf("unknown version: %v", err)
+	}
+	if _, err := UnmarshalTxn(append(b, 0)); err == nil {
+		t.Fatal("trailing byte accepted")
+	}
+}
+
+func FuzzUnmarshalTxn(f *testing.F) {
+	f.Add(sampleTxn().Marshal())
+	f.Add((&Txn{}).Marshal())
+	f.Add([]byte("CTX\x01\x01\x01\x01a\x01b\x00\x00"))
+	f.Add([]byte("CTX\x01\xff\xff\xff\xff\x0f"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		tx, err := UnmarshalTxn(b)
+		if err != nil {
+			return
+		}
+		if err := tx.Validate(); err != nil {
+			t.Fatalf("decoded txn does not validate: %v", err)
+		}
+		if out := tx.Marshal(); !bytes.Equal(out, b) {
+			t.Fatalf("Marshal(Unmarshal(b)) != b\n%x\n%x", b, out)
+		}
+	})
+}
+
+func FuzzDecodeObjRec(f *testing.F) {
+	r := objRec{id: 7, size: 5000, mtime: 123, inline: true, data: make([]byte, 5000)}
+	r.crcs = []uint32{inlineBlockCRC(r.data, 0), inlineBlockCRC(r.data, 1)}
+	f.Add(r.encode())
+	f.Add((&objRec{id: 9, size: 1 << 30, fileID: 12}).encode())
+	f.Add((&objRec{id: 9, inline: true}).encode())
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := decodeObjRec(b)
+		if err != nil {
+			return
+		}
+		if !bytes.Equal(r.encode(), b) {
+			t.Fatal("object record does not re-encode identically")
+		}
+		if r.inline && (uint64(len(r.data)) != r.size || uint64(len(r.crcs)) != nblocks(r.size)) {
+			t.Fatal("inconsistent inline record accepted")
+		}
+	})
+}
+
+func FuzzDecodeChunk(f *testing.F) {
+	c := &chunk{bits: 1<<0 | 1<<63}
+	c.crc[0], c.crc[63] = 0xdeadbeef, 42
+	f.Add(c.encode())
+	f.Add((&chunk{}).encode())
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := decodeChunk(b)
+		if err != nil {
+			return
+		}
+		if !bytes.Equal(c.encode(), b) {
+			t.Fatal("chunk does not re-encode identically")
+		}
+	})
+}
+
+func FuzzDecodeJournal(f *testing.F) {
+	f.Add((&jrec{fileID: 3, off: 8192, data: make([]byte, 4096)}).encode())
+	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		j, err := decodeJrec(b)
+		if err != nil {
+			return
+		}
+		if !bytes.Equal(j.encode(), b) {
+			t.Fatal("journal record does not re-encode identically")
+		}
+		if j.off%blockSize != 0 || len(j.data)%blockSize != 0 || j.off+uint64(len(j.data)) > MaxObjectSize {
+			t.Fatal("bad extent accepted")
+		}
+	})
+}
+
+// FuzzKeyOrder checks that escaped names round-trip and sort like the names.
+func FuzzKeyOrder(f *testing.F) {
+	f.Add("a", "a\x00")
+	f.Add("a\x00", "a\x01")
+	f.Add("", "\x00")
+	f.Add("1.0", "1.0\x00x")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		ka, kb := objKey("c", a), objKey("c", b)
+		if cmp := bytes.Compare(ka, kb); cmp != strings.Compare(a, b) {
+			t.Fatalf("order of %q, %q not preserved", a, b)
+		}
+		coll, rest, ok := unesc(ka[1:])
+		if !ok || coll != "c" {
+			t.Fatal("collection does not decode")
+		}
+		name, rest, ok := unesc(rest)
+		if !ok || name != a || len(rest) != 0 {
+			t.Fatalf("name %q does not decode", a)
+		}
+		// A collection's objects never interleave with another collection's.
+		if k := objKey(a, "x"); bytes.Compare(k, collPrefix(a)) < 0 || bytes.Compare(k, collEnd(a)) >= 0 {
+			t.Fatal("object key outside its collection range")
+		}
+		if a != b {
+			if k := objKey(b, "x"); bytes.Compare(k, collPrefix(a)) >= 0 && bytes.Compare(k, collEnd(a)) < 0 {
+				t.Fatalf("object of %q inside range of %q", b, a)
+			}
+		}
+		unesc([]byte(b)) // must not panic on arbitrary input
+	})
+}

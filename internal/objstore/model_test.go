@@ -1,0 +1,335 @@
+package objstore
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// mobj is the oracle's view of one object.
+type mobj struct {
+	data   []byte
+	xattrs map[string]string
+	omap   map[string]string
+}
+
+type oracle map[string]map[string]*mobj // coll -> name -> object
+
+func (m oracle) obj(coll, name string, create bool) *mobj {
+	if m[coll] == nil {
+		if !create {
+			return nil
+		}
+		m[coll] = map[string]*mobj{}
+	}
+	o := m[coll][name]
+	if o == nil && create {
+		o = &mobj{xattrs: map[string]string{}, omap: map[string]string{}}
+		m[coll][name] = o
+	}
+	return o
+}
+
+func (m oracle) apply(o *op) {
+	switch o.typ {
+	case opDelete:
+		if m[o.coll] != nil {
+			delete(m[o.coll], o.name)
+			if len(m[o.coll]) == 0 {
+				delete(m, o.coll)
+			}
+		}
+		return
+	case opRmXattr, opOmapRm, opOmapRmRange:
+		ob := m.obj(o.coll, o.name, false)
+		if ob == nil {
+			return
+		}
+		switch o.typ {
+		case opRmXattr:
+			delete(ob.xattrs, string(o.key))
+		case opOmapRm:
+			delete(ob.omap, string(o.key))
+		default:
+			for k := range ob.omap {
+				if k >= string(o.key) && (!o.hasEnd || k < string(o.end)) {
+					delete(ob.omap, k)
+				}
+			}
+		}
+		return
+	}
+	ob := m.obj(o.coll, o.name, true)
+	switch o.typ {
+	case opWrite:
+		end := int(o.off) + len(o.data)
+		if end > len(ob.data) {
+			ob.data = append(ob.data, make([]byte, end-len(ob.data))...)
+		}
+		copy(ob.data[o.off:], o.data)
+	case opPut:
+		ob.data = append([]byte{}, o.data...)
+	case opTruncate:
+		if int(o.off) < len(ob.data) {
+			ob.data = ob.data[:o.off]
+		} else {
+			ob.data = append(ob.data, make([]byte, int(o.off)-len(ob.data))...)
+		}
+	case opSetXattr:
+		ob.xattrs[string(o.key)] = string(o.data)
+	case opOmapSet:
+		ob.omap[string(o.key)] = string(o.data)
+	}
+}
+
+func randOp(r *rand.Rand, colls, names []string) op {
+	o := op{coll: colls[r.Intn(len(colls))], name: names[r.Intn(len(names))]}
+	size := func() int {
+		switch r.Intn(10) {
+		case 0:
+			return 0
+		case 1, 2:
+			return InlineMax - 2000 + r.Intn(4000)
+		case 3:
+			return 150<<10 + r.Intn(200<<10)
+		default:
+			return r.Intn(3 * blockSize)
+		}
+	}
+	data := func(n int) []byte {
+		b := make([]byte, n)
+		r.Read(b)
+		if r.Intn(4) == 0 {
+			clear(b[:n/2]) // zero runs look like sparse holes
+		}
+		return b
+	}
+	key := func() []byte { return []byte(fmt.Sprintf("k%d", r.Intn(12))) }
+	switch r.Intn(16) {
+	case 0, 1, 2, 3:
+		o.typ, o.off, o.data = opWrite, uint64(r.Intn(400<<10)), data(size())
+		if r.Intn(3) == 0 {
+			o.off = uint64(r.Intn(80 << 10))
+		}
+	case 4, 5:
+		o.typ, o.data = opPut, data(size())
+	case 6, 7:
+		o.typ, o.off = opTruncate, uint64(size())
+		if r.Intn(2) == 0 {
+			o.off = uint64(r.Intn(400 << 10))
+		}
+	case 8:
+		o.typ = opCreate
+	case 9:
+		o.typ = opDelete
+	case 10:
+		o.typ, o.key, o.data = opSetXattr, []byte(fmt.Sprintf("x%d", r.Intn(4))), data(r.Intn(20))
+	case 11:
+		o.typ, o.key = opRmXattr, []byte(fmt.Sprintf("x%d", r.Intn(4)))
+	case 12, 13:
+		o.typ, o.key, o.data = opOmapSet, key(), data(r.Intn(30))
+	case 14:
+		o.typ, o.key = opOmapRm, key()
+	case 15:
+		o.typ, o.key = opOmapRmRange, key()
+		if r.Intn(2) == 0 {
+			o.hasEnd, o.end = true, key()
+		}
+	}
+	return o
+}
+
+func compareStore(t *testing.T, r *rand.Rand, s *Store, m oracle, colls, names []string) {
+	t.Helper()
+	for _, c := range colls {
+		for _, n := range names {
+			ob := m.obj(c, n, false)
+			got, err := s.Read(c, n, 0, 0)
+			if ob == nil {
+				if err == nil {
+					t.Fatalf("%s/%s exists in store, not in oracle", c, n)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatalf("read %s/%s: %v", c, n, err)
+			}
+			if !bytes.Equal(got, ob.data) {
+				t.Fatalf("%s/%s: content differs (store %d bytes, oracle %d)", c, n, len(got), len(ob.data))
+			}
+			if len(ob.data) > 0 {
+				off := uint64(r.Intn(len(ob.data) + 10))
+				ln := uint64(r.Intn(3*blockSize + 1))
+				got, err := s.Read(c, n, off, ln)
+				want := []byte{}
+				if off < uint64(len(ob.data)) {
+					end := min(uint64(len(ob.data)), off+ln)
+					if ln == 0 {
+						end = uint64(len(ob.data))
+					}
+					want = ob.data[off:end]
+				}
+				if err != nil || !bytes.Equal(got, want) {
+					t.Fatalf("%s/%s range [%d,+%d): %v", c, n, off, ln, err)
+				}
+			}
+			info, err := s.Stat(c, n)
+			if err != nil || info.Size != uint64(len(ob.data)) {
+				t.Fatalf("stat %s/%s: %+v %v", c, n, info, err)
+			}
+			xa, err := s.Xattrs(c, n)
+			if err != nil || len(xa) != len(ob.xattrs) {
+				t.Fatalf("xattrs %s/%s: %v %v", c, n, xa, err)
+			}
+			for k, v := range ob.xattrs {
+				if string(xa[k]) != v {
+					t.Fatalf("xattr %s of %s/%s", k, c, n)
+				}
+			}
+			keys := make([]string, 0, len(ob.omap))
+			for k := range ob.omap {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			start := fmt.Sprintf("k%d", r.Intn(12))
+			limit := r.Intn(5)
+			var want []string
+			for _, k := range keys {
+				if k >= start {
+					want = append(want, k)
+				}
+			}
+			wantMore := limit > 0 && len(want) > limit
+			if wantMore {
+				want = want[:limit]
+			}
+			kvs, more, err := s.OmapList(c, n, []byte(start), nil, limit)
+			if err != nil || more != wantMore || len(kvs) != len(want) {
+				t.Fatalf("omaplist %s/%s from %s limit %d: %d %v %v want %v", c, n, start, limit, len(kvs), more, err, want)
+			}
+			for i, kv := range kvs {
+				if string(kv.Key) != want[i] || string(kv.Value) != ob.omap[want[i]] {
+					t.Fatalf("omap entry %d of %s/%s", i, c, n)
+				}
+			}
+		}
+		var want []string
+		for n := range m[c] {
+			want = append(want, n)
+		}
+		sort.Strings(want)
+		got, _, err := s.List(c, "", 0)
+		if err != nil || strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Fatalf("list %s: %v want %v (%v)", c, got, want, err)
+		}
+		if len(want) > 0 {
+			after := want[r.Intn(len(want))]
+			got, more, _ := s.List(c, after, 1)
+			i := slices.Index(want, after) + 1
+			if (i < len(want)) != (len(got) == 1) || (len(got) == 1 && got[0] != want[i]) || more != (i+1 < len(want)) {
+				t.Fatalf("list %s after %s: %v %v", c, after, got, more)
+			}
+		}
+	}
+	var wantColls []string
+	for c := range m {
+		wantColls = append(wantColls, c)
+	}
+	sort.Strings(wantColls)
+	got, err := s.Collections()
+	if err != nil || strings.Join(got, ",") != strings.Join(wantColls, ",") {
+		t.Fatalf("collections %v want %v", got, wantColls)
+	}
+	u, _ := s.Usage()
+	var nobj, nbytes int64
+	for _, objs := range m {
+		for _, o := range objs {
+			nobj++
+			nbytes += int64(len(o.data))
+		}
+	}
+	if u.Objects != nobj || u.DataBytes != nbytes {
+		t.Fatalf("usage %+v, oracle %d objects %d bytes", u, nobj, nbytes)
+	}
+}
+
+func TestModelRandomized(t *testing.T) {
+	seeds := []int64{1, 2, 3}
+	if env := os.Getenv("OBJSTORE_SEED"); env != "" {
+		v, _ := strconv.ParseInt(env, 10, 64)
+		seeds = []int64{v}
+	} else {
+		seeds = append(seeds, time.Now().UnixNano())
+	}
+	steps := 250
+	if testing.Short() {
+		steps = 80
+	}
+	for _, seed := range seeds {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Logf("seed %d (rerun with OBJSTORE_SEED=%d)", seed, seed)
+			runModel(t, seed, steps)
+		})
+	}
+}
+
+func runModel(t *testing.T, seed int64, steps int) {
+	r := rand.New(rand.NewSource(seed))
+	fs := vfs.NewMem()
+	s := openMem(t, fs)
+	defer func() { s.Close() }()
+	colls := []string{"1.0", "1.0\x00", "2.f"}
+	names := []string{"a", "a\x00", "b", "rbd_data.1"}
+	m := oracle{}
+	for step := 0; step < steps; step++ {
+		switch r.Intn(20) {
+		case 0:
+			if os.Getenv("OBJSTORE_TRACE") != "" {
+				t.Logf("step %d: reopen", step)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatalf("step %d close: %v", step, err)
+			}
+			s = openMem(t, fs)
+		case 1:
+			if os.Getenv("OBJSTORE_TRACE") != "" {
+				t.Logf("step %d: checkpoint", step)
+			}
+			if err := s.checkpoint(); err != nil {
+				t.Fatalf("checkpoint: %v", err)
+			}
+		}
+		var tx Txn
+		var ops []op
+		for n := 1 + r.Intn(4); n > 0; n-- {
+			o := randOp(r, colls, names)
+			tx.add(o)
+			ops = append(ops, o)
+		}
+		// Marshal round trip: replicas apply what the primary shipped.
+		tx2, err := UnmarshalTxn(tx.Marshal())
+		if err != nil {
+			t.Fatalf("step %d: unmarshal: %v", step, err)
+		}
+		if err := s.Apply(tx2); err != nil {
+			t.Fatalf("step %d: apply: %v", step, err)
+		}
+		for i := range ops {
+			m.apply(&ops[i])
+			if os.Getenv("OBJSTORE_TRACE") != "" {
+				o := &ops[i]
+				t.Logf("step %d: %s %q/%q off=%d len=%d key=%q end=%q/%v", step, opNames[o.typ], o.coll, o.name, o.off, len(o.data), o.key, o.end, o.hasEnd)
+			}
+		}
+		compareStore(t, r, s, m, colls, names)
+	}
+}

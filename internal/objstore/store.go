@@ -1,0 +1,912 @@
+package objstore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Options configure Open.
+type Options struct {
+	Dir          string // bulk data directory (created if missing)
+	MetaDir      string // pebble index + journal; "" means Dir+"/meta"
+	FS           vfs.FS // nil means vfs.Default; all file IO goes through it
+	ReserveBytes int64  // free space kept back; 0 = 64 MiB, <0 = no reserve check
+}
+
+// Info describes an object.
+type Info struct {
+	Size  uint64
+	Mtime time.Time
+}
+
+// KV is one omap entry.
+type KV struct{ Key, Value []byte }
+
+// Usage reports store and device usage.
+type Usage struct {
+	Objects        int64
+	DataBytes      int64 // sum of logical object sizes
+	TotalBytes     int64 // of the filesystem holding Dir (0 if unknown)
+	FreeBytes      int64
+	MetaTotalBytes int64 // of the filesystem holding MetaDir
+	MetaFreeBytes  int64
+}
+
+const (
+	formatVersion  = 1
+	defaultReserve = 64 << 20
+	nShards        = 1024
+	idBatch        = 1 << 16
+	directMinBytes = 128 << 10 // fresh extents at least this big skip the journal
+
+	maxOpenFilesCleanup = 4096
+)
+
+// Store is the object store of one OSD. All methods are safe for concurrent use.
+type Store struct {
+	opts    Options
+	fs      vfs.FS
+	db      *pebble.DB
+	dataDir string
+
+	locks [nShards]sync.RWMutex
+
+	idMu           sync.Mutex
+	nextID, idHigh uint64
+
+	jseq atomic.Uint64
+
+	filesMu sync.Mutex
+	files   map[uint64]*dataFile
+
+	spaceMu sync.Mutex
+	space   [2]spaceEntry
+
+	ckMu      sync.Mutex
+	applied   []appliedJ
+	ckBytes   int64
+	pending   map[uint64]int // fileID -> journal records not yet checkpointed
+	ckRunMu   sync.Mutex     // one checkpoint at a time
+	ckKick    chan struct{}
+	closing   chan struct{}
+	ckDone    chan struct{}
+	closeOnce sync.Once
+
+	objects, dataBytes atomic.Int64
+
+	failMu sync.Mutex
+	failed error
+
+	replayed int // journal records replayed by Open (for tests and logs)
+}
+
+type appliedJ struct {
+	seq, fileID uint64
+	n           int
+}
+
+type spaceEntry struct {
+	at    time.Time
+	free  int64
+	known bool
+}
+
+type dataFile struct {
+	f    vfs.File
+	refs int
+	dead bool
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any) {}
+func (quietLogger) Errorf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "objstore/pebble: "+format+"\n", args...)
+}
+func (quietLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf("objstore/pebble: "+format, args...))
+}
+
+// Open opens (formatting if empty) the store, replays the journal and removes
+// orphaned data files before returning.
+func Open(o Options) (*Store, error) {
+	if o.Dir == "" {
+		return nil, invalidf("objstore: Options.Dir is empty")
+	}
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	if o.MetaDir == "" {
+		o.MetaDir = o.FS.PathJoin(o.Dir, "meta")
+	}
+	if o.ReserveBytes == 0 {
+		o.ReserveBytes = defaultReserve
+	}
+	s := &Store{
+		opts:    o,
+		fs:      o.FS,
+		dataDir: o.FS.PathJoin(o.Dir, "data"),
+		files:   map[uint64]*dataFile{},
+		pending: map[uint64]int{},
+		ckKick:  make(chan struct{}, 1),
+		closing: make(chan struct{}),
+		ckDone:  make(chan struct{}),
+	}
+	for _, d := range []string{o.Dir, o.MetaDir} {
+		if err := s.fs.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("objstore: create %s: %w", d, err)
+		}
+		// Make the directory entries themselves durable, up to the root.
+		for p := d; ; {
+			if err := s.syncDir(p); err != nil {
+				return nil, err
+			}
+			parent := s.fs.PathDir(p)
+			if parent == p || parent == "" || parent == "." {
+				break
+			}
+			p = parent
+		}
+	}
+	db, err := pebble.Open(o.MetaDir, &pebble.Options{
+		FS:           s.fs,
+		Logger:       quietLogger{},
+		MemTableSize: 64 << 20,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("objstore: open index in %s: %w", o.MetaDir, err)
+	}
+	s.db = db
+	if err := s.start(); err != nil {
+		s.closeFiles()
+		db.Close()
+		return nil, err
+	}
+	go s.checkpointer()
+	return s, nil
+}
+
+func (s *Store) start() error {
+	v, err := s.get(keySuperblock)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		if err := s.format(); err != nil {
+			return err
+		}
+	case err != nil:
+		return err
+	default:
+		ver, n := binary.Uvarint(v)
+		if n <= 0 {
+			return fmt.Errorf("objstore: unreadable superblock in %s", s.opts.MetaDir)
+		}
+		if ver != formatVersion {
+			return fmt.Errorf("objstore: on-disk format version %d in %s is not supported by this build (supports %d)", ver, s.opts.MetaDir, formatVersion)
+		}
+	}
+	if v, err := s.get(keyIDHigh); err == nil && len(v) == 8 {
+		s.idHigh = binary.BigEndian.Uint64(v)
+	} else if err != nil && !errors.Is(err, pebble.ErrNotFound) {
+		return err
+	}
+	s.nextID = s.idHigh
+	if err := s.replayJournal(); err != nil {
+		return err
+	}
+	if err := s.removeOrphans(); err != nil {
+		return err
+	}
+	return s.countObjects()
+}
+
+func (s *Store) format() error {
+	for i := 0; i < 256; i++ {
+		if err := s.fs.MkdirAll(s.fanDir(uint64(i)), 0o755); err != nil {
+			return fmt.Errorf("objstore: format: %w", err)
+		}
+	}
+	for i := 0; i < 256; i++ {
+		if err := s.syncDir(s.fanDir(uint64(i))); err != nil {
+			return err
+		}
+	}
+	if err := s.syncDir(s.dataDir); err != nil {
+		return err
+	}
+	if err := s.syncDir(s.opts.Dir); err != nil {
+		return err
+	}
+	return s.db.Set(keySuperblock, binary.AppendUvarint(nil, formatVersion), pebble.Sync)
+}
+
+func (s *Store) syncDir(path string) error {
+	d, err := s.fs.OpenDir(path)
+	if err != nil {
+		return fmt.Errorf("objstore: open dir %s: %w", path, err)
+	}
+	err = d.Sync()
+	d.Close()
+	if err != nil {
+		return fmt.Errorf("objstore: sync dir %s: %w", path, err)
+	}
+	return nil
+}
+
+func (s *Store) fanDir(fileID uint64) string {
+	return s.fs.PathJoin(s.dataDir, fmt.Sprintf("%02x", fileID&0xff))
+}
+
+func (s *Store) filePath(fileID uint64) string {
+	return s.fs.PathJoin(s.fanDir(fileID), fmt.Sprintf("%016x", fileID))
+}
+
+// get returns a copy of the value at key.
+func (s *Store) get(key []byte) ([]byte, error) {
+	v, c, err := s.db.Get(key)
+	if err != nil {
+		return nil, err
+	}
+	out := bytes.Clone(v)
+	c.Close()
+	if out == nil {
+		out = []byte{}
+	}
+	return out, nil
+}
+
+func (s *Store) has(key []byte) (bool, error) {
+	_, err := s.get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// replayJournal re-applies deferred writes that may not have reached their
+// data files. Replay is idempotent: records only hold whole blocks, are
+// applied in commit order, and records of dropped files are skipped.
+func (s *Store) replayJournal() error {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{tagJournal}, UpperBound: []byte{tagJournal + 1}})
+	if err != nil {
+		return err
+	}
+	touched := map[uint64]*dataFile{}
+	defer func() {
+		for id := range touched {
+			s.releaseFile(touched[id])
+		}
+	}()
+	var maxSeq uint64
+	var n int
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()
+		if len(k) != 9 {
+			it.Close()
+			return fmt.Errorf("objstore: bad journal key %x", k)
+		}
+		maxSeq = binary.BigEndian.Uint64(k[1:])
+		j, err := decodeJrec(it.Value())
+		if err != nil {
+			it.Close()
+			return &CorruptionError{Detail: fmt.Sprintf("journal record %d: %v", maxSeq, err)}
+		}
+		n++
+		df, ok := touched[j.fileID]
+		if !ok {
+			live, err := s.has(idKey(tagFileRef, j.fileID, nil))
+			if err != nil {
+				it.Close()
+				return err
+			}
+			if !live {
+				touched[j.fileID] = nil
+				continue
+			}
+			if df, err = s.openFile(j.fileID); err != nil {
+				it.Close()
+				return err
+			}
+			touched[j.fileID] = df
+		}
+		if df == nil {
+			continue
+		}
+		if _, err := df.f.WriteAt(j.data, int64(j.off)); err != nil {
+			it.Close()
+			return fmt.Errorf("objstore: journal replay into file %016x: %w", j.fileID, err)
+		}
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	s.jseq.Store(maxSeq)
+	s.replayed = n
+	if n == 0 {
+		return nil
+	}
+	for id, df := range touched {
+		if df == nil {
+			continue
+		}
+		if err := df.f.SyncData(); err != nil {
+			return fmt.Errorf("objstore: journal replay sync of file %016x: %w", id, err)
+		}
+	}
+	return s.db.DeleteRange([]byte{tagJournal}, []byte{tagJournal + 1}, pebble.Sync)
+}
+
+// removeOrphans deletes data files no object refers to: files written for a
+// transaction that never committed, or whose removal after commit was cut
+// short by a crash.
+func (s *Store) removeOrphans() error {
+	for i := 0; i < 256; i++ {
+		dir := s.fanDir(uint64(i))
+		names, err := s.fs.List(dir)
+		if err != nil {
+			return fmt.Errorf("objstore: list %s: %w", dir, err)
+		}
+		for _, n := range names {
+			id, err := strconv.ParseUint(n, 16, 64)
+			if err != nil || len(n) != 16 {
+				continue
+			}
+			live, err := s.has(idKey(tagFileRef, id, nil))
+			if err != nil {
+				return err
+			}
+			if !live {
+				if err := s.fs.Remove(s.fs.PathJoin(dir, n)); err != nil {
+					return fmt.Errorf("objstore: remove orphan: %w", err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Store) countObjects() error {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{tagObject}, UpperBound: []byte{tagObject + 1}})
+	if err != nil {
+		return err
+	}
+	var n, b int64
+	for it.First(); it.Valid(); it.Next() {
+		v := it.Value()
+		if len(v) >= recHeaderLen {
+			b += int64(binary.BigEndian.Uint64(v[10:]))
+		}
+		n++
+	}
+	s.objects.Store(n)
+	s.dataBytes.Store(b)
+	return it.Close()
+}
+
+// Close checkpoints the journal and closes the store.
+func (s *Store) Close() error {
+	err := errors.New("objstore: already closed")
+	s.closeOnce.Do(func() {
+		close(s.closing)
+		<-s.ckDone
+		err = s.checkpoint()
+		s.closeFiles()
+		if e := s.db.Close(); err == nil {
+			err = e
+		}
+	})
+	return err
+}
+
+func (s *Store) closeFiles() {
+	s.filesMu.Lock()
+	defer s.filesMu.Unlock()
+	for id, df := range s.files {
+		df.f.Close()
+		delete(s.files, id)
+	}
+}
+
+// openFile returns a referenced handle to a data file, creating it if absent.
+func (s *Store) openFile(id uint64) (*dataFile, error) {
+	s.filesMu.Lock()
+	defer s.filesMu.Unlock()
+	if df, ok := s.files[id]; ok {
+		df.refs++
+		return df, nil
+	}
+	if len(s.files) >= maxOpenFilesCleanup {
+		for k, df := range s.files {
+			if df.refs == 0 {
+				df.f.Close()
+				delete(s.files, k)
+			}
+		}
+	}
+	f, err := s.fs.OpenReadWrite(s.filePath(id), vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return nil, fmt.Errorf("objstore: open data file %016x: %w", id, err)
+	}
+	df := &dataFile{f: f, refs: 1}
+	s.files[id] = df
+	return df, nil
+}
+
+func (s *Store) releaseFile(df *dataFile) {
+	if df == nil {
+		return
+	}
+	s.filesMu.Lock()
+	defer s.filesMu.Unlock()
+	df.refs--
+	if df.dead && df.refs == 0 {
+		df.f.Close()
+	}
+}
+
+// dropFile forgets a data file's handle and removes the file.
+func (s *Store) dropFile(id uint64) {
+	s.filesMu.Lock()
+	if df, ok := s.files[id]; ok {
+		delete(s.files, id)
+		df.dead = true
+		if df.refs == 0 {
+			df.f.Close()
+		}
+	}
+	s.filesMu.Unlock()
+	// A failure leaves an orphan that the next Open removes.
+	_ = s.fs.Remove(s.filePath(id))
+}
+
+func (s *Store) allocID() (uint64, error) {
+	s.idMu.Lock()
+	defer s.idMu.Unlock()
+	if s.nextID >= s.idHigh {
+		hw := s.idHigh + idBatch
+		var b [8]byte
+		binary.BigEndian.PutUint64(b[:], hw)
+		if err := s.db.Set(keyIDHigh, b[:], pebble.Sync); err != nil {
+			return 0, err
+		}
+		s.idHigh = hw
+	}
+	s.nextID++
+	return s.nextID, nil
+}
+
+func (s *Store) fail(err error) {
+	s.failMu.Lock()
+	if s.failed == nil {
+		s.failed = err
+	}
+	s.failMu.Unlock()
+}
+
+func (s *Store) failure() error {
+	s.failMu.Lock()
+	defer s.failMu.Unlock()
+	return s.failed
+}
+
+// checkSpace refuses a write that would eat into the reserve. Free space is
+// sampled at most every 100 ms and debited by what we admit in between.
+func (s *Store) checkSpace(need int64, deleteOnly bool) error {
+	if s.opts.ReserveBytes < 0 {
+		return nil
+	}
+	reserve := s.opts.ReserveBytes
+	if deleteOnly {
+		reserve = 0
+	}
+	s.spaceMu.Lock()
+	defer s.spaceMu.Unlock()
+	now := time.Now()
+	for i, dir := range []string{s.opts.Dir, s.opts.MetaDir} {
+		e := &s.space[i]
+		if now.Sub(e.at) > spaceCacheValidity {
+			du, err := s.fs.GetDiskUsage(dir)
+			e.at = now
+			e.known = err == nil
+			e.free = int64(du.AvailBytes)
+		}
+		if !e.known {
+			continue
+		}
+		if e.free-need < reserve {
+			return fmt.Errorf("objstore: osd disk full: %d bytes free on %s, need %d, reserve %d: %w", e.free, dir, need, reserve, ErrNoSpace)
+		}
+	}
+	for i := range s.space {
+		s.space[i].free -= need
+	}
+	return nil
+}
+
+func isNoSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+func shardOf(coll, name string) int {
+	h := fnv.New32a()
+	h.Write([]byte(coll))
+	h.Write([]byte{0})
+	h.Write([]byte(name))
+	return int(h.Sum32() % nShards)
+}
+
+func checkName(coll, name string) error {
+	if len(coll) == 0 || len(coll) > MaxNameLen || len(name) == 0 || len(name) > MaxNameLen {
+		return fmt.Errorf("objstore: name %q/%q: length must be 1..%d: %w", coll, name, MaxNameLen, ErrInvalid)
+	}
+	return nil
+}
+
+func notFound(coll, name string) error {
+	return fmt.Errorf("objstore: object %q/%q: %w", coll, name, ErrNotFound)
+}
+
+// loadRec reads an object record; caller holds the object's shard lock.
+func (s *Store) loadRec(coll, name string) (objRec, bool, error) {
+	v, err := s.get(objKey(coll, name))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return objRec{}, false, nil
+	}
+	if err != nil {
+		return objRec{}, false, err
+	}
+	r, err := decodeObjRec(v)
+	if err != nil {
+		return objRec{}, false, &CorruptionError{Coll: coll, Name: name, Detail: err.Error()}
+	}
+	return r, true, nil
+}
+
+func (s *Store) rlock(coll, name string) func() {
+	l := &s.locks[shardOf(coll, name)]
+	l.RLock()
+	return l.RUnlock
+}
+
+// Read returns up to length bytes at off (length 0 = to the end). Every block
+// returned is checksum-verified.
+func (s *Store) Read(coll, name string, off, length uint64) ([]byte, error) {
+	if err := checkName(coll, name); err != nil {
+		return nil, err
+	}
+	defer s.rlock(coll, name)()
+	r, ok, err := s.loadRec(coll, name)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, notFound(coll, name)
+	}
+	if off >= r.size {
+		return []byte{}, nil
+	}
+	end := r.size
+	if length > 0 && length < r.size-off {
+		end = off + length
+	}
+	fb, lb := off/blockSize, (end-1)/blockSize
+	if r.inline {
+		for b := fb; b <= lb; b++ {
+			if inlineBlockCRC(r.data, b) != r.crcs[b] {
+				return nil, &CorruptionError{Coll: coll, Name: name, Offset: b * blockSize, Detail: "inline block checksum mismatch"}
+			}
+		}
+		return r.data[off:end:end], nil
+	}
+	buf := make([]byte, (lb-fb+1)*blockSize)
+	err = s.readBlocks(coll, name, r.fileID, fb, lb, buf)
+	if err != nil {
+		return nil, err
+	}
+	base := fb * blockSize
+	return buf[off-base : end-base : end-base], nil
+}
+
+// readBlocks fills buf with verified blocks fb..lb of a data file.
+func (s *Store) readBlocks(coll, name string, fileID, fb, lb uint64, buf []byte) error {
+	it, err := s.db.NewIter(&pebble.IterOptions{
+		LowerBound: csumKey(fileID, fb/chunkBlocks),
+		UpperBound: csumKey(fileID, lb/chunkBlocks+1),
+	})
+	if err != nil {
+		return err
+	}
+	chunks := map[uint64]*chunk{}
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()
+		c, err := decodeChunk(it.Value())
+		if err != nil || len(k) != 13 {
+			it.Close()
+			return &CorruptionError{Coll: coll, Name: name, Detail: "bad checksum chunk"}
+		}
+		chunks[uint64(binary.BigEndian.Uint32(k[9:]))] = c
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	present := func(b uint64) (uint32, bool) {
+		c := chunks[b/chunkBlocks]
+		if c == nil || !c.present(b%chunkBlocks) {
+			return 0, false
+		}
+		return c.crc[b%chunkBlocks], true
+	}
+	var df *dataFile
+	defer func() { s.releaseFile(df) }()
+	for b := fb; b <= lb; {
+		if _, ok := present(b); !ok {
+			b++
+			continue
+		}
+		e := b
+		for e+1 <= lb {
+			if _, ok := present(e + 1); !ok {
+				break
+			}
+			e++
+		}
+		if df == nil {
+			if df, err = s.openFile(fileID); err != nil {
+				return err
+			}
+		}
+		seg := buf[(b-fb)*blockSize : (e-fb+1)*blockSize]
+		n, err := df.f.ReadAt(seg, int64(b*blockSize))
+		if err != nil && err != io.EOF {
+			return fmt.Errorf("objstore: read %q/%q: %w", coll, name, err)
+		}
+		clear(seg[n:])
+		for x := b; x <= e; x++ {
+			want, _ := present(x)
+			blk := buf[(x-fb)*blockSize : (x-fb+1)*blockSize]
+			if blockCRC(blk) != want {
+				return &CorruptionError{Coll: coll, Name: name, Offset: x * blockSize, Detail: "data block checksum mismatch"}
+			}
+		}
+		b = e + 1
+	}
+	return nil
+}
+
+// Stat returns the object's size and modification time.
+func (s *Store) Stat(coll, name string) (Info, error) {
+	if err := checkName(coll, name); err != nil {
+		return Info{}, err
+	}
+	defer s.rlock(coll, name)()
+	r, ok, err := s.loadRec(coll, name)
+	if err != nil {
+		return Info{}, err
+	}
+	if !ok {
+		return Info{}, notFound(coll, name)
+	}
+	return Info{Size: r.size, Mtime: time.Unix(0, r.mtime)}, nil
+}
+
+// DataPath returns the object's bulk data file, if it has one.
+func (s *Store) DataPath(coll, name string) (string, bool) {
+	if checkName(coll, name) != nil {
+		return "", false
+	}
+	defer s.rlock(coll, name)()
+	r, ok, err := s.loadRec(coll, name)
+	if err != nil || !ok || r.inline {
+		return "", false
+	}
+	return s.filePath(r.fileID), true
+}
+
+func (s *Store) objID(coll, name string) (uint64, error) {
+	r, ok, err := s.loadRec(coll, name)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, notFound(coll, name)
+	}
+	return r.id, nil
+}
+
+// GetXattr returns one extended attribute.
+func (s *Store) GetXattr(coll, name, key string) ([]byte, error) {
+	if err := checkName(coll, name); err != nil {
+		return nil, err
+	}
+	defer s.rlock(coll, name)()
+	id, err := s.objID(coll, name)
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.get(idKey(tagXattr, id, []byte(key)))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, fmt.Errorf("objstore: xattr %q of %q/%q: %w", key, coll, name, ErrNotFound)
+	}
+	return v, err
+}
+
+// Xattrs returns all extended attributes of the object.
+func (s *Store) Xattrs(coll, name string) (map[string][]byte, error) {
+	if err := checkName(coll, name); err != nil {
+		return nil, err
+	}
+	defer s.rlock(coll, name)()
+	id, err := s.objID(coll, name)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]byte{}
+	_, err = s.scan(idKey(tagXattr, id, nil), idKey(tagXattr, id+1, nil), 0, func(k, v []byte) {
+		out[string(k[9:])] = bytes.Clone(v)
+	})
+	return out, err
+}
+
+// scan calls fn for keys in [lo, hi) and reports whether more than limit
+// (if > 0) keys exist.
+func (s *Store) scan(lo, hi []byte, limit int, fn func(k, v []byte)) (bool, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return false, err
+	}
+	n := 0
+	more := false
+	for it.First(); it.Valid(); it.Next() {
+		if limit > 0 && n == limit {
+			more = true
+			break
+		}
+		fn(it.Key(), it.Value())
+		n++
+	}
+	return more, it.Close()
+}
+
+// OmapGet returns one omap value.
+func (s *Store) OmapGet(coll, name string, key []byte) ([]byte, error) {
+	if err := checkName(coll, name); err != nil {
+		return nil, err
+	}
+	defer s.rlock(coll, name)()
+	id, err := s.objID(coll, name)
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.get(idKey(tagOmap, id, key))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, fmt.Errorf("objstore: omap key %q of %q/%q: %w", key, coll, name, ErrNotFound)
+	}
+	return v, err
+}
+
+// OmapList returns omap entries in [start, end) (nil end = no end), sorted,
+// at most limit of them (limit <= 0 = all), and whether more remain.
+func (s *Store) OmapList(coll, name string, start, end []byte, limit int) ([]KV, bool, error) {
+	if err := checkName(coll, name); err != nil {
+		return nil, false, err
+	}
+	defer s.rlock(coll, name)()
+	id, err := s.objID(coll, name)
+	if err != nil {
+		return nil, false, err
+	}
+	hi := idKey(tagOmap, id+1, nil)
+	if end != nil {
+		hi = idKey(tagOmap, id, end)
+	}
+	lo := idKey(tagOmap, id, start)
+	var kvs []KV
+	if bytes.Compare(lo, hi) >= 0 {
+		return kvs, false, nil
+	}
+	more, err := s.scan(lo, hi, limit, func(k, v []byte) {
+		kvs = append(kvs, KV{Key: bytes.Clone(k[9:]), Value: bytes.Clone(v)})
+	})
+	return kvs, more, err
+}
+
+// List returns object names in coll greater than after, sorted, at most limit
+// (limit <= 0 = all), and whether more remain.
+func (s *Store) List(coll string, after string, limit int) ([]string, bool, error) {
+	if len(coll) == 0 || len(coll) > MaxNameLen {
+		return nil, false, fmt.Errorf("objstore: collection %q: %w", coll, ErrInvalid)
+	}
+	prefix := collPrefix(coll)
+	lo := prefix
+	if after != "" {
+		lo = appendEsc(bytes.Clone(prefix), after)
+		lo = append(lo, 0) // the successor of after's key
+	}
+	var names []string
+	var bad bool
+	more, err := s.scan(lo, collEnd(coll), limit, func(k, _ []byte) {
+		n, rest, ok := unesc(k[len(prefix):])
+		if !ok || len(rest) != 0 {
+			bad = true
+			return
+		}
+		names = append(names, n)
+	})
+	if err == nil && bad {
+		err = &CorruptionError{Coll: coll, Detail: "bad object key"}
+	}
+	return names, more, err
+}
+
+// Collections returns every collection that holds at least one object.
+func (s *Store) Collections() ([]string, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{tagObject}, UpperBound: []byte{tagObject + 1}})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for valid := it.First(); valid; {
+		c, _, ok := unesc(it.Key()[1:])
+		if !ok {
+			it.Close()
+			return nil, &CorruptionError{Detail: "bad object key"}
+		}
+		out = append(out, c)
+		valid = it.SeekGE(collEnd(c))
+	}
+	return out, it.Close()
+}
+
+// Usage reports object counts and free space.
+func (s *Store) Usage() (Usage, error) {
+	u := Usage{Objects: s.objects.Load(), DataBytes: s.dataBytes.Load()}
+	if du, err := s.fs.GetDiskUsage(s.opts.Dir); err == nil {
+		u.TotalBytes, u.FreeBytes = int64(du.TotalBytes), int64(du.AvailBytes)
+	} else if !errors.Is(err, vfs.ErrUnsupported) {
+		return u, err
+	}
+	if du, err := s.fs.GetDiskUsage(s.opts.MetaDir); err == nil {
+		u.MetaTotalBytes, u.MetaFreeBytes = int64(du.TotalBytes), int64(du.AvailBytes)
+	} else if !errors.Is(err, vfs.ErrUnsupported) {
+		return u, err
+	}
+	return u, nil
+}
+
+// lockObjects write-locks the shards of every object in t in a global order.
+func (s *Store) lockObjects(t *Txn) func() {
+	idx := make([]int, 0, len(t.ops))
+	for i := range t.ops {
+		idx = append(idx, shardOf(t.ops[i].coll, t.ops[i].name))
+	}
+	slices.Sort(idx)
+	idx = slices.Compact(idx)
+	for _, i := range idx {
+		s.locks[i].Lock()
+	}
+	return func() {
+		for _, i := range idx {
+			s.locks[i].Unlock()
+		}
+	}
+}
+
+// Tunables; tests shorten them to exercise checkpoints under load.
+var (
+	checkpointInterval = 500 * time.Millisecond
+	journalKickBytes   = int64(64 << 20)
+	spaceCacheValidity = 100 * time.Millisecond
+)

@@ -1,0 +1,385 @@
+package objstore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Limits enforced by Validate and UnmarshalTxn. They bound what a peer can ask
+// of this OSD and keep every record small enough for one pebble value.
+const (
+	MaxNameLen       = 1024
+	MaxXattrKeyLen   = 255
+	MaxXattrValueLen = 64 << 10
+	MaxOmapKeyLen    = 4 << 10
+	MaxOmapValueLen  = 1 << 20
+	MaxTxnBytes      = 64 << 20
+	// MaxObjectSize bounds offsets and sizes so that off+len never overflows
+	// and block indexes fit comfortably in the checksum key space.
+	MaxObjectSize = 1 << 40
+)
+
+var (
+	// ErrNotFound: the object (or xattr / omap key) does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrNoSpace: the write was refused because the disk is (nearly) full.
+	ErrNoSpace = errors.New("no space")
+	// ErrInvalid: the request or transaction is malformed.
+	ErrInvalid = errors.New("invalid argument")
+)
+
+// CorruptionError reports data whose checksum does not match what was
+// written. It is its own error class so the OSD can trigger repair from a
+// replica instead of treating it as an ordinary IO error.
+type CorruptionError struct {
+	Coll, Name string
+	Offset     uint64 // byte offset of the bad block (0 for a bad metadata record)
+	Detail     string
+}
+
+func (e *CorruptionError) Error() string {
+	return fmt.Sprintf("objstore: corruption in %q/%q at offset %d: %s", e.Coll, e.Name, e.Offset, e.Detail)
+}
+
+// IsCorruption reports whether err is (or wraps) a CorruptionError.
+func IsCorruption(err error) bool {
+	var ce *CorruptionError
+	return errors.As(err, &ce)
+}
+
+type opType uint8
+
+const (
+	opWrite opType = iota + 1
+	opPut
+	opTruncate
+	opCreate
+	opDelete
+	opSetXattr
+	opRmXattr
+	opOmapSet
+	opOmapRm
+	opOmapRmRange
+	opMax
+)
+
+var opNames = [...]string{"", "write", "put", "truncate", "create", "delete", "setxattr", "rmxattr", "omapset", "omaprm", "omaprmrange"}
+
+type op struct {
+	typ        opType
+	coll, name string
+	off        uint64 // write offset or truncate size
+	key        []byte // xattr key, omap key or range start
+	data       []byte // write/put data, xattr/omap value
+	end        []byte // omap range end
+	hasEnd     bool
+}
+
+// Txn is an ordered list of mutations applied atomically by Store.Apply.
+// Byte slices passed in are retained, not copied: callers must not modify
+// them until the Txn has been applied or marshaled.
+type Txn struct {
+	ops   []op
+	bytes int // approximate payload size, for limits and space checks
+}
+
+func (t *Txn) add(o op) {
+	t.ops = append(t.ops, o)
+	t.bytes += 32 + len(o.coll) + len(o.name) + len(o.key) + len(o.data) + len(o.end)
+}
+
+func (t *Txn) Write(coll, name string, off uint64, data []byte) {
+	t.add(op{typ: opWrite, coll: coll, name: name, off: off, data: data})
+}
+
+func (t *Txn) Put(coll, name string, data []byte) {
+	t.add(op{typ: opPut, coll: coll, name: name, data: data})
+}
+
+func (t *Txn) Truncate(coll, name string, size uint64) {
+	t.add(op{typ: opTruncate, coll: coll, name: name, off: size})
+}
+
+func (t *Txn) Create(coll, name string) { t.add(op{typ: opCreate, coll: coll, name: name}) }
+
+func (t *Txn) Delete(coll, name string) { t.add(op{typ: opDelete, coll: coll, name: name}) }
+
+func (t *Txn) SetXattr(coll, name, key string, val []byte) {
+	t.add(op{typ: opSetXattr, coll: coll, name: name, key: []byte(key), data: val})
+}
+
+func (t *Txn) RmXattr(coll, name, key string) {
+	t.add(op{typ: opRmXattr, coll: coll, name: name, key: []byte(key)})
+}
+
+func (t *Txn) OmapSet(coll, name string, key, val []byte) {
+	t.add(op{typ: opOmapSet, coll: coll, name: name, key: key, data: val})
+}
+
+func (t *Txn) OmapRm(coll, name string, key []byte) {
+	t.add(op{typ: opOmapRm, coll: coll, name: name, key: key})
+}
+
+// OmapRmRange removes omap keys in [start, end); a nil end means to the end.
+func (t *Txn) OmapRmRange(coll, name string, start, end []byte) {
+	t.add(op{typ: opOmapRmRange, coll: coll, name: name, key: start, end: end, hasEnd: end != nil})
+}
+
+// Len is the number of operations.
+func (t *Txn) Len() int { return len(t.ops) }
+
+// Validate checks names and sizes against the package limits.
+func (t *Txn) Validate() error {
+	if t.bytes > MaxTxnBytes {
+		return fmt.Errorf("objstore: transaction of %d bytes exceeds limit %d: %w", t.bytes, MaxTxnBytes, ErrInvalid)
+	}
+	for i := range t.ops {
+		if err := t.ops[i].validate(); err != nil {
+			return fmt.Errorf("objstore: op %d (%s %q/%q): %w", i, opNames[t.ops[i].typ], t.ops[i].coll, t.ops[i].name, err)
+		}
+	}
+	return nil
+}
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf(format+": %w", append(args, ErrInvalid)...)
+}
+
+func (o *op) validate() error {
+	if o.typ == 0 || o.typ >= opMax {
+		return invalidf("unknown op type %d", o.typ)
+	}
+	if len(o.coll) == 0 || len(o.coll) > MaxNameLen {
+		return invalidf("collection name length %d not in 1..%d", len(o.coll), MaxNameLen)
+	}
+	if len(o.name) == 0 || len(o.name) > MaxNameLen {
+		return invalidf("object name length %d not in 1..%d", len(o.name), MaxNameLen)
+	}
+	switch o.typ {
+	case opWrite:
+		if o.off > MaxObjectSize || uint64(len(o.data)) > MaxObjectSize-o.off {
+			return invalidf("write [%d,+%d) beyond max object size %d", o.off, len(o.data), uint64(MaxObjectSize))
+		}
+	case opPut:
+		if uint64(len(o.data)) > MaxObjectSize {
+			return invalidf("put of %d bytes beyond max object size", len(o.data))
+		}
+	case opTruncate:
+		if o.off > MaxObjectSize {
+			return invalidf("truncate to %d beyond max object size %d", o.off, uint64(MaxObjectSize))
+		}
+	case opSetXattr, opRmXattr:
+		if len(o.key) == 0 || len(o.key) > MaxXattrKeyLen {
+			return invalidf("xattr key length %d not in 1..%d", len(o.key), MaxXattrKeyLen)
+		}
+		if len(o.data) > MaxXattrValueLen {
+			return invalidf("xattr value length %d exceeds %d", len(o.data), MaxXattrValueLen)
+		}
+	case opOmapSet, opOmapRm, opOmapRmRange:
+		if len(o.key) > MaxOmapKeyLen || len(o.end) > MaxOmapKeyLen {
+			return invalidf("omap key length exceeds %d", MaxOmapKeyLen)
+		}
+		if len(o.data) > MaxOmapValueLen {
+			return invalidf("omap value length %d exceeds %d", len(o.data), MaxOmapValueLen)
+		}
+	}
+	return nil
+}
+
+// Wire format, version 1:
+//
+//	"CTX" version(1) nops(uvarint) op*
+//	op = type(1) coll(str) name(str) fields...
+//	str = len(uvarint) bytes
+//
+// Fields per op: write: off(uvarint) data(str); put: data; truncate:
+// size(uvarint); setxattr/omapset: key val; rmxattr/omaprm: key;
+// omaprmrange: start hasEnd(1) [end]. Varints must be minimal and nothing may
+// trail, so Marshal(UnmarshalTxn(b)) == b for every accepted b.
+const txnMagic = "CTX"
+const txnVersion = 1
+
+// Marshal encodes the Txn in the stable wire format.
+func (t *Txn) Marshal() []byte {
+	b := make([]byte, 0, t.bytes+16)
+	b = append(b, txnMagic...)
+	b = append(b, txnVersion)
+	b = binary.AppendUvarint(b, uint64(len(t.ops)))
+	for i := range t.ops {
+		o := &t.ops[i]
+		b = append(b, byte(o.typ))
+		b = appendStr(b, []byte(o.coll))
+		b = appendStr(b, []byte(o.name))
+		switch o.typ {
+		case opWrite:
+			b = binary.AppendUvarint(b, o.off)
+			b = appendStr(b, o.data)
+		case opPut:
+			b = appendStr(b, o.data)
+		case opTruncate:
+			b = binary.AppendUvarint(b, o.off)
+		case opSetXattr, opOmapSet:
+			b = appendStr(b, o.key)
+			b = appendStr(b, o.data)
+		case opRmXattr, opOmapRm:
+			b = appendStr(b, o.key)
+		case opOmapRmRange:
+			b = appendStr(b, o.key)
+			if o.hasEnd {
+				b = append(b, 1)
+				b = appendStr(b, o.end)
+			} else {
+				b = append(b, 0)
+			}
+		}
+	}
+	return b
+}
+
+func appendStr(b, s []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(msg string) {
+	if d.err == nil {
+		d.err = errors.New(msg)
+	}
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	var tmp [binary.MaxVarintLen64]byte
+	if binary.PutUvarint(tmp[:], v) != n {
+		d.fail("non-minimal varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) byte1() byte {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) < 1 {
+		d.fail("truncated")
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+// str returns a sub-slice of the input (no copy); max bounds the length.
+func (d *decoder) str(max int) []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(max) {
+		d.fail(fmt.Sprintf("field length %d exceeds %d", n, max))
+		return nil
+	}
+	if n > uint64(len(d.b)) {
+		d.fail("truncated field")
+		return nil
+	}
+	s := d.b[:n:n]
+	d.b = d.b[n:]
+	return s
+}
+
+// UnmarshalTxn decodes a Txn produced by Marshal. The input comes from the
+// network: it never panics, bounds every allocation by the input size and
+// validates the result. Returned byte slices alias b.
+func UnmarshalTxn(b []byte) (*Txn, error) {
+	if len(b) > MaxTxnBytes+1024 {
+		return nil, invalidf("objstore: encoded transaction of %d bytes too large", len(b))
+	}
+	if len(b) < len(txnMagic)+1 || string(b[:len(txnMagic)]) != txnMagic {
+		return nil, invalidf("objstore: not an encoded transaction")
+	}
+	if b[len(txnMagic)] != txnVersion {
+		return nil, invalidf("objstore: transaction encoding version %d not supported (want %d)", b[len(txnMagic)], txnVersion)
+	}
+	d := &decoder{b: b[len(txnMagic)+1:]}
+	n := d.uvarint()
+	// Every op takes at least 3 bytes, which bounds the preallocation.
+	if d.err == nil && n > uint64(len(d.b))/3 {
+		d.fail("op count exceeds input")
+	}
+	t := &Txn{}
+	if d.err == nil {
+		t.ops = make([]op, 0, n)
+	}
+	for i := uint64(0); d.err == nil && i < n; i++ {
+		var o op
+		o.typ = opType(d.byte1())
+		if d.err == nil && (o.typ == 0 || o.typ >= opMax) {
+			d.fail(fmt.Sprintf("unknown op type %d", o.typ))
+			break
+		}
+		o.coll = string(d.str(MaxNameLen))
+		o.name = string(d.str(MaxNameLen))
+		switch o.typ {
+		case opWrite:
+			o.off = d.uvarint()
+			o.data = d.str(math.MaxInt)
+		case opPut:
+			o.data = d.str(math.MaxInt)
+		case opTruncate:
+			o.off = d.uvarint()
+		case opSetXattr:
+			o.key = d.str(MaxXattrKeyLen)
+			o.data = d.str(MaxXattrValueLen)
+		case opOmapSet:
+			o.key = d.str(MaxOmapKeyLen)
+			o.data = d.str(MaxOmapValueLen)
+		case opRmXattr:
+			o.key = d.str(MaxXattrKeyLen)
+		case opOmapRm:
+			o.key = d.str(MaxOmapKeyLen)
+		case opOmapRmRange:
+			o.key = d.str(MaxOmapKeyLen)
+			switch d.byte1() {
+			case 0:
+			case 1:
+				o.hasEnd = true
+				o.end = d.str(MaxOmapKeyLen)
+				if o.end == nil {
+					o.end = []byte{}
+				}
+			default:
+				d.fail("bad range-end flag")
+			}
+		}
+		if d.err == nil {
+			t.add(o)
+		}
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.fail(fmt.Sprintf("%d trailing bytes", len(d.b)))
+	}
+	if d.err != nil {
+		return nil, invalidf("objstore: decoding transaction: %v", d.err)
+	}
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}

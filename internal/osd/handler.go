@@ -1,0 +1,279 @@
+package osd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cairn-storage/cairn/internal/clustermap"
+	"github.com/cairn-storage/cairn/internal/meta"
+	"github.com/cairn-storage/cairn/internal/objstore"
+	"github.com/cairn-storage/cairn/internal/placement"
+	"github.com/cairn-storage/cairn/internal/proto"
+)
+
+// epochWait bounds how long a request from a sender with a newer map waits
+// for this OSD's map to catch up before it is answered StatusWrongEpoch.
+const epochWait = 3 * time.Second
+
+// Serve handles one request; it implements rpc.Handler.
+func (s *Server) Serve(ctx context.Context, req *proto.Request) *proto.Response {
+	if req.Op == proto.OpPing {
+		return s.ok()
+	}
+	t, resp := s.checkEpoch(ctx, req.Epoch)
+	if resp != nil {
+		return resp
+	}
+	switch req.Op {
+	case proto.OpReplicate:
+		return s.applyReplica(t, req)
+	case proto.OpReadReplica:
+		return s.readLocal(req)
+	}
+	pool, ok := t.Map().Pool(req.PG.Pool)
+	if !ok {
+		return s.fail(proto.StatusNotFound, "pool %d does not exist", req.PG.Pool)
+	}
+	if req.Op != proto.OpList {
+		if err := proto.ValidateObjectName(req.Object); err != nil {
+			return s.fail(proto.StatusInvalid, "%v", err)
+		}
+		if pg := placement.PGOf(pool, req.Object); pg != req.PG {
+			return s.fail(proto.StatusInvalid, "object %q belongs to pg %s, not %s", req.Object, pg, req.PG)
+		}
+	} else if req.PG.Seed >= pool.PGNum {
+		return s.fail(proto.StatusInvalid, "pg %s does not exist: pool %q has %d pgs", req.PG, pool.Name, pool.PGNum)
+	}
+	acting := t.Acting(pool, req.PG)
+	if len(acting) == 0 || acting[0] != s.id {
+		return s.fail(proto.StatusNotPrimary, "%s is not the primary of pg %s at epoch %d", s.id, req.PG, t.Map().Epoch)
+	}
+	if isWrite(req.Op) {
+		return s.write(ctx, pool, req)
+	}
+	return s.read(ctx, pool, acting, req)
+}
+
+func isWrite(op proto.Op) bool {
+	switch op {
+	case proto.OpWrite, proto.OpPut, proto.OpTruncate, proto.OpDelete, proto.OpCreate,
+		proto.OpSetXattr, proto.OpRmXattr, proto.OpOmapSet, proto.OpOmapRm, proto.OpOmapRmRange:
+		return true
+	}
+	return false
+}
+
+func (s *Server) ok() *proto.Response {
+	return &proto.Response{Status: proto.StatusOK, Epoch: s.view.Epoch()}
+}
+
+func (s *Server) fail(st proto.Status, format string, args ...any) *proto.Response {
+	return &proto.Response{Status: st, Epoch: s.view.Epoch(), Message: fmt.Sprintf(format, args...)}
+}
+
+// failErr maps an object-store error to a response.
+func (s *Server) failErr(err error) *proto.Response {
+	switch {
+	case errors.Is(err, objstore.ErrNotFound):
+		return s.fail(proto.StatusNotFound, "%v", err)
+	case errors.Is(err, objstore.ErrNoSpace):
+		return s.fail(proto.StatusNoSpace, "%s: %v", s.id, err)
+	case errors.Is(err, objstore.ErrInvalid):
+		return s.fail(proto.StatusInvalid, "%v", err)
+	case objstore.IsCorruption(err):
+		return s.fail(proto.StatusCorrupt, "%s: %v", s.id, err)
+	}
+	return s.fail(proto.StatusIOError, "%s: %v", s.id, err)
+}
+
+// checkEpoch compares the sender's map epoch with ours: an older sender is
+// told to refresh; for a newer one we wait briefly for our watch to catch up.
+func (s *Server) checkEpoch(ctx context.Context, e clustermap.Epoch) (*placement.Table, *proto.Response) {
+	t := s.view.Table()
+	mine := t.Map().Epoch
+	if e == mine {
+		return t, nil
+	}
+	if e < mine {
+		return nil, s.fail(proto.StatusWrongEpoch, "sender has map epoch %d, %s has %d", e, s.id, mine)
+	}
+	if !s.view.WaitFor(ctx, e, epochWait) {
+		return nil, s.fail(proto.StatusWrongEpoch, "sender has map epoch %d, %s is still at %d", e, s.id, s.view.Epoch())
+	}
+	t = s.view.Table()
+	if t.Map().Epoch != e {
+		return nil, s.fail(proto.StatusWrongEpoch, "sender has map epoch %d, %s has %d", e, s.id, t.Map().Epoch)
+	}
+	return t, nil
+}
+
+// read serves a read-only op on the primary.
+func (s *Server) read(ctx context.Context, pool *clustermap.Pool, acting []clustermap.OSDID, req *proto.Request) *proto.Response {
+	coll := req.PG.String()
+	if req.Op == proto.OpList {
+		names, more, err := s.store.List(coll, string(req.Start), limit(req.Limit, 1000))
+		if err != nil {
+			return s.failErr(err)
+		}
+		out := names[:0]
+		for _, n := range names {
+			if len(n) > 0 && n[0] != proto.ReservedPrefix[0] {
+				out = append(out, n)
+			}
+		}
+		r := s.ok()
+		r.Names, r.More = out, more
+		if more && len(names) > 0 {
+			// The client resumes after the last name we looked at, even if we hid it.
+			r.Data = []byte(names[len(names)-1])
+		}
+		return r
+	}
+	l := s.lock(req.PG, req.Object)
+	l.RLock()
+	defer l.RUnlock()
+	r := s.readObject(coll, req)
+	if r.Status == proto.StatusCorrupt {
+		return s.readFromReplica(ctx, pool, acting, req, r)
+	}
+	return r
+}
+
+// readLocal serves OpReadReplica: a peer asks for this OSD's copy.
+func (s *Server) readLocal(req *proto.Request) *proto.Response {
+	return s.readObject(req.PG.String(), req)
+}
+
+func (s *Server) readObject(coll string, req *proto.Request) *proto.Response {
+	switch req.Op {
+	case proto.OpRead, proto.OpReadReplica:
+		info, err := s.store.Stat(coll, req.Object)
+		if err != nil {
+			return s.failErr(err)
+		}
+		data, err := s.store.Read(coll, req.Object, req.Offset, req.Length)
+		if err != nil {
+			return s.failErr(err)
+		}
+		r := s.ok()
+		r.Data, r.Size = data, info.Size
+		return r
+	case proto.OpStat:
+		info, err := s.store.Stat(coll, req.Object)
+		if err != nil {
+			return s.failErr(err)
+		}
+		r := s.ok()
+		r.Size = info.Size
+		return r
+	case proto.OpGetXattr:
+		v, err := s.store.GetXattr(coll, req.Object, req.Key)
+		if err != nil {
+			return s.failErr(err)
+		}
+		r := s.ok()
+		r.Data = v
+		return r
+	case proto.OpListXattrs:
+		m, err := s.store.Xattrs(coll, req.Object)
+		if err != nil {
+			return s.failErr(err)
+		}
+		r := s.ok()
+		for k, v := range m {
+			r.KVs = append(r.KVs, proto.KV{Key: []byte(k), Value: v})
+		}
+		return r
+	case proto.OpOmapGet:
+		if _, err := s.store.Stat(coll, req.Object); err != nil {
+			return s.failErr(err)
+		}
+		r := s.ok()
+		for _, k := range req.Keys {
+			v, err := s.store.OmapGet(coll, req.Object, k)
+			if errors.Is(err, objstore.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return s.failErr(err)
+			}
+			r.KVs = append(r.KVs, proto.KV{Key: k, Value: v})
+		}
+		return r
+	case proto.OpOmapList:
+		kvs, more, err := s.store.OmapList(coll, req.Object, req.Start, req.End, limit(req.Limit, 1000))
+		if err != nil {
+			return s.failErr(err)
+		}
+		r := s.ok()
+		for _, kv := range kvs {
+			r.KVs = append(r.KVs, proto.KV{Key: kv.Key, Value: kv.Value})
+		}
+		r.More = more
+		return r
+	}
+	return s.fail(proto.StatusInvalid, "unknown operation %d", req.Op)
+}
+
+func limit(l uint32, max int) int {
+	if l == 0 || int(l) > max {
+		return max
+	}
+	return int(l)
+}
+
+// readFromReplica answers a read whose local copy failed its checksum: the
+// data comes from a replica whose copy verifies, the local copy is rewritten
+// from it, and the event is reported. Corrupted bytes are never returned.
+func (s *Server) readFromReplica(ctx context.Context, pool *clustermap.Pool, acting []clustermap.OSDID, req *proto.Request, bad *proto.Response) *proto.Response {
+	coll := req.PG.String()
+	s.logf("%s: checksum error in pg %s object %q: %s", s.id, req.PG, req.Object, bad.Message)
+	detail := bad.Message
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.meta.AddReport(rctx, meta.Report{Kind: "corruption", OSD: s.id, PG: req.PG.String(), Object: req.Object, Detail: detail, Time: time.Now().UTC()}); err != nil {
+			s.logf("%s: could not report corruption: %v", s.id, err)
+		}
+	}()
+	m := s.view.Map()
+	for _, r := range acting[1:] {
+		osd, ok := m.OSD(r)
+		if !ok {
+			continue
+		}
+		full, err := s.peers.Call(ctx, osd.Addr, &proto.Request{Op: proto.OpReadReplica, Epoch: m.Epoch, PG: req.PG, Object: req.Object})
+		if err != nil || full.Status != proto.StatusOK {
+			continue
+		}
+		// Repair our copy. The object lock is held for reading; the repair
+		// writes the same content the replicas hold, so readers see no change.
+		txn := &objstore.Txn{}
+		txn.Put(coll, req.Object, full.Data)
+		if err := s.store.Apply(txn); err != nil {
+			detail += fmt.Sprintf("; repair from %s failed: %v", r, err)
+		} else {
+			detail += fmt.Sprintf("; repaired from %s", r)
+		}
+		s.logf("%s: pg %s object %q: %s", s.id, req.PG, req.Object, detail)
+		out := s.ok()
+		out.Size = full.Size
+		if req.Op == proto.OpStat {
+			return out
+		}
+		lo := req.Offset
+		if lo > uint64(len(full.Data)) {
+			lo = uint64(len(full.Data))
+		}
+		hi := uint64(len(full.Data))
+		if req.Length > 0 && lo+req.Length < hi {
+			hi = lo + req.Length
+		}
+		out.Data = full.Data[lo:hi]
+		return out
+	}
+	detail += "; no replica had a good copy"
+	return bad
+}

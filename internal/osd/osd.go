@@ -1,0 +1,328 @@
+// Package osd is the OSD daemon: it owns one object store, serves the
+// object operations of the placement groups it is primary for, replicates
+// writes to the other OSDs of each group, and applies the writes its peers
+// replicate to it.
+//
+// It is one of the two places (with mon) that own goroutines and wire IO to
+// logic. It imports objstore, rpc, proto, placement, mapview and meta; no
+// package imports it.
+package osd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cairn-storage/cairn/internal/clustermap"
+	"github.com/cairn-storage/cairn/internal/conf"
+	"github.com/cairn-storage/cairn/internal/mapview"
+	"github.com/cairn-storage/cairn/internal/meta"
+	"github.com/cairn-storage/cairn/internal/objstore"
+	"github.com/cairn-storage/cairn/internal/rpc"
+)
+
+// Options configure one OSD daemon.
+type Options struct {
+	ID       clustermap.OSDID // -1: allocate a new id on first start
+	DataDir  string
+	MetaDir  string // "" = DataDir/meta
+	Listen   string // host:port, IPv4 or [IPv6]
+	Host     string
+	Rack     string
+	Class    clustermap.DeviceClass
+	Weight   float64
+	LeaseTTL time.Duration
+	Conf     *conf.Config
+	Logf     func(string, ...any)
+	// ReserveBytes is passed to the object store (0: its default).
+	ReserveBytes int64
+}
+
+// identity is stored in the data dir so that the OSD keeps its id and can
+// never be started against another cluster's data.
+type identity struct {
+	FSID string           `json:"fsid"`
+	ID   clustermap.OSDID `json:"osd_id"`
+}
+
+const identityFile = "osd.json"
+
+// Server is a running OSD.
+type Server struct {
+	id    clustermap.OSDID
+	opts  Options
+	store *objstore.Store
+	meta  *meta.Store
+	view  *mapview.View
+	peers *rpc.Pool
+	logf  func(string, ...any)
+
+	pgMu sync.Mutex
+	pgs  map[clustermap.PGID]*pgState
+
+	locks [1024]sync.RWMutex // object locks, by hash of (pg, name)
+	seed  maphash.Seed
+}
+
+// pgState is the in-memory state of a placement group on this OSD.
+type pgState struct {
+	mu      sync.Mutex
+	loaded  bool
+	version uint64 // last PG version written here
+}
+
+// Run starts the OSD and serves until ctx ends.
+func Run(ctx context.Context, o Options) error {
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = 10 * time.Second
+	}
+	if o.Class == "" {
+		o.Class = clustermap.ClassHDD
+	}
+	if !clustermap.ValidClass(o.Class) {
+		return fmt.Errorf("osd: unknown device class %q (want hdd, ssd or nvme)", o.Class)
+	}
+	if o.Weight == 0 {
+		o.Weight = 1
+	}
+	if o.Host == "" {
+		h, _ := os.Hostname()
+		o.Host = h
+	}
+	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
+		return fmt.Errorf("osd: data dir: %w", err)
+	}
+	ms, err := meta.Connect(ctx, o.Conf.EtcdEndpoints)
+	if err != nil {
+		return err
+	}
+	defer ms.Close()
+	id, err := claimIdentity(ctx, ms, o)
+	if err != nil {
+		return err
+	}
+	st, err := objstore.Open(objstore.Options{Dir: o.DataDir, MetaDir: o.MetaDir, ReserveBytes: o.ReserveBytes})
+	if err != nil {
+		return fmt.Errorf("%s: open store: %w", id, err)
+	}
+	defer st.Close()
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return fmt.Errorf("%s: listen on %s: %w", id, o.Listen, err)
+	}
+	addr := ln.Addr().String()
+	view, err := mapview.Follow(ctx, ms)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	s := &Server{
+		id: id, opts: o, store: st, meta: ms, view: view,
+		peers: rpc.NewPool(o.Conf.ClusterKey),
+		logf:  o.Logf,
+		pgs:   map[clustermap.PGID]*pgState{},
+		seed:  maphash.MakeSeed(),
+	}
+	defer s.peers.Close()
+	srv := rpc.NewServer(o.Conf.ClusterKey, s, rpc.ServerOptions{Logf: o.Logf})
+	go srv.Serve(ln)
+	defer srv.Close()
+
+	lease, err := ms.RegisterAlive(ctx, id, addr, o.LeaseTTL)
+	if err != nil {
+		return err
+	}
+	if _, err := ms.Update(ctx, func(m *clustermap.Map) error {
+		m.UpsertHost(o.Host, o.Rack)
+		osd, ok := m.OSD(id)
+		if !ok {
+			return fmt.Errorf("%s vanished from the map", id)
+		}
+		osd.Addr, osd.Host, osd.Class = addr, o.Host, o.Class
+		if !osd.Up {
+			osd.Up, osd.UpSince, osd.DownSince = true, time.Now().UTC(), time.Time{}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("%s: mark up: %w", id, err)
+	}
+	o.Logf("%s: serving on %s (data %s)", id, addr, o.DataDir)
+	go ms.RunKeeper(ctx, id.String(), o.Logf)
+	go s.publishStats(ctx, lease)
+
+	select {
+	case <-ctx.Done():
+	case <-lease.Done():
+		if ctx.Err() == nil {
+			return fmt.Errorf("%s: lost its etcd lease; stopping so that it cannot serve stale data", id)
+		}
+	}
+	// Clean shutdown: say we are going before the lease runs out.
+	sctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	ms.Update(sctx, func(m *clustermap.Map) error {
+		osd, ok := m.OSD(id)
+		if !ok || !osd.Up {
+			return meta.ErrNoChange
+		}
+		osd.Up, osd.DownSince = false, time.Now().UTC()
+		return nil
+	})
+	lease.Revoke(sctx)
+	o.Logf("%s: stopped", id)
+	return nil
+}
+
+// claimIdentity reads the data dir's identity or creates one, adding the OSD
+// to the map. An id given on the command line must match the stored one.
+func claimIdentity(ctx context.Context, ms *meta.Store, o Options) (clustermap.OSDID, error) {
+	path := filepath.Join(o.DataDir, identityFile)
+	b, err := os.ReadFile(path)
+	if err == nil {
+		var idn identity
+		if err := json.Unmarshal(b, &idn); err != nil {
+			return 0, fmt.Errorf("osd: %s is damaged: %v", path, err)
+		}
+		if idn.FSID != o.Conf.FSID {
+			return 0, fmt.Errorf("osd: %s belongs to cluster %s, not %s", o.DataDir, idn.FSID, o.Conf.FSID)
+		}
+		if o.ID >= 0 && o.ID != idn.ID {
+			return 0, fmt.Errorf("osd: %s holds %s, not %s", o.DataDir, idn.ID, o.ID)
+		}
+		m, _, err := ms.Map(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if _, ok := m.OSD(idn.ID); !ok {
+			return 0, fmt.Errorf("osd: %s was removed from the cluster; wipe %s to add it again", idn.ID, o.DataDir)
+		}
+		return idn.ID, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return 0, fmt.Errorf("osd: %w", err)
+	}
+	var id clustermap.OSDID
+	_, err = ms.Update(ctx, func(m *clustermap.Map) error {
+		id = o.ID
+		if id < 0 {
+			id = m.NextOSDID
+		} else if _, ok := m.OSD(id); ok {
+			return fmt.Errorf("osd: %s already exists in the map but %s has no identity; pick another id or wipe it", id, o.DataDir)
+		}
+		m.UpsertHost(o.Host, o.Rack)
+		m.UpsertOSD(clustermap.OSD{ID: id, Host: o.Host, Addr: o.Listen, Class: o.Class, Weight: o.Weight, In: true})
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	nb, _ := json.Marshal(identity{FSID: o.Conf.FSID, ID: id})
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, nb, 0o644); err != nil {
+		return 0, err
+	}
+	if f, err := os.Open(tmp); err == nil {
+		f.Sync()
+		f.Close()
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return 0, err
+	}
+	if d, err := os.Open(o.DataDir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return id, nil
+}
+
+func (s *Server) publishStats(ctx context.Context, lease *meta.Lease) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		if u, err := s.store.Usage(); err == nil {
+			lease.PublishStats(ctx, meta.OSDStats{
+				TotalBytes: u.TotalBytes, FreeBytes: u.FreeBytes, UsedBytes: u.TotalBytes - u.FreeBytes,
+				Objects: u.Objects, Updated: time.Now().UTC(),
+			})
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// pg returns the state of a placement group, loading its version from the
+// PG log the first time.
+func (s *Server) pg(id clustermap.PGID) (*pgState, error) {
+	s.pgMu.Lock()
+	p := s.pgs[id]
+	if p == nil {
+		p = &pgState{}
+		s.pgs[id] = p
+	}
+	s.pgMu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.loaded {
+		var start []byte
+		for {
+			kvs, more, err := s.store.OmapList(id.String(), pgMetaObject, start, nil, 1024)
+			if err != nil && !errors.Is(err, objstore.ErrNotFound) {
+				return nil, err
+			}
+			if len(kvs) > 0 {
+				last := kvs[len(kvs)-1].Key
+				if len(last) == 8 {
+					p.version = uint64(last[0])<<56 | uint64(last[1])<<48 | uint64(last[2])<<40 | uint64(last[3])<<32 |
+						uint64(last[4])<<24 | uint64(last[5])<<16 | uint64(last[6])<<8 | uint64(last[7])
+				}
+				start = append(append([]byte(nil), last...), 0)
+			}
+			if !more {
+				break
+			}
+		}
+		p.loaded = true
+	}
+	return p, nil
+}
+
+// nextVersion reserves the next PG version for a write.
+func (p *pgState) nextVersion() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.version++
+	return p.version
+}
+
+// noteVersion records a version applied as a replica.
+func (p *pgState) noteVersion(v uint64) {
+	p.mu.Lock()
+	if v > p.version {
+		p.version = v
+	}
+	p.mu.Unlock()
+}
+
+// lock returns the lock of an object; writes hold it across local apply and
+// replication so that replicas see the writes to one object in one order.
+func (s *Server) lock(pg clustermap.PGID, name string) *sync.RWMutex {
+	var h maphash.Hash
+	h.SetSeed(s.seed)
+	h.WriteString(strconv.FormatUint(uint64(pg.Pool)<<32|uint64(pg.Seed), 16))
+	h.WriteString(name)
+	return &s.locks[h.Sum64()%uint64(len(s.locks))]
+}

@@ -1,0 +1,245 @@
+package osd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cairn-storage/cairn/internal/clustermap"
+	"github.com/cairn-storage/cairn/internal/objstore"
+	"github.com/cairn-storage/cairn/internal/placement"
+	"github.com/cairn-storage/cairn/internal/proto"
+)
+
+// replicaWait bounds how long a write waits for a failed replica to be
+// marked down (its lease to expire) before the client is told to retry.
+const replicaWait = 30 * time.Second
+
+// buildTxn turns a client write into an object-store transaction, checking
+// preconditions (existence) under the object lock.
+func (s *Server) buildTxn(coll string, req *proto.Request) (*objstore.Txn, *proto.Response) {
+	txn := &objstore.Txn{}
+	exists := func() (bool, *proto.Response) {
+		_, err := s.store.Stat(coll, req.Object)
+		if errors.Is(err, objstore.ErrNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, s.failErr(err)
+		}
+		return true, nil
+	}
+	switch req.Op {
+	case proto.OpWrite:
+		txn.Write(coll, req.Object, req.Offset, req.Data)
+	case proto.OpPut, proto.OpCreate:
+		if req.Flags&proto.FlagExclusive != 0 {
+			ok, r := exists()
+			if r != nil {
+				return nil, r
+			}
+			if ok {
+				return nil, s.fail(proto.StatusExists, "object %q exists", req.Object)
+			}
+		}
+		if req.Op == proto.OpPut {
+			txn.Put(coll, req.Object, req.Data)
+		} else {
+			txn.Create(coll, req.Object)
+		}
+	case proto.OpTruncate:
+		txn.Truncate(coll, req.Object, req.Offset)
+	case proto.OpDelete:
+		ok, r := exists()
+		if r != nil {
+			return nil, r
+		}
+		if !ok {
+			return nil, s.fail(proto.StatusNotFound, "object %q does not exist", req.Object)
+		}
+		txn.Delete(coll, req.Object)
+	case proto.OpSetXattr:
+		txn.SetXattr(coll, req.Object, req.Key, req.Data)
+	case proto.OpRmXattr:
+		txn.RmXattr(coll, req.Object, req.Key)
+	case proto.OpOmapSet:
+		for _, kv := range req.KVs {
+			txn.OmapSet(coll, req.Object, kv.Key, kv.Value)
+		}
+	case proto.OpOmapRm:
+		for _, k := range req.Keys {
+			txn.OmapRm(coll, req.Object, k)
+		}
+	case proto.OpOmapRmRange:
+		txn.OmapRmRange(coll, req.Object, req.Start, req.End)
+	default:
+		return nil, s.fail(proto.StatusInvalid, "operation %d is not a write", req.Op)
+	}
+	if err := txn.Validate(); err != nil {
+		return nil, s.fail(proto.StatusInvalid, "%v", err)
+	}
+	return txn, nil
+}
+
+// write runs a client write on the primary: order it, log it, apply it here
+// and on every up replica in parallel, and answer only when every copy that
+// counts is durable.
+func (s *Server) write(ctx context.Context, pool *clustermap.Pool, req *proto.Request) *proto.Response {
+	coll := req.PG.String()
+	l := s.lock(req.PG, req.Object)
+	l.Lock()
+	defer l.Unlock()
+
+	txn, bad := s.buildTxn(coll, req)
+	if bad != nil {
+		return bad
+	}
+	pg, err := s.pg(req.PG)
+	if err != nil {
+		return s.failErr(err)
+	}
+	ver := pg.nextVersion()
+	entry := logEntry{Op: req.Op, Epoch: req.Epoch, Object: req.Object}
+	txn.OmapSet(coll, pgMetaObject, logKey(ver), entry.encode())
+	if ver > logKeep && ver%64 == 0 {
+		txn.OmapRmRange(coll, pgMetaObject, logKey(0), logKey(ver-logKeep))
+	}
+	payload := txn.Marshal()
+
+	t := s.view.Table()
+	acting := t.Acting(pool, req.PG)
+	if len(acting) < pool.MinSize {
+		return s.fail(proto.StatusUnavailable, "pg %s has %d of %d copies up, fewer than min_size %d: writes wait for an OSD to return",
+			req.PG, len(acting), pool.Size, pool.MinSize)
+	}
+	type result struct {
+		osd  clustermap.OSDID
+		resp *proto.Response
+		err  error
+	}
+	results := make(chan result, len(acting))
+	send := func(t *placement.Table, osd clustermap.OSDID) {
+		o, ok := t.Map().OSD(osd)
+		if !ok {
+			results <- result{osd: osd, err: fmt.Errorf("%s not in map", osd)}
+			return
+		}
+		resp, err := s.peers.Call(ctx, o.Addr, &proto.Request{
+			Op: proto.OpReplicate, Epoch: t.Map().Epoch, PG: req.PG, Object: req.Object, PGVersion: ver, Txn: payload,
+		})
+		results <- result{osd: osd, resp: resp, err: err}
+	}
+	pending := 0
+	for _, r := range acting[1:] {
+		pending++
+		go send(t, r)
+	}
+	if err := s.store.Apply(txn); err != nil {
+		// Drain the replicas before answering so no goroutine outlives the request.
+		for ; pending > 0; pending-- {
+			<-results
+		}
+		return s.failErr(err)
+	}
+	durable := []clustermap.OSDID{s.id}
+	deadline := time.Now().Add(replicaWait)
+	for pending > 0 {
+		res := <-results
+		pending--
+		if res.err == nil && res.resp.Status == proto.StatusOK {
+			durable = append(durable, res.osd)
+			continue
+		}
+		if res.err == nil {
+			switch res.resp.Status {
+			case proto.StatusNoSpace, proto.StatusInvalid, proto.StatusIOError:
+				for ; pending > 0; pending-- {
+					<-results
+				}
+				return s.fail(res.resp.Status, "replica %s: %s", res.osd, res.resp.Message)
+			}
+		}
+		// The replica failed or has another map. Wait for a map in which
+		// it is down (lease expired) or whose epoch it accepts, then go on.
+		epoch := t.Map().Epoch
+		if res.err == nil && res.resp.Status == proto.StatusWrongEpoch && res.resp.Epoch > epoch {
+			s.view.WaitFor(ctx, res.resp.Epoch, epochWait)
+		} else if res.err != nil {
+			s.view.WaitFor(ctx, epoch+1, time.Until(deadline))
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			for ; pending > 0; pending-- {
+				<-results
+			}
+			return s.fail(proto.StatusUnavailable, "replica %s of pg %s did not take the write and was not marked down: %v", res.osd, req.PG, errOr(res))
+		}
+		t = s.view.Table()
+		acting = t.Acting(pool, req.PG)
+		if len(acting) == 0 || acting[0] != s.id {
+			for ; pending > 0; pending-- {
+				<-results
+			}
+			return s.fail(proto.StatusNotPrimary, "pg %s moved away from %s at epoch %d", req.PG, s.id, t.Map().Epoch)
+		}
+		// Send to every acting member that has not got the write yet and is
+		// not still in flight (the failed one, if it is still up).
+		if slices.Contains(acting, res.osd) {
+			pending++
+			go send(t, res.osd)
+		}
+	}
+	// Every member of the newest acting set must hold the write.
+	for _, r := range acting {
+		if !slices.Contains(durable, r) {
+			return s.fail(proto.StatusUnavailable, "pg %s changed during the write; retry", req.PG)
+		}
+	}
+	if len(durable) < pool.MinSize {
+		return s.fail(proto.StatusUnavailable, "pg %s: only %d copies durable, min_size is %d", req.PG, len(durable), pool.MinSize)
+	}
+	r := s.ok()
+	r.Version = ver
+	r.Size = uint64(len(req.Data))
+	return r
+}
+
+func errOr(r struct {
+	osd  clustermap.OSDID
+	resp *proto.Response
+	err  error
+}) string {
+	if r.err != nil {
+		return r.err.Error()
+	}
+	return r.resp.Message
+}
+
+// applyReplica applies a transaction the primary of a PG sent us.
+func (s *Server) applyReplica(t *placement.Table, req *proto.Request) *proto.Response {
+	pool, ok := t.Map().Pool(req.PG.Pool)
+	if !ok {
+		return s.fail(proto.StatusNotFound, "pool %d does not exist", req.PG.Pool)
+	}
+	acting := t.Acting(pool, req.PG)
+	if !slices.Contains(acting, s.id) || acting[0] == s.id {
+		return s.fail(proto.StatusWrongEpoch, "%s is not a replica of pg %s at epoch %d", s.id, req.PG, t.Map().Epoch)
+	}
+	txn, err := objstore.UnmarshalTxn(req.Txn)
+	if err != nil {
+		return s.fail(proto.StatusInvalid, "replicated transaction: %v", err)
+	}
+	if err := txn.Validate(); err != nil {
+		return s.fail(proto.StatusInvalid, "replicated transaction: %v", err)
+	}
+	pg, err := s.pg(req.PG)
+	if err != nil {
+		return s.failErr(err)
+	}
+	if err := s.store.Apply(txn); err != nil {
+		return s.failErr(err)
+	}
+	pg.noteVersion(req.PGVersion)
+	return s.ok()
+}

@@ -1,0 +1,107 @@
+package proto
+
+import "github.com/cairn-storage/cairn/internal/clustermap"
+
+// Op is the operation a Request asks for.
+type Op uint8
+
+const (
+	OpPing Op = iota + 1
+	// Object data.
+	OpWrite    // write Data at Offset (creates the object)
+	OpPut      // replace the whole object's data with Data (creates it)
+	OpRead     // read Length bytes at Offset (Length 0: to the end)
+	OpTruncate // set size to Offset
+	OpDelete   // remove data, xattrs and omap
+	OpStat     // size and existence
+	OpCreate   // create empty if absent; Flags&FlagExclusive fails if it exists
+	// Extended attributes: Key names the attribute.
+	OpSetXattr
+	OpGetXattr
+	OpRmXattr
+	OpListXattrs // all, as KVs
+	// Omap: a sorted key→value map per object.
+	OpOmapSet     // KVs
+	OpOmapGet     // Keys → KVs of those present
+	OpOmapRm      // Keys
+	OpOmapList    // from Start (inclusive) to End (exclusive, empty: no end), at most Limit
+	OpOmapRmRange // Start..End
+	// Listing the objects of one placement group, names after Start, at most Limit.
+	OpList
+	// OSD to OSD: apply Txn (an encoded objstore transaction) as a replica of
+	// PG at PGVersion.
+	OpReplicate
+	// OSD to OSD: read Object's full state from a replica (repair after a
+	// local checksum error).
+	OpReadReplica
+	opMax
+)
+
+// Valid reports whether op is a known operation.
+func (op Op) Valid() bool { return op >= OpPing && op < opMax }
+
+// Request flags.
+const (
+	FlagExclusive uint32 = 1 << iota // OpCreate/OpPut: fail with StatusExists if the object exists
+	FlagBalanced                     // reserved: reads may go to any up replica
+)
+
+// Request is one operation on one object of one placement group. Fields an
+// op does not use are left zero; encoding is the same for every op.
+type Request struct {
+	Op     Op
+	Flags  uint32
+	Epoch  clustermap.Epoch // sender's map epoch
+	PG     clustermap.PGID
+	Object string
+	Offset uint64
+	Length uint64
+	Limit  uint32
+	Key    string // xattr name
+	Start  []byte // omap/list range start
+	End    []byte // omap range end
+	Data   []byte
+	Keys   [][]byte
+	KVs    []KV
+	// Replication (OpReplicate): the PG version this transaction creates and
+	// the encoded transaction.
+	PGVersion uint64
+	Txn       []byte
+}
+
+// KV is one key/value pair of an omap or xattr listing.
+type KV struct {
+	Key   []byte
+	Value []byte
+}
+
+// Status is the outcome of a Request.
+type Status uint8
+
+const (
+	StatusOK Status = iota
+	StatusNotFound
+	StatusExists
+	StatusInvalid     // bad request: Message says what
+	StatusNoSpace     // the OSD's disk is full
+	StatusCorrupt     // checksum mismatch (on every copy tried)
+	StatusWrongEpoch  // sender's map is older or newer: Epoch holds the OSD's
+	StatusNotPrimary  // this OSD is not the PG's primary in the sender's epoch
+	StatusUnavailable // fewer than min_size copies can be written now
+	StatusIOError
+	StatusAuth // authentication failed
+	statusMax
+)
+
+// Response answers one Request.
+type Response struct {
+	Status  Status
+	Epoch   clustermap.Epoch // responder's map epoch
+	Message string           // human-readable detail for non-OK statuses
+	Size    uint64           // OpStat/OpRead: object size; OpWrite: bytes written
+	Version uint64           // PG version after a write
+	Data    []byte
+	KVs     []KV
+	Names   []string // OpList
+	More    bool     // a listing stopped at Limit
+}

@@ -1,0 +1,233 @@
+package rpc
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cairn-storage/cairn/internal/proto"
+)
+
+// Conn is the client side of one authenticated TCP connection to a daemon.
+// Any number of goroutines may Call at once: requests are pipelined on the
+// one connection and responses are matched by request id in any order.
+type Conn struct {
+	addr  string
+	nc    net.Conn
+	sendq chan *[]byte  // encoded frames for the writer
+	done  chan struct{} // closed when the connection is broken or closed
+	wg    sync.WaitGroup
+	ids   atomic.Uint64
+
+	mu      sync.Mutex
+	pending map[uint64]*call // nil once broken
+	err     error            // why the connection is broken; set once
+}
+
+type call struct {
+	ch chan result // buffered 1: the reader never blocks on a slow caller
+}
+
+type result struct {
+	resp *proto.Response
+	err  error
+}
+
+var callPool = sync.Pool{New: func() any { return &call{ch: make(chan result, 1)} }}
+
+// Dial connects to addr ("host:port", IPv6 as "[::1]:6800") and
+// authenticates with the cluster key. ctx bounds the connect and the
+// handshake (at most HandshakeTimeout), not the connection's life. An error
+// from a peer without this cluster's key matches ErrAuth.
+func Dial(ctx context.Context, addr string, key []byte) (*Conn, error) {
+	if len(key) == 0 {
+		return nil, fmt.Errorf("rpc: dial %s: empty cluster key", addr)
+	}
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("rpc: dial %s: %w", addr, err)
+	}
+	deadline := time.Now().Add(HandshakeTimeout)
+	ctxDeadline := false
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline, ctxDeadline = dl, true
+	}
+	nc.SetDeadline(deadline)
+	// A cancelled ctx interrupts the handshake's blocking reads at once.
+	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
+	err = clientHandshake(nc, key)
+	stopped := stop()
+	if !stopped || err != nil && (ctx.Err() != nil || ctxDeadline && isTimeout(err)) {
+		// ctx ended (the socket deadline may fire a moment before ctx
+		// reports it); a handshake that finished anyway is discarded, as
+		// the AfterFunc may still be resetting the deadline.
+		nc.Close()
+		cerr := ctx.Err()
+		if cerr == nil {
+			cerr = context.DeadlineExceeded
+		}
+		return nil, fmt.Errorf("rpc: dial %s: handshake: %w", addr, cerr)
+	}
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("rpc: dial %s: %w", addr, err)
+	}
+	nc.SetDeadline(time.Time{})
+	c := &Conn{
+		addr:    addr,
+		nc:      nc,
+		sendq:   make(chan *[]byte, 256),
+		done:    make(chan struct{}),
+		pending: make(map[uint64]*call),
+	}
+	c.wg.Add(2)
+	go c.readLoop()
+	go c.writeLoop()
+	return c, nil
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// Addr returns the address the connection was dialed to.
+func (c *Conn) Addr() string { return c.addr }
+
+// Err returns nil while the connection is usable and, once it is broken or
+// closed, an error matching ErrClosed that says why. Callers redial then.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Close closes the connection; pending Calls fail with ErrClosed. It waits
+// for the connection's goroutines to exit.
+func (c *Conn) Close() error {
+	c.fail(fmt.Errorf("%w: %s: closed by this client", ErrClosed, c.addr))
+	c.wg.Wait()
+	return nil
+}
+
+// Call sends req and waits for its response. A transport failure matches
+// ErrClosed and breaks the connection for every caller; a cancelled ctx
+// returns ctx.Err() for this call only (its late response is dropped). A
+// non-OK Status is a normal response, not an error. req may be reused once
+// Call returns; its bytes have been copied by then.
+func (c *Conn) Call(ctx context.Context, req *proto.Request) (*proto.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	id := c.ids.Add(1)
+	bp, b := beginFrame()
+	b = proto.AppendRequest(b, req)
+	if err := sealFrame(bp, b, kindRequest, id); err != nil {
+		return nil, err
+	}
+
+	cl := callPool.Get().(*call)
+	c.mu.Lock()
+	if c.pending == nil {
+		err := c.err
+		c.mu.Unlock()
+		callPool.Put(cl)
+		putBuf(bp)
+		return nil, err
+	}
+	c.pending[id] = cl
+	c.mu.Unlock()
+
+	select {
+	case c.sendq <- bp:
+	case <-c.done:
+		// fail has answered (or will answer) every pending call; take it.
+		putBuf(bp)
+	case <-ctx.Done():
+		putBuf(bp)
+		return nil, c.abandon(id, cl, ctx.Err())
+	}
+
+	select {
+	case r := <-cl.ch:
+		callPool.Put(cl)
+		return r.resp, r.err
+	case <-ctx.Done():
+		return nil, c.abandon(id, cl, ctx.Err())
+	}
+}
+
+// abandon forgets a cancelled call. If the reader or fail already took it
+// out of the table, a result is in flight to cl.ch and cl must not be reused.
+func (c *Conn) abandon(id uint64, cl *call, err error) error {
+	c.mu.Lock()
+	_, ok := c.pending[id]
+	delete(c.pending, id)
+	c.mu.Unlock()
+	if ok {
+		callPool.Put(cl)
+	}
+	return err
+}
+
+// fail breaks the connection once: it records why, wakes the writer, closes
+// the socket (which ends the reader) and answers every pending call.
+func (c *Conn) fail(err error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err = err
+	pending := c.pending
+	c.pending = nil
+	c.mu.Unlock()
+	close(c.done)
+	c.nc.Close()
+	for _, cl := range pending {
+		cl.ch <- result{err: err}
+	}
+}
+
+func (c *Conn) readLoop() {
+	defer c.wg.Done()
+	fr := frameReader{r: bufio.NewReaderSize(c.nc, 64<<10)}
+	for {
+		kind, id, body, err := fr.next()
+		if err != nil {
+			c.fail(fmt.Errorf("%w: %s: %w", ErrClosed, c.addr, err))
+			return
+		}
+		if kind != kindReply {
+			c.fail(fmt.Errorf("%w: %s: server sent a request frame", ErrClosed, c.addr))
+			return
+		}
+		c.mu.Lock()
+		cl := c.pending[id]
+		delete(c.pending, id)
+		c.mu.Unlock()
+		if cl == nil {
+			continue // its caller gave up
+		}
+		resp, err := proto.DecodeResponse(body)
+		if err != nil {
+			// The frame was intact, so only this response is bad; the
+			// stream itself is still in step.
+			err = fmt.Errorf("rpc: %s: %w", c.addr, err)
+		}
+		cl.ch <- result{resp: resp, err: err}
+	}
+}
+
+func (c *Conn) writeLoop() {
+	defer c.wg.Done()
+	if err := writeLoop(c.nc, c.sendq, c.done); err != nil {
+		c.fail(fmt.Errorf("%w: %s: %w", ErrClosed, c.addr, err))
+	}
+}

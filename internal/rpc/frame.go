@@ -1,0 +1,195 @@
+package rpc
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"runtime"
+	"sync"
+
+	"github.com/cairn-storage/cairn/internal/proto"
+)
+
+// Frame header layout, big-endian:
+//
+//	magic u32 | kind u8 | reserved [3]u8 (zero) | id u64 | body length u32 | crc32c(body) u32
+const (
+	frameMagic  = 0x43524e46 // "CRNF"
+	headerLen   = 24
+	kindRequest = 1
+	kindReply   = 2
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// frameError is a violation of the framing rules: the stream can no longer be
+// trusted, so the connection is closed with this reason.
+type frameError struct{ reason string }
+
+func (e *frameError) Error() string { return "rpc: bad frame: " + e.reason }
+
+// frameReader reads frames from a post-handshake byte stream. It holds no
+// socket so it can be fuzzed on plain bytes.
+type frameReader struct {
+	r   *bufio.Reader
+	hdr [headerLen]byte
+}
+
+// smallBody is the body size up to which a frame is read into a buffer of
+// its declared size at once; larger bodies grow as bytes arrive, so a header
+// that lies about its length cannot make us allocate 65 MiB for nothing.
+const smallBody = 1 << 20
+
+// next returns the next frame. body is freshly allocated and owned by the
+// caller (decoded messages alias it). At a clean frame boundary it returns
+// io.EOF; a short frame is io.ErrUnexpectedEOF; rule violations are
+// *frameError.
+func (fr *frameReader) next() (kind byte, id uint64, body []byte, err error) {
+	if _, err := io.ReadFull(fr.r, fr.hdr[:]); err != nil {
+		return 0, 0, nil, err
+	}
+	h := fr.hdr[:]
+	if m := binary.BigEndian.Uint32(h[0:4]); m != frameMagic {
+		return 0, 0, nil, &frameError{fmt.Sprintf("magic %#08x, want %#08x", m, frameMagic)}
+	}
+	kind = h[4]
+	if kind != kindRequest && kind != kindReply {
+		return 0, 0, nil, &frameError{fmt.Sprintf("unknown kind %d", kind)}
+	}
+	if h[5]|h[6]|h[7] != 0 {
+		return 0, 0, nil, &frameError{"reserved header bytes are not zero"}
+	}
+	id = binary.BigEndian.Uint64(h[8:16])
+	n := binary.BigEndian.Uint32(h[16:20])
+	sum := binary.BigEndian.Uint32(h[20:24])
+	if n > proto.MaxFrameBytes {
+		return 0, 0, nil, &frameError{fmt.Sprintf("body length %d exceeds limit %d", n, proto.MaxFrameBytes)}
+	}
+	if n <= smallBody {
+		body = make([]byte, n)
+		if _, err := io.ReadFull(fr.r, body); err != nil {
+			return 0, 0, nil, noEOF(err)
+		}
+	} else {
+		body = make([]byte, 0, smallBody)
+		for len(body) < int(n) {
+			if len(body) == cap(body) {
+				grown := make([]byte, len(body), min(2*cap(body), int(n)))
+				copy(grown, body)
+				body = grown
+			}
+			m, err := io.ReadFull(fr.r, body[len(body):cap(body)])
+			body = body[:len(body)+m]
+			if err != nil {
+				return 0, 0, nil, noEOF(err)
+			}
+		}
+	}
+	if got := crc32.Checksum(body, castagnoli); got != sum {
+		return 0, 0, nil, &frameError{fmt.Sprintf("crc32c %#08x of %d-byte body, header says %#08x", got, n, sum)}
+	}
+	return kind, id, body, nil
+}
+
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// Frame buffers are pooled: a frame is encoded by its caller (so encoding runs
+// in parallel), handed to the connection's writer, copied into its bufio
+// buffer and returned here.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}
+
+// maxPooled keeps the odd large payload from pinning memory in the pool.
+const maxPooled = 256 << 10
+
+func getBuf() *[]byte { return bufPool.Get().(*[]byte) }
+
+func putBuf(b *[]byte) {
+	if cap(*b) <= maxPooled {
+		*b = (*b)[:0]
+		bufPool.Put(b)
+	}
+}
+
+// errTooLarge is returned (not a connection error) for a message that would
+// exceed proto.MaxFrameBytes.
+type errTooLarge int
+
+func (e errTooLarge) Error() string {
+	return fmt.Sprintf("rpc: message of %d bytes exceeds frame limit %d", int(e), proto.MaxFrameBytes)
+}
+
+// beginFrame returns a pooled buffer holding room for a header; the caller
+// appends the encoded message and calls sealFrame.
+func beginFrame() (*[]byte, []byte) {
+	var zero [headerLen]byte
+	bp := getBuf()
+	return bp, append((*bp)[:0], zero[:]...)
+}
+
+// sealFrame fills in the header of b (header room plus body) and stores b in
+// bp. A body over proto.MaxFrameBytes is refused and the buffer released.
+func sealFrame(bp *[]byte, b []byte, kind byte, id uint64) error {
+	*bp = b
+	body := b[headerLen:]
+	if len(body) > proto.MaxFrameBytes {
+		putBuf(bp)
+		return errTooLarge(len(body))
+	}
+	binary.BigEndian.PutUint32(b[0:4], frameMagic)
+	b[4] = kind
+	b[5], b[6], b[7] = 0, 0, 0
+	binary.BigEndian.PutUint64(b[8:16], id)
+	binary.BigEndian.PutUint32(b[16:20], uint32(len(body)))
+	binary.BigEndian.PutUint32(b[20:24], crc32.Checksum(body, castagnoli))
+	return nil
+}
+
+// writeLoop is a connection's only writer. It takes every frame that has
+// queued up, copies them into one bufio buffer and flushes when the queue is
+// empty, so a burst of pipelined calls costs one write syscall rather than
+// one each. It returns on done or on the first write error.
+func writeLoop(w io.Writer, q <-chan *[]byte, done <-chan struct{}) error {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	for {
+		var b *[]byte
+		select {
+		case b = <-q:
+		case <-done:
+			return nil
+		}
+		yielded := false
+		for b != nil {
+			_, err := bw.Write(*b)
+			putBuf(b)
+			if err != nil {
+				return err
+			}
+			select {
+			case b = <-q:
+			default:
+				b = nil
+				if !yielded {
+					// Let goroutines that are about to queue a frame (a
+					// handler finishing, a caller encoding) do so, so
+					// their frames share this flush.
+					yielded = true
+					runtime.Gosched()
+					select {
+					case b = <-q:
+					default:
+					}
+				}
+			}
+		}
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,608 @@
+package rpc
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cairn-storage/cairn/internal/proto"
+)
+
+var testKey = []byte("cluster key of the test cluster")
+
+// logBuf collects a server's log lines.
+type logBuf struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logBuf) logf(format string, args ...any) {
+	l.mu.Lock()
+	l.lines = append(l.lines, fmt.Sprintf(format, args...))
+	l.mu.Unlock()
+}
+
+// waitFor waits until a line contains every one of subs.
+func (l *logBuf) waitFor(t *testing.T, subs ...string) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		l.mu.Lock()
+		for _, line := range l.lines {
+			ok := true
+			for _, s := range subs {
+				ok = ok && strings.Contains(line, s)
+			}
+			if ok {
+				l.mu.Unlock()
+				return
+			}
+		}
+		l.mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t.Fatalf("no log line contains %q; log:\n%s", subs, strings.Join(l.lines, "\n"))
+}
+
+// echo answers with the request's object as Message, Offset as Size and its
+// Data, after sleeping Length microseconds.
+func echo(ctx context.Context, req *proto.Request) *proto.Response {
+	if req.Length > 0 {
+		select {
+		case <-time.After(time.Duration(req.Length) * time.Microsecond):
+		case <-ctx.Done():
+		}
+	}
+	return &proto.Response{Status: proto.StatusOK, Message: req.Object, Size: req.Offset, Data: req.Data}
+}
+
+// startServer serves h on a fresh loopback port of host ("127.0.0.1" or
+// "::1") and closes it when the test ends.
+func startServer(t testing.TB, host string, key []byte, h Handler, opts ServerOptions) (*Server, string, *logBuf) {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &logBuf{}
+	if opts.Logf == nil {
+		opts.Logf = logs.logf
+	}
+	s := NewServer(key, h, opts)
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	t.Cleanup(func() {
+		s.Close()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return s, ln.Addr().String(), logs
+}
+
+func dial(t testing.TB, addr string) *Conn {
+	t.Helper()
+	c, err := Dial(context.Background(), addr, testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// hosts returns the loopback hosts to test on: IPv6 only if this machine has
+// it.
+func hosts(t *testing.T) []string {
+	hs := []string{"127.0.0.1"}
+	if ln, err := net.Listen("tcp", "[::1]:0"); err == nil {
+		ln.Close()
+		hs = append(hs, "::1")
+	} else {
+		t.Logf("no IPv6 loopback (%v): skipping the [::1] subtest", err)
+	}
+	return hs
+}
+
+func TestConcurrentCalls(t *testing.T) {
+	for _, host := range hosts(t) {
+		t.Run(host, func(t *testing.T) {
+			_, addr, _ := startServer(t, host, testKey, HandlerFunc(echo), ServerOptions{})
+			c := dial(t, addr)
+			if !strings.HasPrefix(c.Addr(), "[") && host == "::1" {
+				t.Fatalf("Addr %q", c.Addr())
+			}
+			const goroutines, calls = 64, 200
+			var wg sync.WaitGroup
+			errs := make(chan error, goroutines)
+			for g := range goroutines {
+				wg.Go(func() {
+					rng := rand.New(rand.NewPCG(uint64(g), 1))
+					for i := range calls {
+						data := make([]byte, rng.IntN(300))
+						for j := range data {
+							data[j] = byte(rng.Uint32())
+						}
+						req := &proto.Request{Op: proto.OpWrite, Object: fmt.Sprintf("obj-%d-%d", g, i),
+							Offset: uint64(g*calls + i), Length: uint64(rng.IntN(300)), Data: data}
+						resp, err := c.Call(context.Background(), req)
+						if err != nil {
+							errs <- err
+							return
+						}
+						if resp.Message != req.Object || resp.Size != req.Offset || !bytes.Equal(resp.Data, data) {
+							errs <- fmt.Errorf("call %s got the response of %s", req.Object, resp.Message)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+func TestWrongKeyOnClient(t *testing.T) {
+	_, addr, logs := startServer(t, "127.0.0.1", testKey, HandlerFunc(echo), ServerOptions{})
+	_, err := Dial(context.Background(), addr, []byte("some other cluster's key"))
+	if !errors.Is(err, ErrAuth) {
+		t.Fatalf("Dial with the wrong key: %v, want ErrAuth", err)
+	}
+	if !strings.Contains(err.Error(), "the peer does not have this cluster's key") {
+		t.Errorf("unclear error: %v", err)
+	}
+	t.Log(err)
+	logs.waitFor(t, "refused connection from", "does not have this cluster's key")
+}
+
+func TestWrongKeyOnServer(t *testing.T) {
+	_, addr, logs := startServer(t, "127.0.0.1", []byte("a stale key"), HandlerFunc(echo), ServerOptions{})
+	_, err := Dial(context.Background(), addr, testKey)
+	if !errors.Is(err, ErrAuth) {
+		t.Fatalf("Dial: %v, want ErrAuth", err)
+	}
+	logs.waitFor(t, "refused connection from", "does not have this cluster's key")
+}
+
+// A server that accepts any proof but cannot prove it holds the key is
+// refused by the client.
+func TestClientRefusesServerWithoutKey(t *testing.T) {
+	// The impostor follows the protocol but, lacking the key, answers OK
+	// with a made-up proof.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		hello := make([]byte, helloLen)
+		binary.BigEndian.PutUint32(hello, helloMagic)
+		hello[4] = protocolVersion
+		nc.Write(hello)
+		io.ReadFull(nc, make([]byte, proofLen))
+		writeVerdict(nc, verdictOK, make([]byte, macLen))
+		io.Copy(io.Discard, nc)
+	}()
+	_, err = Dial(context.Background(), ln.Addr().String(), testKey)
+	if !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), "server does not have this cluster's key") {
+		t.Fatalf("Dial to an impostor: %v", err)
+	}
+}
+
+func TestDialNotCairn(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		nc.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n.........."))
+	}()
+	_, err = Dial(context.Background(), ln.Addr().String(), testKey)
+	if err == nil || !strings.Contains(err.Error(), "not a cairn daemon") {
+		t.Fatalf("Dial to an HTTP server: %v", err)
+	}
+}
+
+// A peer that connects and says nothing holds the Dial only until ctx ends,
+// and the server only for its handshake timeout.
+func TestHandshakeDeadlines(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		nc, err := ln.Accept()
+		if err == nil {
+			defer nc.Close()
+			io.Copy(io.Discard, nc)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = Dial(ctx, ln.Addr().String(), testKey)
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
+		t.Fatalf("Dial to a silent peer: %v after %v", err, time.Since(start))
+	}
+
+	_, addr, logs := startServer(t, "127.0.0.1", testKey, HandlerFunc(echo), ServerOptions{HandshakeTimeout: 100 * time.Millisecond})
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if _, err := io.Copy(io.Discard, nc); err != nil {
+		t.Fatalf("silent client was not disconnected: %v", err)
+	}
+	logs.waitFor(t, "refused connection from", "timeout")
+}
+
+// rawConn is an authenticated socket on which a test writes frames by hand.
+func rawConn(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	if err := clientHandshake(nc, testKey); err != nil {
+		t.Fatal(err)
+	}
+	return nc
+}
+
+func frame(kind byte, id uint64, body []byte) []byte {
+	h := make([]byte, headerLen, headerLen+len(body))
+	binary.BigEndian.PutUint32(h[0:], frameMagic)
+	h[4] = kind
+	binary.BigEndian.PutUint64(h[8:], id)
+	binary.BigEndian.PutUint32(h[16:], uint32(len(body)))
+	binary.BigEndian.PutUint32(h[20:], crc32.Checksum(body, castagnoli))
+	return append(h, body...)
+}
+
+// expectDisconnect reads until the server closes nc.
+func expectDisconnect(t *testing.T, nc net.Conn) {
+	t.Helper()
+	nc.SetReadDeadline(time.Now().Add(3 * time.Second))
+	// EOF, or a reset when the server closed with our bytes unread.
+	if _, err := io.Copy(io.Discard, nc); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("not disconnected: %v", err)
+	}
+}
+
+func TestBadPeersLoseOnlyTheirConnection(t *testing.T) {
+	_, addr, logs := startServer(t, "127.0.0.1", testKey, HandlerFunc(echo), ServerOptions{})
+	good := dial(t, addr)
+	check := func() {
+		t.Helper()
+		resp, err := good.Call(context.Background(), &proto.Request{Op: proto.OpPing, Object: "still here"})
+		if err != nil || resp.Message != "still here" {
+			t.Fatalf("good connection: %v %v", resp, err)
+		}
+	}
+	check()
+	ping := proto.AppendRequest(nil, &proto.Request{Op: proto.OpPing})
+
+	cases := []struct {
+		name  string
+		bytes func() []byte
+		log   string
+	}{
+		{"garbage", func() []byte { return bytes.Repeat([]byte("garbage!"), 10) }, "magic"},
+		{"huge length", func() []byte {
+			f := frame(kindRequest, 1, ping)
+			binary.BigEndian.PutUint32(f[16:], proto.MaxFrameBytes+1)
+			return f
+		}, "exceeds limit"},
+		{"bad crc", func() []byte {
+			f := frame(kindRequest, 1, ping)
+			f[len(f)-1] ^= 1
+			return f
+		}, "crc32c"},
+		{"response kind", func() []byte { return frame(kindReply, 1, ping) }, "response frame"},
+		{"unknown kind", func() []byte { return frame(7, 1, ping) }, "unknown kind 7"},
+		{"vanishes mid-frame", func() []byte { return frame(kindRequest, 1, ping)[:headerLen+2] }, "unexpected EOF"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			nc := rawConn(t, addr)
+			if _, err := nc.Write(c.bytes()); err != nil {
+				t.Fatal(err)
+			}
+			if c.name == "vanishes mid-frame" {
+				nc.(*net.TCPConn).CloseWrite()
+			}
+			expectDisconnect(t, nc)
+			logs.waitFor(t, "closed connection from "+nc.LocalAddr().String(), c.log)
+			check()
+		})
+	}
+
+	t.Run("garbage before handshake", func(t *testing.T) {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		nc.Write(bytes.Repeat([]byte{0xff}, 200))
+		expectDisconnect(t, nc)
+		logs.waitFor(t, "refused connection from "+nc.LocalAddr().String(), "not a cairn client")
+		check()
+	})
+
+	// An intact frame whose body is not a request is answered, and the
+	// connection stays.
+	t.Run("undecodable body", func(t *testing.T) {
+		nc := rawConn(t, addr)
+		nc.Write(frame(kindRequest, 9, []byte{proto.Version, 250}))
+		nc.Write(frame(kindRequest, 10, ping))
+		fr := frameReader{r: bufio.NewReader(nc)}
+		nc.SetReadDeadline(time.Now().Add(3 * time.Second))
+		got := map[uint64]proto.Status{}
+		for range 2 {
+			kind, id, body, err := fr.next()
+			if err != nil || kind != kindReply {
+				t.Fatalf("kind %d: %v", kind, err)
+			}
+			resp, err := proto.DecodeResponse(body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[id] = resp.Status
+			if id == 9 && !strings.Contains(resp.Message, "unknown op 250") {
+				t.Errorf("message %q", resp.Message)
+			}
+		}
+		if got[9] != proto.StatusInvalid || got[10] != proto.StatusOK {
+			t.Fatalf("statuses %v", got)
+		}
+	})
+}
+
+func TestServerCloseFailsPendingCalls(t *testing.T) {
+	var inHandler atomic.Int32
+	h := HandlerFunc(func(ctx context.Context, req *proto.Request) *proto.Response {
+		if req.Op == proto.OpRead {
+			inHandler.Add(1)
+			<-ctx.Done() // stuck until the server closes
+		}
+		return echo(ctx, req)
+	})
+	s, addr, _ := startServer(t, "127.0.0.1", testKey, h, ServerOptions{})
+	c := dial(t, addr)
+
+	const stuck, busy = 16, 8
+	var wg sync.WaitGroup
+	errs := make(chan error, stuck+busy)
+	for range stuck {
+		wg.Go(func() {
+			_, err := c.Call(context.Background(), &proto.Request{Op: proto.OpRead})
+			errs <- err
+		})
+	}
+	for range busy {
+		wg.Go(func() {
+			for {
+				_, err := c.Call(context.Background(), &proto.Request{Op: proto.OpWrite, Length: 50})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	for inHandler.Load() < stuck {
+		time.Sleep(time.Millisecond)
+	}
+	start := time.Now()
+	s.Close()
+	wg.Wait()
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("pending calls took %v to fail", d)
+	}
+	close(errs)
+	for err := range errs {
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("pending call: %v, want ErrClosed", err)
+		}
+	}
+	if err := c.Err(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Err after server close: %v", err)
+	}
+	if _, err := c.Call(context.Background(), &proto.Request{Op: proto.OpPing}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Call on a broken conn: %v", err)
+	}
+}
+
+func TestCancelOneCall(t *testing.T) {
+	h := HandlerFunc(func(ctx context.Context, req *proto.Request) *proto.Response {
+		switch req.Object {
+		case "slow":
+			select {
+			case <-ctx.Done():
+			case <-time.After(5 * time.Second):
+			}
+		case "late":
+			time.Sleep(100 * time.Millisecond)
+		}
+		return echo(ctx, req)
+	})
+	_, addr, _ := startServer(t, "127.0.0.1", testKey, h, ServerOptions{})
+	c := dial(t, addr)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	slow := make(chan error, 1)
+	go func() {
+		_, err := c.Call(ctx, &proto.Request{Op: proto.OpRead, Object: "slow"})
+		slow <- err
+	}()
+	late := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		_, err := c.Call(ctx, &proto.Request{Op: proto.OpRead, Object: "late"})
+		late <- err
+	}()
+	for i := range 100 {
+		obj := fmt.Sprint(i)
+		resp, err := c.Call(context.Background(), &proto.Request{Op: proto.OpRead, Object: obj})
+		if err != nil || resp.Message != obj {
+			t.Fatalf("call %d: %v %v", i, resp, err)
+		}
+		if i == 10 {
+			cancel()
+			if err := <-slow; !errors.Is(err, context.Canceled) {
+				t.Fatalf("cancelled call: %v", err)
+			}
+		}
+	}
+	if err := <-late; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("timed-out call: %v", err)
+	}
+	time.Sleep(150 * time.Millisecond) // the late response arrives and is dropped
+	resp, err := c.Call(context.Background(), &proto.Request{Op: proto.OpPing, Object: "after"})
+	if err != nil || resp.Message != "after" || c.Err() != nil {
+		t.Fatalf("after cancellations: %v %v %v", resp, err, c.Err())
+	}
+}
+
+func TestBackPressure(t *testing.T) {
+	var cur, peak atomic.Int32
+	h := HandlerFunc(func(ctx context.Context, req *proto.Request) *proto.Response {
+		n := cur.Add(1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+		cur.Add(-1)
+		return echo(ctx, req)
+	})
+	_, addr, _ := startServer(t, "127.0.0.1", testKey, h, ServerOptions{MaxInFlightPerConn: 4})
+	c := dial(t, addr)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for range 5 {
+				if _, err := c.Call(context.Background(), &proto.Request{Op: proto.OpPing}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if p := peak.Load(); p > 4 || p < 2 {
+		t.Fatalf("peak concurrent handlers %d, want 2..4", p)
+	}
+}
+
+func TestLargeAndTooLarge(t *testing.T) {
+	_, addr, _ := startServer(t, "127.0.0.1", testKey, HandlerFunc(echo), ServerOptions{})
+	c := dial(t, addr)
+	big := make([]byte, 5<<20) // past smallBody: read in growing chunks
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	resp, err := c.Call(context.Background(), &proto.Request{Op: proto.OpWrite, Data: big})
+	if err != nil || !bytes.Equal(resp.Data, big) {
+		t.Fatalf("5 MiB echo: %v", err)
+	}
+	_, err = c.Call(context.Background(), &proto.Request{Op: proto.OpWrite, Data: make([]byte, proto.MaxFrameBytes)})
+	if err == nil || !strings.Contains(err.Error(), "exceeds frame limit") || c.Err() != nil {
+		t.Fatalf("oversized call: %v (conn %v)", err, c.Err())
+	}
+	if _, err := c.Call(context.Background(), &proto.Request{Op: proto.OpPing}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestConnClose(t *testing.T) {
+	_, addr, _ := startServer(t, "127.0.0.1", testKey, HandlerFunc(echo), ServerOptions{})
+	c := dial(t, addr)
+	if c.Err() != nil {
+		t.Fatal(c.Err())
+	}
+	c.Close()
+	if _, err := c.Call(context.Background(), &proto.Request{Op: proto.OpPing}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Call after Close: %v", err)
+	}
+	if !errors.Is(c.Err(), ErrClosed) {
+		t.Fatalf("Err after Close: %v", c.Err())
+	}
+	c.Close()
+}
+
+// benchCall measures 4 KiB writes (4 KiB request, small response) with
+// `callers` goroutines sharing one connection.
+func benchCall(b *testing.B, callers int) {
+	h := HandlerFunc(func(ctx context.Context, req *proto.Request) *proto.Response {
+		return &proto.Response{Status: proto.StatusOK, Size: uint64(len(req.Data)), Version: req.Offset}
+	})
+	_, addr, _ := startServer(b, "127.0.0.1", testKey, h, ServerOptions{})
+	c := dial(b, addr)
+	data := make([]byte, 4096)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(data)))
+	b.ResetTimer()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			req := &proto.Request{Op: proto.OpWrite, Object: "rbd_data.1.0000000000000001", Data: data}
+			for next.Add(1) <= int64(b.N) {
+				resp, err := c.Call(context.Background(), req)
+				if err != nil || resp.Size != 4096 {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	el := b.Elapsed()
+	b.ReportMetric(float64(el.Microseconds())/float64(b.N), "µs/op")
+	b.ReportMetric(float64(b.N)/el.Seconds(), "ops/s")
+}
+
+func BenchmarkCall4KiB(b *testing.B) {
+	for _, n := range []int{1, 16} {
+		b.Run(fmt.Sprintf("callers=%d", n), func(b *testing.B) { benchCall(b, n) })
+	}
+}

@@ -1,0 +1,322 @@
+package rpc
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/cairn-storage/cairn/internal/proto"
+)
+
+// Handler serves requests. Serve is called concurrently, up to
+// ServerOptions.MaxInFlightPerConn at once per connection. ctx ends when the
+// connection breaks or the server closes. The request's byte slices are the
+// handler's to keep; the returned response must not be modified afterwards.
+// A nil response is sent as StatusIOError.
+type Handler interface {
+	Serve(ctx context.Context, req *proto.Request) *proto.Response
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, req *proto.Request) *proto.Response
+
+// Serve calls f.
+func (f HandlerFunc) Serve(ctx context.Context, req *proto.Request) *proto.Response {
+	return f(ctx, req)
+}
+
+// ServerOptions tune a Server; zero values take the defaults.
+type ServerOptions struct {
+	// MaxInFlightPerConn bounds the requests of one connection being served
+	// at once (default 128). When it is reached the connection's reader
+	// stops reading, so a fast client is slowed by TCP back-pressure rather
+	// than by spawning goroutines without bound.
+	MaxInFlightPerConn int
+	// Logf receives refusals and the reason each connection was closed
+	// (default log.Printf).
+	Logf func(format string, args ...any)
+	// HandshakeTimeout bounds a new connection's handshake (default
+	// HandshakeTimeout).
+	HandshakeTimeout time.Duration
+}
+
+// Server accepts authenticated connections and hands their requests to a
+// Handler.
+type Server struct {
+	key    []byte
+	h      Handler
+	opts   ServerOptions
+	ctx    context.Context // ends on Close; parent of every handler's ctx
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	closed bool
+	lns    map[net.Listener]struct{}
+	conns  map[net.Conn]struct{}
+	wg     sync.WaitGroup // connection goroutines, each waiting for its handlers
+}
+
+// NewServer returns a server that admits only peers holding key.
+func NewServer(key []byte, h Handler, opts ServerOptions) *Server {
+	if opts.MaxInFlightPerConn <= 0 {
+		opts.MaxInFlightPerConn = 128
+	}
+	if opts.Logf == nil {
+		opts.Logf = log.Printf
+	}
+	if opts.HandshakeTimeout <= 0 {
+		opts.HandshakeTimeout = HandshakeTimeout
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{
+		key:    append([]byte(nil), key...),
+		h:      h,
+		opts:   opts,
+		ctx:    ctx,
+		cancel: cancel,
+		lns:    make(map[net.Listener]struct{}),
+		conns:  make(map[net.Conn]struct{}),
+	}
+}
+
+// Serve accepts connections on ln until ln is closed. It returns nil if the
+// server was closed, else the error that ended accepting.
+func (s *Server) Serve(ln net.Listener) error {
+	if len(s.key) == 0 {
+		ln.Close()
+		return errors.New("rpc: server has an empty cluster key")
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return nil
+	}
+	s.lns[ln] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.lns, ln)
+		s.mu.Unlock()
+	}()
+
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed {
+				return nil
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return err
+			}
+			// Out of file descriptors and the like: wait, do not spin.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.opts.Logf("rpc: accept on %s: %v; retrying in %v", ln.Addr(), err, backoff)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			nc.Close()
+			return nil
+		}
+		s.conns[nc] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.serveConn(nc)
+	}
+}
+
+// Close stops accepting, closes every connection, and waits for all running
+// handlers (whose ctx it cancels) to return.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.wg.Wait()
+		return nil
+	}
+	s.closed = true
+	lns := make([]net.Listener, 0, len(s.lns))
+	for ln := range s.lns {
+		lns = append(lns, ln)
+	}
+	conns := make([]net.Conn, 0, len(s.conns))
+	for nc := range s.conns {
+		conns = append(conns, nc)
+	}
+	s.mu.Unlock()
+	for _, ln := range lns {
+		ln.Close()
+	}
+	// Sockets first, then handlers' ctx: a handler that returns because
+	// of the cancellation must not have its answer sent as if it had
+	// completed.
+	for _, nc := range conns {
+		nc.Close()
+	}
+	s.cancel()
+	s.wg.Wait()
+	return nil
+}
+
+func (s *Server) serveConn(nc net.Conn) {
+	defer s.wg.Done()
+	defer func() {
+		nc.Close()
+		s.mu.Lock()
+		delete(s.conns, nc)
+		s.mu.Unlock()
+	}()
+	peer := nc.RemoteAddr().String()
+	nc.SetDeadline(time.Now().Add(s.opts.HandshakeTimeout))
+	if err := serverHandshake(nc, s.key); err != nil {
+		if s.ctx.Err() == nil {
+			s.opts.Logf("rpc: refused connection from %s: %v", peer, err)
+		}
+		return
+	}
+	nc.SetDeadline(time.Time{})
+	err := s.serveStream(nc, nc, func() { nc.Close() })
+	if err != nil && s.ctx.Err() == nil {
+		s.opts.Logf("rpc: closed connection from %s: %v", peer, err)
+	}
+}
+
+// serverConn is the state of one connection after its handshake.
+type serverConn struct {
+	s       *Server
+	sendq   chan *[]byte
+	done    chan struct{} // closed when the connection is finished
+	work    chan job      // unbuffered: a send succeeds only if a worker is idle
+	workers int           // started so far; only the reader touches it
+	hwg     sync.WaitGroup
+}
+
+type job struct {
+	id   uint64
+	body []byte
+}
+
+// serveStream serves the frames of one authenticated connection, read from r
+// and answered on w, until r fails or a frame breaks the rules. closeFn must
+// make r fail (closing the socket); it is called when writing fails. It
+// returns why the stream ended, or nil at a clean end. It takes plain
+// streams so tests can drive it without sockets.
+func (s *Server) serveStream(r io.Reader, w io.Writer, closeFn func()) error {
+	ctx, cancel := context.WithCancel(s.ctx)
+	sc := &serverConn{
+		s:     s,
+		sendq: make(chan *[]byte, s.opts.MaxInFlightPerConn),
+		done:  make(chan struct{}),
+		work:  make(chan job),
+	}
+	var werr error
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		if werr = writeLoop(w, sc.sendq, sc.done); werr != nil {
+			closeFn()
+		}
+	}()
+
+	fr := frameReader{r: bufio.NewReaderSize(r, 64<<10)}
+	var rerr error
+read:
+	for {
+		kind, id, body, err := fr.next()
+		if err != nil {
+			rerr = err
+			break
+		}
+		if kind != kindRequest {
+			rerr = &frameError{"client sent a response frame"}
+			break
+		}
+		// Each request runs concurrently with the others, on one of at
+		// most MaxInFlightPerConn goroutines. They are kept for the
+		// connection's life rather than started per request: a started
+		// goroutine would grow its stack again for every request. When
+		// all are busy the reader waits, and TCP pushes back on the
+		// client.
+		j := job{id, body}
+		select {
+		case sc.work <- j:
+		default:
+			if sc.workers < s.opts.MaxInFlightPerConn {
+				sc.workers++
+				sc.hwg.Add(1)
+				go sc.worker(ctx, j)
+				continue
+			}
+			select {
+			case sc.work <- j:
+			case <-writerDone:
+				break read
+			}
+		}
+	}
+
+	// The peer is gone or misbehaved: nobody will read further responses.
+	cancel()
+	close(sc.done)
+	sc.hwg.Wait()
+	<-writerDone
+	closeFn()
+	switch {
+	case werr != nil:
+		return fmt.Errorf("write: %w", werr)
+	case rerr == io.EOF:
+		return nil
+	default:
+		return rerr
+	}
+}
+
+func (sc *serverConn) worker(ctx context.Context, j job) {
+	defer sc.hwg.Done()
+	for {
+		sc.handle(ctx, j.id, j.body)
+		select {
+		case j = <-sc.work:
+		case <-sc.done:
+			return
+		}
+	}
+}
+
+func (sc *serverConn) handle(ctx context.Context, id uint64, body []byte) {
+	var resp *proto.Response
+	if req, err := proto.DecodeRequest(body); err != nil {
+		// The frame was intact, so the stream is in step: answer this
+		// request and keep the connection.
+		resp = &proto.Response{Status: proto.StatusInvalid, Message: err.Error()}
+	} else if resp = sc.s.h.Serve(ctx, req); resp == nil {
+		resp = &proto.Response{Status: proto.StatusIOError, Message: "rpc: handler returned no response"}
+	}
+	bp, b := beginFrame()
+	b = proto.AppendResponse(b, resp)
+	if err := sealFrame(bp, b, kindReply, id); err != nil {
+		sc.s.opts.Logf("rpc: response to request %d: %v", id, err)
+		bp, b = beginFrame()
+		b = proto.AppendResponse(b, &proto.Response{Status: proto.StatusIOError, Message: err.Error()})
+		sealFrame(bp, b, kindReply, id)
+	}
+	select {
+	case sc.sendq <- bp:
+	case <-sc.done:
+		putBuf(bp)
+	}
+}
