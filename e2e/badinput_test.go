@@ -1,0 +1,135 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cairn-storage/cairn/client"
+	"github.com/cairn-storage/cairn/internal/proto"
+	"github.com/cairn-storage/cairn/internal/rpc"
+)
+
+// TestBadInput: every kind of bad input gets an error that names the
+// problem, and nothing stored is lost.
+func TestBadInput(t *testing.T) {
+	c := startCluster(t, clusterOpts{})
+	ctx := context.Background()
+	cl := c.client()
+	p, err := cl.Pool("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := payload("keep", 0, 300<<10)
+	if err := p.Put(ctx, "keep", keep); err != nil {
+		t.Fatal(err)
+	}
+
+	cliCases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"obj", "get", "nosuchpool", "x"}, `pool "nosuchpool": pool not found`},
+		{[]string{"obj", "put", "default", "", "/dev/null"}, "object name is empty"},
+		{[]string{"obj", "put", "default", strings.Repeat("n", 1500), "/dev/null"}, "more than the limit of 1024"},
+		{[]string{"obj", "get", "default", "never-written"}, "not found"},
+		{[]string{"obj", "rm", "default", "never-written"}, "not found"},
+		{[]string{"pool", "create", "wide", "--size", "4"}, "only 3 host(s)"},
+		{[]string{"pool", "create", "bad/name"}, "only letters, digits"},
+		{[]string{"pool", "create", "x", "--size", "3", "--min-size", "4"}, "min_size 4 must be between 1 and size 3"},
+		{[]string{"pool", "create", "x", "--class", "tape"}, `unknown device class "tape"`},
+		{[]string{"pool", "create", "default"}, "already exists"},
+		{[]string{"pool", "rm", "nosuchpool"}, "pool not found"},
+		{[]string{"obj", "put", "default", "x", "/no/such/file"}, "no such file"},
+	}
+	for _, tc := range cliCases {
+		_, err := c.cli(nil, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("cairn %s: want an error containing %q, got %v", strings.Join(tc.args, " "), tc.want, err)
+		}
+	}
+	// A config readable by others is refused, naming the fix.
+	loose := filepath.Join(t.TempDir(), "cairn.conf")
+	b, _ := os.ReadFile(c.conf)
+	os.WriteFile(loose, b, 0o644)
+	if out, err := exec.Command(cairnBin, "--conf", loose, "status").CombinedOutput(); err == nil || !strings.Contains(string(out), "chmod 600") {
+		t.Errorf("a world-readable cairn.conf: want a refusal naming chmod 600, got %v: %s", err, out)
+	}
+
+	// Through the client package.
+	if err := p.Put(ctx, strings.Repeat("n", 1025), nil); !errors.Is(err, client.ErrInvalid) {
+		t.Errorf("oversize name: want ErrInvalid, got %v", err)
+	}
+	if _, err := cl.Pool("nosuchpool"); !errors.Is(err, client.ErrPoolNotFound) {
+		t.Errorf("unknown pool: want ErrPoolNotFound, got %v", err)
+	}
+	if err := p.Create(ctx, "keep", true); !errors.Is(err, client.ErrExists) {
+		t.Errorf("exclusive create of an existing object: want ErrExists, got %v", err)
+	}
+
+	// Garbage on the wire: the OSD drops that one connection and keeps serving.
+	osd := c.procs["osd.0"]
+	for i, junk := range [][]byte{
+		[]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
+		randomBytes(4096),
+		{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff},
+	} {
+		conn, err := net.DialTimeout("tcp", osd.Addr, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.Write(junk)
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, err = io.Copy(io.Discard, conn)
+		conn.Close()
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Errorf("junk %d: the OSD kept a garbage connection open for 10 s", i)
+		}
+	}
+	// A peer without the cluster key is refused.
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	_, err = rpc.Dial(dctx, osd.Addr, []byte("not the cluster key, not at all"))
+	cancel()
+	if !errors.Is(err, rpc.ErrAuth) {
+		t.Errorf("dial with a wrong key: want ErrAuth, got %v", err)
+	}
+	// A well-authenticated but malformed request gets an error reply.
+	cfg, _ := client.LoadConfig(c.conf)
+	dctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+	conn, err := rpc.Dial(dctx, osd.Addr, cfg.ClusterKey)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := conn.Call(ctx, &proto.Request{Op: proto.OpWrite, Epoch: 1, Object: "x"})
+	conn.Close()
+	if err != nil || resp.Status == proto.StatusOK {
+		t.Errorf("a write with a stale epoch and wrong pg: want an error status, got %+v, %v", resp, err)
+	}
+
+	// Nothing was lost along the way.
+	got, err := p.Get(ctx, "keep")
+	if err != nil || string(got) != string(keep) {
+		t.Fatalf("object written before the bad input: %v", err)
+	}
+	st, err := c.status()
+	if err != nil || st["health"] != "HEALTH_OK" {
+		t.Fatalf("cluster not healthy after bad input: %v %v", st, err)
+	}
+}
+
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rand.IntN(256))
+	}
+	return b
+}

@@ -1,0 +1,99 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cairn-storage/cairn/client"
+)
+
+// TestDiskFull gives osd.0 a small filesystem of its own (tmpfs) and fills
+// it: writes that need osd.0 fail with an error that says the disk is full,
+// the OSD keeps serving reads, nothing acknowledged is lost, and writes work
+// again once space is freed.
+func TestDiskFull(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a small tmpfs")
+	}
+	dir := filepath.Join(t.TempDir(), "dev")
+	small := filepath.Join(dir, "osd.0")
+	if err := os.MkdirAll(small, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=160m", "tmpfs", small).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", small).Run() })
+	c := startCluster(t, clusterOpts{dir: dir})
+	ctx := context.Background()
+	p, err := c.client().Pool("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var acked, onOSD0 []string
+	var fullErr error
+	for i := 0; i < 600 && fullErr == nil; i++ {
+		name := fmt.Sprintf("fill-%04d", i)
+		err := p.Put(ctx, name, payload(name, 0, 2<<20))
+		switch {
+		case err == nil:
+			acked = append(acked, name)
+			if slices.Contains(actingOf(t, c, "default", name), 0) {
+				onOSD0 = append(onOSD0, name)
+			}
+		case errors.Is(err, client.ErrNoSpace):
+			fullErr = err
+		default:
+			t.Fatalf("write %s: want success or ErrNoSpace, got %v", name, err)
+		}
+	}
+	if fullErr == nil {
+		t.Fatalf("wrote %d MiB without filling osd.0's 160 MiB disk", 2*len(acked))
+	}
+	if !strings.Contains(fullErr.Error(), "osd.0") || !strings.Contains(fullErr.Error(), "full") {
+		t.Errorf("the disk-full error should name the OSD and say full: %v", fullErr)
+	}
+	t.Logf("after %d acknowledged writes (%d on osd.0): %v", len(acked), len(onOSD0), fullErr)
+
+	// Reads keep working, from osd.0 too, and nothing acknowledged is lost.
+	for _, name := range acked {
+		got, err := p.Get(ctx, name)
+		if err != nil {
+			t.Fatalf("read %s after the disk filled: %v", name, err)
+		}
+		if !bytes.Equal(got, payload(name, 0, 2<<20)) {
+			t.Fatalf("%s reads back wrong after the disk filled", name)
+		}
+	}
+	// Free space on osd.0 by deleting, then writes that need it succeed again.
+	for _, name := range onOSD0[:len(onOSD0)/2] {
+		if err := p.Delete(ctx, name); err != nil {
+			t.Fatalf("delete %s on a full disk: %v", name, err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; ; i++ {
+		name := fmt.Sprintf("after-%04d", i)
+		if !slices.Contains(actingOf(t, c, "default", name), 0) {
+			continue
+		}
+		err := p.Put(ctx, name, payload(name, 0, 64<<10))
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("writes to osd.0 still fail after deleting half its objects: %v", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}

@@ -1,0 +1,120 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cairn-storage/cairn/internal/clustermap"
+	"github.com/cairn-storage/cairn/internal/meta"
+)
+
+func testMap() *clustermap.Map {
+	m := &clustermap.Map{Epoch: 7, FSID: "f", NextPoolID: 2}
+	for h := 0; h < 3; h++ {
+		host := []string{"h1", "h2", "h3"}[h]
+		m.UpsertHost(host, "")
+		for j := 0; j < 2; j++ {
+			m.UpsertOSD(clustermap.OSD{ID: clustermap.OSDID(h*2 + j), Host: host, Class: clustermap.ClassHDD, Weight: 1, Up: true, In: true, Addr: "a"})
+		}
+	}
+	m.Pools = []clustermap.Pool{{ID: 1, Name: "default", Size: 3, MinSize: 2, PGNum: 64, FailureDomain: clustermap.DomainHost}}
+	return m
+}
+
+func find(st Status, code string) *Check {
+	for i := range st.Checks {
+		if st.Checks[i].Code == code {
+			return &st.Checks[i]
+		}
+	}
+	return nil
+}
+
+func TestStatusHealthy(t *testing.T) {
+	st := computeStatus(testMap(), nil, nil, time.Now())
+	if st.Health != healthOK || len(st.Checks) != 0 || st.PGsOK != 64 || st.OSDsUp != 6 {
+		t.Fatalf("healthy map: %+v", st)
+	}
+}
+
+func TestStatusOSDDownDegraded(t *testing.T) {
+	m := testMap()
+	down := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	o, _ := m.OSD(3)
+	o.Up, o.DownSince = false, down
+	st := computeStatus(m, nil, nil, down.Add(90*time.Second))
+	if st.Health != healthWarn {
+		t.Fatalf("health %s, want WARN", st.Health)
+	}
+	c := find(st, "OSD_DOWN")
+	if c == nil || !strings.Contains(c.Detail[0], "osd.3 on host h2") || !strings.Contains(c.Detail[0], "1m30s ago") {
+		t.Fatalf("OSD_DOWN check does not name osd.3, its host and since when: %+v", c)
+	}
+	if d := find(st, "PG_DEGRADED"); d == nil || st.PGsOK+countPGs(d) != 64 {
+		t.Fatalf("degraded pgs not accounted: %+v ok=%d", d, st.PGsOK)
+	}
+}
+
+func countPGs(c *Check) int {
+	var n int
+	if _, err := fmt.Sscanf(c.Summary[strings.Index(c.Summary, ": ")+2:], "%d", &n); err != nil {
+		return -1
+	}
+	return n
+}
+
+func TestStatusInactiveIsError(t *testing.T) {
+	m := testMap()
+	for _, id := range []clustermap.OSDID{0, 1, 2, 3} { // two of three hosts down
+		o, _ := m.OSD(id)
+		o.Up = false
+	}
+	st := computeStatus(m, nil, nil, time.Now())
+	if st.Health != healthErr || find(st, "PG_INACTIVE") == nil {
+		t.Fatalf("two hosts of three down must be HEALTH_ERR with PG_INACTIVE: %+v", st)
+	}
+}
+
+func TestStatusFullAndCorruption(t *testing.T) {
+	stats := map[clustermap.OSDID]meta.OSDStats{
+		0: {TotalBytes: 100, UsedBytes: 90, FreeBytes: 10},
+		1: {TotalBytes: 100, UsedBytes: 96, FreeBytes: 4},
+		2: {TotalBytes: 100, UsedBytes: 10, FreeBytes: 90},
+	}
+	reports := []meta.Report{
+		{Kind: "corruption", OSD: 2, PG: "1.a", Object: "o1", Detail: "crc mismatch; repaired from osd.4", Count: 1},
+	}
+	st := computeStatus(testMap(), stats, reports, time.Now())
+	if find(st, "OSD_NEARFULL") == nil || find(st, "OSD_FULL") == nil || find(st, "OBJECT_REPAIRED") == nil {
+		t.Fatalf("missing checks: %+v", st.Checks)
+	}
+	if st.Health != healthErr {
+		t.Fatalf("a full OSD is HEALTH_ERR, got %s", st.Health)
+	}
+	reports[0].Detail = "crc mismatch; no replica had a good copy"
+	st = computeStatus(testMap(), nil, reports, time.Now())
+	if c := find(st, "OBJECT_CORRUPT"); c == nil || st.Health != healthErr || !strings.Contains(c.Detail[0], `"o1"`) {
+		t.Fatalf("unrepaired corruption must be HEALTH_ERR naming the object: %+v", st)
+	}
+}
+
+func TestTreeWeights(t *testing.T) {
+	m := testMap()
+	o, _ := m.OSD(5)
+	o.In = false
+	rows := buildTree(m)
+	if rows[0].Type != "root" || rows[0].Weight != 5 {
+		t.Fatalf("root weight %v, want 5 (one OSD out)", rows[0].Weight)
+	}
+	osds := 0
+	for _, r := range rows {
+		if r.Type == "osd" {
+			osds++
+		}
+	}
+	if osds != 6 {
+		t.Fatalf("tree shows %d OSDs, want 6", osds)
+	}
+}

@@ -1,0 +1,104 @@
+package clustermap
+
+import (
+	"strings"
+	"testing"
+)
+
+func sample() *Map {
+	m := &Map{Epoch: 3, FSID: "x", NextPoolID: 2}
+	m.UpsertHost("b", "r1")
+	m.UpsertHost("a", "")
+	m.UpsertOSD(OSD{ID: 1, Host: "b", Class: ClassSSD, Weight: 1, Up: true, In: true})
+	m.UpsertOSD(OSD{ID: 0, Host: "a", Class: ClassHDD, Weight: 2, In: true})
+	m.Pools = []Pool{{ID: 1, Name: "p", Size: 2, MinSize: 1, PGNum: 8, FailureDomain: DomainHost}}
+	return m
+}
+
+func TestEncodeDecodeRoundTrip(t *testing.T) {
+	m := sample()
+	got, err := Decode(m.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Encode()) != string(m.Encode()) {
+		t.Fatalf("round trip changed the map:\n%s\n%s", got.Encode(), m.Encode())
+	}
+	if m.Hosts[0].Name != "a" || m.OSDs[0].ID != 0 || m.NextOSDID != 2 {
+		t.Fatalf("upserts must keep lists sorted and next id ahead: %+v", m)
+	}
+	if h, _ := m.Host("a"); h.Rack != DefaultRack {
+		t.Fatalf("host without rack should be in %q, got %q", DefaultRack, h.Rack)
+	}
+}
+
+func TestCloneIsDeep(t *testing.T) {
+	m := sample()
+	c := m.Clone()
+	c.OSDs[0].Up = true
+	c.Pools[0].Size = 3
+	if m.OSDs[0].Up || m.Pools[0].Size != 2 {
+		t.Fatal("changing a clone changed the original")
+	}
+}
+
+func TestValidateRejects(t *testing.T) {
+	for name, tc := range map[string]struct {
+		mut  func(*Map)
+		want string
+	}{
+		"unknown host": {func(m *Map) { m.OSDs[0].Host = "zz" }, "unknown host"},
+		"bad class":    {func(m *Map) { m.OSDs[0].Class = "tape" }, "unknown device class"},
+		"neg weight":   {func(m *Map) { m.OSDs[0].Weight = -1 }, "bad weight"},
+		"dup pool name": {func(m *Map) {
+			m.Pools = append(m.Pools, Pool{ID: 5, Name: "p", Size: 1, MinSize: 1, PGNum: 1, FailureDomain: "osd"})
+			m.NextPoolID = 6
+		}, "two pools named"},
+		"min_size":  {func(m *Map) { m.Pools[0].MinSize = 3 }, "min_size 3"},
+		"pg_num":    {func(m *Map) { m.Pools[0].PGNum = 0 }, "pg_num 0"},
+		"domain":    {func(m *Map) { m.Pools[0].FailureDomain = "planet" }, "unknown failure domain"},
+		"pool id":   {func(m *Map) { m.NextPoolID = 1 }, "not below next_pool_id"},
+		"osd order": {func(m *Map) { m.OSDs[0], m.OSDs[1] = m.OSDs[1], m.OSDs[0] }, "not sorted"},
+	} {
+		m := sample()
+		tc.mut(m)
+		err := m.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: want error containing %q, got %v", name, tc.want, err)
+		}
+	}
+}
+
+func TestPGIDString(t *testing.T) {
+	for _, s := range []string{"1.0", "3.2a", "4294967295.ffffffff"} {
+		id, err := ParsePGID(s)
+		if err != nil || id.String() != s {
+			t.Errorf("ParsePGID(%q) = %v, %v", s, id, err)
+		}
+	}
+	for _, s := range []string{"", "1", "x.1", "1.zz"} {
+		if _, err := ParsePGID(s); err == nil {
+			t.Errorf("ParsePGID(%q) accepted", s)
+		}
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add(sample().Encode())
+	f.Add([]byte(`{"epoch":1}`))
+	f.Add([]byte(`{"osds":[{"id":-1}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := Decode(b)
+		if err != nil {
+			return
+		}
+		// Whatever decodes must be valid and stable.
+		m2, err := Decode(m.Encode())
+		if err != nil {
+			t.Fatalf("re-decoding an accepted map failed: %v", err)
+		}
+		if string(m2.Encode()) != string(m.Encode()) {
+			t.Fatal("encode/decode not stable")
+		}
+	})
+}
