@@ -206,4 +206,3 @@ var opNames = map[proto.Op]string{
 	proto.OpOmapSet: "omap-set", proto.OpOmapGet: "omap-get", proto.OpOmapRm: "omap-rm",
 	proto.OpOmapList: "omap-list", proto.OpOmapRmRange: "omap-rmrange", proto.OpList: "list",
 }
-

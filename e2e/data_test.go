@@ -25,7 +25,7 @@ func payload(name string, gen, size int) []byte {
 // logUniformSize draws a size in [0, max] whose logarithm is uniform, so
 // small and large objects are both common.
 func logUniformSize(r *rand.Rand, max int) int {
-	return int(math.Exp(r.Float64() * math.Log(float64(max+1)))) - 1
+	return int(math.Exp(r.Float64()*math.Log(float64(max+1)))) - 1
 }
 
 func digest(b []byte) [32]byte { return sha256.Sum256(b) }

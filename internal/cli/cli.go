@@ -72,4 +72,3 @@ func (g *globals) printJSON(v any) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
-
