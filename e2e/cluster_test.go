@@ -56,7 +56,7 @@ type devProcess struct {
 
 // cluster is a running `cairn dev`.
 type cluster struct {
-	t        *testing.T
+	t        testing.TB
 	dir      string
 	conf     string
 	cmd      *exec.Cmd
@@ -75,7 +75,7 @@ type clusterOpts struct {
 }
 
 // freePorts finds n consecutive free TCP ports on 127.0.0.1.
-func freePorts(t *testing.T, n int) int {
+func freePorts(t testing.TB, n int) int {
 	for try := 0; try < 100; try++ {
 		base := 20000 + rand.IntN(30000)
 		ok := true
@@ -97,7 +97,7 @@ func freePorts(t *testing.T, n int) int {
 	return 0
 }
 
-func startCluster(t *testing.T, o clusterOpts) *cluster {
+func startCluster(t testing.TB, o clusterOpts) *cluster {
 	t.Helper()
 	if o.hosts == 0 {
 		o.hosts, o.perHost = 3, 2

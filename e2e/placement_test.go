@@ -12,7 +12,7 @@ import (
 )
 
 // actingOf computes, as a client does, which OSDs hold an object now.
-func actingOf(t *testing.T, c *cluster, pool, name string) []clustermap.OSDID {
+func actingOf(t testing.TB, c *cluster, pool, name string) []clustermap.OSDID {
 	t.Helper()
 	m := currentMap(t, c)
 	p, ok := m.PoolByName(pool)
@@ -23,7 +23,7 @@ func actingOf(t *testing.T, c *cluster, pool, name string) []clustermap.OSDID {
 	return acting
 }
 
-func currentMap(t *testing.T, c *cluster) *clustermap.Map {
+func currentMap(t testing.TB, c *cluster) *clustermap.Map {
 	t.Helper()
 	cfg, err := conf.Load(c.conf)
 	if err != nil {

@@ -25,6 +25,23 @@ type objState struct {
 	dirty   map[uint64][]byte // block -> full 4 KiB content
 	cut     uint64            // chunks >= cut were deleted by a truncate (if hasCut)
 	hasCut  bool
+	// inlineUnverified: the committed inline data has not been checked yet.
+	// It is checked only before being merged with new bytes, so a Put or
+	// Delete can still replace a corrupt object (repair from a replica).
+	inlineUnverified bool
+}
+
+func (st *objState) verifyInline() error {
+	if !st.inlineUnverified {
+		return nil
+	}
+	for b := range st.rec.crcs {
+		if inlineBlockCRC(st.rec.data, uint64(b)) != st.rec.crcs[b] {
+			return &CorruptionError{Coll: st.coll, Name: st.name, Offset: uint64(b) * blockSize, Detail: "inline block checksum mismatch"}
+		}
+	}
+	st.inlineUnverified = false
+	return nil
 }
 
 type applyCtx struct {
@@ -120,14 +137,7 @@ func (a *applyCtx) state(coll, name string) (*objState, error) {
 	if err != nil {
 		return nil, err
 	}
-	if ok && r.inline {
-		for b := range r.crcs {
-			if inlineBlockCRC(r.data, uint64(b)) != r.crcs[b] {
-				return nil, &CorruptionError{Coll: coll, Name: name, Offset: uint64(b) * blockSize, Detail: "inline block checksum mismatch"}
-			}
-		}
-	}
-	st := &objState{coll: coll, name: name, key: k, exists: ok, startExists: ok, startSize: r.size, rec: r}
+	st := &objState{coll: coll, name: name, key: k, exists: ok, startExists: ok, startSize: r.size, rec: r, inlineUnverified: ok && r.inline}
 	if ok && !r.inline {
 		st.chunks = map[uint64]*chunk{}
 		st.dirty = map[uint64][]byte{}
@@ -161,10 +171,14 @@ func (a *applyCtx) dropData(st *objState) {
 	}
 	st.rec.inline, st.rec.fileID, st.rec.size, st.rec.data, st.rec.crcs = true, 0, 0, nil, nil
 	st.chunks, st.dirty, st.newFile, st.hasCut = nil, nil, false, false
+	st.inlineUnverified = false
 }
 
 // toFile converts an inline object into one backed by a fresh data file.
 func (a *applyCtx) toFile(st *objState) error {
+	if err := st.verifyInline(); err != nil {
+		return err
+	}
 	id, err := a.s.allocID()
 	if err != nil {
 		return err
@@ -242,6 +256,9 @@ func (a *applyCtx) do(st *objState, o *op) error {
 	case opWrite:
 		end := o.off + uint64(len(o.data))
 		if st.rec.inline {
+			if err := st.verifyInline(); err != nil {
+				return err
+			}
 			if end <= InlineMax {
 				if end > st.rec.size {
 					st.rec.data = append(st.rec.data, make([]byte, end-st.rec.size)...)
@@ -346,7 +363,9 @@ func (a *applyCtx) writeFile(st *objState, off uint64, data []byte) error {
 					if len(slab) == 0 {
 						slab = make([]byte, (lb-b+1)*blockSize)
 					}
-					blk, slab = slab[:blockSize:blockSize], slab[blockSize:]
+					// Keep the capacity so finalize can see that
+					// neighbouring blocks are contiguous and skip a copy.
+					blk, slab = slab[:blockSize], slab[blockSize:]
 				}
 			} else {
 				var err error
@@ -367,6 +386,9 @@ func (a *applyCtx) writeFile(st *objState, off uint64, data []byte) error {
 
 func (a *applyCtx) truncate(st *objState, size uint64) error {
 	if st.rec.inline {
+		if err := st.verifyInline(); err != nil {
+			return err
+		}
 		if size <= InlineMax {
 			if size < st.rec.size {
 				st.rec.data = st.rec.data[:size]
@@ -494,13 +516,25 @@ func (a *applyCtx) finalize() error {
 					break
 				}
 			}
-			buf := make([]byte, 0, len(ext)*blockSize)
-			for _, b := range ext {
+			contiguous := true
+			for k, b := range ext {
 				blk := st.dirty[b]
 				ch := st.chunks[b/chunkBlocks]
 				ch.crc[b%chunkBlocks] = blockCRC(blk)
 				ch.dirty = true
-				buf = append(buf, blk...)
+				if k > 0 {
+					prev := st.dirty[ext[k-1]]
+					contiguous = contiguous && cap(prev) > blockSize && &prev[:blockSize+1][blockSize] == &blk[0]
+				}
+			}
+			var buf []byte
+			if first := st.dirty[ext[0]]; contiguous && cap(first) >= len(ext)*blockSize {
+				buf = first[:len(ext)*blockSize]
+			} else {
+				buf = make([]byte, 0, len(ext)*blockSize)
+				for _, b := range ext {
+					buf = append(buf, st.dirty[b]...)
+				}
 			}
 			off := ext[0] * blockSize
 			if st.newFile || (fresh && !journaled && len(buf) >= directMinBytes) {
@@ -516,8 +550,9 @@ func (a *applyCtx) finalize() error {
 				}
 			}
 			seq := s.jseq.Add(1)
-			a.batch.Set(journalKey(seq), (&jrec{fileID: fid, off: off, data: buf}).encode(), nil)
-			a.deferred = append(a.deferred, deferredWrite{seq: seq, fileID: fid, off: off, data: buf})
+			enc := (&jrec{fileID: fid, off: off, data: buf}).encode()
+			a.batch.Set(journalKey(seq), enc, nil)
+			a.deferred = append(a.deferred, deferredWrite{seq: seq, fileID: fid, off: off, data: enc[len(enc)-len(buf):]})
 		}
 		for c, ch := range st.chunks {
 			if !ch.dirty {

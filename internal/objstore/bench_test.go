@@ -53,13 +53,13 @@ func BenchmarkApplyNew4K(b *testing.B) {
 	})
 }
 
-// BenchmarkOverwrite4K measures random 4 KiB overwrites of a 64 MiB
+// BenchmarkOverwrite4K measures random 4 KiB overwrites of a 32 MiB
 // VM-disk-like object: deferred writes through the journal.
 func BenchmarkOverwrite4K(b *testing.B) {
 	for _, par := range []int{1, 16} {
 		b.Run(fmt.Sprintf("goroutines%d", par), func(b *testing.B) {
 			s := openDisk(b)
-			const size = 64 << 20
+			const size = 32 << 20
 			for i := 0; i < par; i++ {
 				var tx Txn
 				tx.Put("1.0", fmt.Sprintf("vm%d", i), pattern(i, size/par))

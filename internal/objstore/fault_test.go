@@ -91,6 +91,21 @@ func TestCorruptionDetected(t *testing.T) {
 	if _, err := s.Read("c", "small", 0, 0); !IsCorruption(err) {
 		t.Fatalf("inline corruption: %v", err)
 	}
+	var tx2 Txn
+	tx2.Write("c", "small", 0, []byte("I"))
+	if err := s.Apply(&tx2); !IsCorruption(err) {
+		t.Fatalf("partial write over corrupt inline data: %v", err)
+	}
+	// Repair by replacing the whole object, as recovery from a replica does.
+	apply(t, s, func(tx *Txn) { tx.Put("c", "small", []byte("inline data")) })
+	if b := mustRead(t, s, "c", "small", 0, 0); string(b) != "inline data" {
+		t.Fatalf("repaired inline object: %q", b)
+	}
+	flipByte(t, s.fs, path, 7*blockSize)
+	apply(t, s, func(tx *Txn) { tx.Put("c", "victim", big) })
+	if b := mustRead(t, s, "c", "victim", 0, 0); !bytes.Equal(b, big) {
+		t.Fatal("object replaced by put still bad")
+	}
 	if IsCorruption(ErrNotFound) || IsCorruption(fmt.Errorf("x: %w", ErrNoSpace)) {
 		t.Fatal("IsCorruption too broad")
 	}

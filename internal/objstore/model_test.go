@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand"
+	randv2 "math/rand/v2"
 	"os"
 	"slices"
 	"sort"
@@ -284,7 +285,7 @@ func TestModelRandomized(t *testing.T) {
 
 func runModel(t *testing.T, seed int64, steps int) {
 	r := rand.New(rand.NewSource(seed))
-	fs := vfs.NewMem()
+	fs := vfs.NewCrashableMem()
 	s := openMem(t, fs)
 	defer func() { s.Close() }()
 	colls := []string{"1.0", "1.0\x00", "2.f"}
@@ -296,7 +297,17 @@ func runModel(t *testing.T, seed int64, steps int) {
 			if os.Getenv("OBJSTORE_TRACE") != "" {
 				t.Logf("step %d: reopen", step)
 			}
-			if err := s.Close(); err != nil {
+			if r.Intn(2) == 0 {
+				// Power loss instead of a clean shutdown: every Apply so far
+				// was acknowledged, so the recovered store must match exactly.
+				cfg := vfs.CrashCloneCfg{}
+				if r.Intn(2) == 0 {
+					cfg = vfs.CrashCloneCfg{UnsyncedDataPercent: 50, RNG: randv2.New(randv2.NewPCG(uint64(r.Int63()), 2))}
+				}
+				clone := fs.CrashClone(cfg)
+				s.Close()
+				fs = clone
+			} else if err := s.Close(); err != nil {
 				t.Fatalf("step %d close: %v", step, err)
 			}
 			s = openMem(t, fs)

@@ -484,3 +484,46 @@ func TestFormatVersionCheck(t *testing.T) {
 		t.Fatalf("newer format accepted: %v", err)
 	}
 }
+
+func TestOrphanFilesRemovedOnOpen(t *testing.T) {
+	fs := vfs.NewMem()
+	s := openMem(t, fs)
+	apply(t, s, func(tx *Txn) { tx.Put("c", "live", pattern(1, 100<<10)) })
+	live, _ := s.DataPath("c", "live")
+	s.Close()
+	// A file written for a transaction that never committed.
+	orphan := s.filePath(0xabcdef)
+	f, err := fs.Create(orphan, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte("junk"))
+	f.Close()
+	s = openMem(t, fs)
+	defer s.Close()
+	if _, err := fs.Stat(orphan); err == nil {
+		t.Fatal("orphan data file survived Open")
+	}
+	if _, err := fs.Stat(live); err != nil {
+		t.Fatalf("live data file removed: %v", err)
+	}
+	if _, err := fs.Stat("/osd/meta"); err != nil {
+		t.Fatalf("MetaDir default is not Dir/meta: %v", err)
+	}
+}
+
+func TestUsageRealDisk(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir(), ReserveBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	apply(t, s, func(tx *Txn) {
+		tx.Put("c", "a", make([]byte, 100))
+		tx.Put("c", "b", make([]byte, 200<<10))
+	})
+	u, err := s.Usage()
+	if err != nil || u.Objects != 2 || u.DataBytes != 100+200<<10 || u.TotalBytes <= 0 || u.FreeBytes <= 0 || u.MetaTotalBytes <= 0 {
+		t.Fatalf("usage %+v %v", u, err)
+	}
+}

@@ -1,0 +1,45 @@
+package internal_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// forbidden lists, per package, the project packages it must not import
+// (directly or indirectly): the dependency rules of ARCHITECTURE.md's code map.
+var forbidden = map[string][]string{
+	"internal/clustermap": {"internal/", "client"},
+	"internal/placement":  {"internal/objstore", "internal/meta", "internal/rpc", "internal/osd", "internal/mon", "internal/cli", "internal/proto", "client"},
+	"internal/proto":      {"internal/objstore", "internal/meta", "internal/rpc", "internal/osd", "internal/mon", "internal/cli", "internal/placement", "client"},
+	"internal/rpc":        {"internal/objstore", "internal/meta", "internal/osd", "internal/mon", "internal/cli", "internal/placement", "client"},
+	"internal/objstore":   {"internal/", "client"},
+	"internal/conf":       {"internal/", "client"},
+	"internal/meta":       {"internal/placement", "internal/objstore", "internal/rpc", "internal/osd", "internal/mon", "internal/cli", "client"},
+	"internal/mapview":    {"internal/objstore", "internal/rpc", "internal/osd", "internal/mon", "internal/cli", "client"},
+	"internal/osd":        {"internal/cli", "internal/mon", "client"},
+	"internal/mon":        {"internal/osd", "internal/objstore", "internal/cli", "client"},
+	"client":              {"internal/osd", "internal/mon", "internal/objstore", "internal/cli"},
+}
+
+// TestImportGraph keeps dependencies pointing one way.
+func TestImportGraph(t *testing.T) {
+	const mod = "github.com/cairn-storage/cairn/"
+	for pkg, bans := range forbidden {
+		out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", mod+pkg).Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", pkg, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			rel, ok := strings.CutPrefix(dep, mod)
+			if !ok || rel == pkg {
+				continue
+			}
+			for _, ban := range bans {
+				if rel == ban || strings.HasPrefix(rel, ban) && (strings.HasSuffix(ban, "/") || strings.HasPrefix(rel, ban+"/")) {
+					t.Errorf("%s depends on %s, which the architecture forbids (%s)", pkg, rel, ban)
+				}
+			}
+		}
+	}
+}
