@@ -67,11 +67,13 @@ type cluster struct {
 	osdPort  int
 	hosts    int
 	perHost  int
+	leaseTTL time.Duration
 }
 
 type clusterOpts struct {
 	hosts, perHost int
-	dir            string // reuse a directory (restart); "" = new temp dir
+	dir            string        // reuse a directory (restart); "" = new temp dir
+	leaseTTL       time.Duration // default 3 s
 }
 
 // freePorts finds n consecutive free TCP ports on 127.0.0.1.
@@ -102,7 +104,10 @@ func startCluster(t testing.TB, o clusterOpts) *cluster {
 	if o.hosts == 0 {
 		o.hosts, o.perHost = 3, 2
 	}
-	c := &cluster{t: t, dir: o.dir, hosts: o.hosts, perHost: o.perHost}
+	if o.leaseTTL == 0 {
+		o.leaseTTL = 3 * time.Second
+	}
+	c := &cluster{t: t, dir: o.dir, hosts: o.hosts, perHost: o.perHost, leaseTTL: o.leaseTTL}
 	if c.dir == "" {
 		c.dir = filepath.Join(t.TempDir(), "dev")
 	}
@@ -119,7 +124,7 @@ func (c *cluster) start() {
 	c.out = &bytes.Buffer{}
 	c.cmd = exec.Command(cairnBin, "dev", "--dir", c.dir,
 		"--hosts", fmt.Sprint(c.hosts), "--osds-per-host", fmt.Sprint(c.perHost),
-		"--etcd-port", fmt.Sprint(c.etcdPort), "--osd-port", fmt.Sprint(c.osdPort), "--lease-ttl", "3s")
+		"--etcd-port", fmt.Sprint(c.etcdPort), "--osd-port", fmt.Sprint(c.osdPort), "--lease-ttl", c.leaseTTL.String())
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)

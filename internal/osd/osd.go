@@ -143,29 +143,36 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	if _, err := ms.Update(ctx, func(m *clustermap.Map) error {
-		m.UpsertHost(o.Host, o.Rack)
-		osd, ok := m.OSD(id)
-		if !ok {
-			return fmt.Errorf("%s vanished from the map", id)
-		}
-		osd.Addr, osd.Host, osd.Class = addr, o.Host, o.Class
-		if !osd.Up {
-			osd.Up, osd.UpSince, osd.DownSince = true, time.Now().UTC(), time.Time{}
-		}
-		return nil
-	}); err != nil {
-		return fmt.Errorf("%s: mark up: %w", id, err)
+	if err := markUp(ctx, ms, id, addr, o); err != nil {
+		return err
 	}
 	o.Logf("%s: serving on %s (data %s)", id, addr, o.DataDir)
 	go ms.RunKeeper(ctx, id.String(), o.Logf)
-	go s.publishStats(ctx, lease)
-
-	select {
-	case <-ctx.Done():
-	case <-lease.Done():
-		if ctx.Err() == nil {
-			return fmt.Errorf("%s: lost its etcd lease; stopping so that it cannot serve stale data", id)
+	for ctx.Err() == nil {
+		sctx, stopStats := context.WithCancel(ctx)
+		go s.publishStats(sctx, lease)
+		select {
+		case <-ctx.Done():
+		case <-lease.Done():
+		}
+		stopStats()
+		if ctx.Err() != nil {
+			break
+		}
+		// etcd was unreachable or too slow for longer than the lease TTL,
+		// so the keeper may have marked us down. Register again; until the
+		// map says we are up, peers and clients with the newer map do not
+		// send us work, and replicas refuse our writes from the older epoch.
+		o.Logf("%s: lost its etcd lease (etcd unreachable or slower than --lease-ttl %s); registering again", id, o.LeaseTTL)
+		for ctx.Err() == nil {
+			if lease, err = ms.RegisterAlive(ctx, id, addr, o.LeaseTTL); err == nil {
+				if err = markUp(ctx, ms, id, addr, o); err == nil {
+					o.Logf("%s: registered again", id)
+					break
+				}
+			}
+			o.Logf("%s: register: %v", id, err)
+			time.Sleep(500 * time.Millisecond)
 		}
 	}
 	// Clean shutdown: say we are going before the lease runs out.
@@ -181,6 +188,29 @@ func Run(ctx context.Context, o Options) error {
 	})
 	lease.Revoke(sctx)
 	o.Logf("%s: stopped", id)
+	return nil
+}
+
+// markUp records the OSD's address and marks it up in the map.
+func markUp(ctx context.Context, ms *meta.Store, id clustermap.OSDID, addr string, o Options) error {
+	_, err := ms.Update(ctx, func(m *clustermap.Map) error {
+		m.UpsertHost(o.Host, o.Rack)
+		osd, ok := m.OSD(id)
+		if !ok {
+			return fmt.Errorf("%s was removed from the map", id)
+		}
+		if osd.Up && osd.Addr == addr && osd.Host == o.Host && osd.Class == o.Class {
+			return meta.ErrNoChange
+		}
+		osd.Addr, osd.Host, osd.Class = addr, o.Host, o.Class
+		if !osd.Up {
+			osd.Up, osd.UpSince, osd.DownSince = true, time.Now().UTC(), time.Time{}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: mark up: %w", id, err)
+	}
 	return nil
 }
 
