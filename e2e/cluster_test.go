@@ -68,12 +68,15 @@ type cluster struct {
 	hosts    int
 	perHost  int
 	leaseTTL time.Duration
+	opts     clusterOpts
 }
 
 type clusterOpts struct {
 	hosts, perHost int
 	dir            string        // reuse a directory (restart); "" = new temp dir
 	leaseTTL       time.Duration // default 3 s
+	external       []string      // etcd endpoints to use instead of starting a mon
+	ipv6           bool
 }
 
 // freePorts finds n consecutive free TCP ports on 127.0.0.1.
@@ -107,7 +110,7 @@ func startCluster(t testing.TB, o clusterOpts) *cluster {
 	if o.leaseTTL == 0 {
 		o.leaseTTL = 3 * time.Second
 	}
-	c := &cluster{t: t, dir: o.dir, hosts: o.hosts, perHost: o.perHost, leaseTTL: o.leaseTTL}
+	c := &cluster{t: t, dir: o.dir, hosts: o.hosts, perHost: o.perHost, leaseTTL: o.leaseTTL, opts: o}
 	if c.dir == "" {
 		c.dir = filepath.Join(t.TempDir(), "dev")
 	}
@@ -125,6 +128,12 @@ func (c *cluster) start() {
 	c.cmd = exec.Command(cairnBin, "dev", "--dir", c.dir,
 		"--hosts", fmt.Sprint(c.hosts), "--osds-per-host", fmt.Sprint(c.perHost),
 		"--etcd-port", fmt.Sprint(c.etcdPort), "--osd-port", fmt.Sprint(c.osdPort), "--lease-ttl", c.leaseTTL.String())
+	if len(c.opts.external) > 0 {
+		c.cmd.Args = append(c.cmd.Args, "--etcd-endpoints", strings.Join(c.opts.external, ","))
+	}
+	if c.opts.ipv6 {
+		c.cmd.Args = append(c.cmd.Args, "--ipv6")
+	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -177,10 +186,16 @@ func (c *cluster) start() {
 	for _, p := range info.Processes {
 		c.procs[p.Name] = p
 	}
-	if len(c.procs) != 1+c.hosts*c.perHost {
-		t.Fatalf("dev.json lists %d processes, want %d", len(c.procs), 1+c.hosts*c.perHost)
+	mons := 1
+	if len(c.opts.external) > 0 {
+		mons = 0
+	}
+	if len(c.procs) != mons+c.hosts*c.perHost {
+		t.Fatalf("dev.json lists %d processes, want %d", len(c.procs), mons+c.hosts*c.perHost)
 	}
 }
+
+func listenTCP(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
 
 // logs returns the tail of every process log, for failure messages.
 func (c *cluster) logs() string {

@@ -45,6 +45,7 @@ type devOptions struct {
 	osdPort     int
 	leaseTTL    time.Duration
 	external    []string
+	ipv6        bool
 }
 
 func devCmd(g *globals) *cobra.Command {
@@ -68,6 +69,7 @@ Running it again on the same --dir restarts the same cluster with its data.`,
 	f.IntVar(&o.osdPort, "osd-port", 6800, "port of osd.0; osd.N listens on this + N")
 	f.DurationVar(&o.leaseTTL, "lease-ttl", 5*time.Second, "how long an OSD may be silent before it is marked down")
 	f.StringSliceVar(&o.external, "etcd-endpoints", nil, "use this existing etcd cluster instead of starting a mon")
+	f.BoolVar(&o.ipv6, "ipv6", false, "run IPv6-only: etcd and every OSD on [::1]")
 	return cmd
 }
 
@@ -94,7 +96,7 @@ func runDev(ctx context.Context, g *globals, o devOptions) error {
 	case errors.Is(err, os.ErrNotExist):
 		eps := o.external
 		if len(eps) == 0 {
-			eps = []string{fmt.Sprintf("http://127.0.0.1:%d", o.etcdPort)}
+			eps = []string{fmt.Sprintf("http://%s:%d", o.loopback(0), o.etcdPort)}
 		}
 		cfg = conf.New(eps)
 		if err := cfg.Save(confPath); err != nil {
@@ -138,8 +140,8 @@ func runDev(ctx context.Context, g *globals, o devOptions) error {
 	if len(o.external) == 0 {
 		data := filepath.Join(dir, "mon.a")
 		args := []string{"mon", "--conf", confPath, "--name", "a", "--data", data,
-			"--client-url", fmt.Sprintf("http://127.0.0.1:%d", o.etcdPort),
-			"--peer-url", fmt.Sprintf("http://127.0.0.1:%d", o.etcdPort+1)}
+			"--client-url", fmt.Sprintf("http://%s:%d", o.loopback(0), o.etcdPort),
+			"--peer-url", fmt.Sprintf("http://%s:%d", o.loopback(0), o.etcdPort+1)}
 		if err := start("mon.a", cfg.EtcdEndpoints[0], data, args); err != nil {
 			return err
 		}
@@ -159,7 +161,7 @@ func runDev(ctx context.Context, g *globals, o devOptions) error {
 
 	total := o.hosts * o.osdsPerHost
 	for h := 0; h < o.hosts; h++ {
-		ip := fmt.Sprintf("127.0.0.%d", h+1)
+		ip := o.loopback(h)
 		for j := 0; j < o.osdsPerHost; j++ {
 			id := h*o.osdsPerHost + j
 			name := "osd." + strconv.Itoa(id)
@@ -212,6 +214,13 @@ func runDev(ctx context.Context, g *globals, o devOptions) error {
 	if err := os.WriteFile(filepath.Join(dir, "dev.json"), append(b, '\n'), 0o644); err != nil {
 		return err
 	}
+	if g.json {
+		if err := g.printJSON(info); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		return nil
+	}
 	w := g.out
 	fmt.Fprintf(w, "cairn dev cluster %s is up, data in %s\n\n", cfg.FSID, dir)
 	for _, p := range info.Processes {
@@ -227,6 +236,14 @@ func runDev(ctx context.Context, g *globals, o devOptions) error {
 	<-ctx.Done()
 	fmt.Fprintf(w, "stopping %d processes...\n", len(procs))
 	return nil
+}
+
+// loopback returns the address of host h: 127.0.0.h+1, or [::1] with --ipv6.
+func (o devOptions) loopback(h int) string {
+	if o.ipv6 {
+		return "[::1]"
+	}
+	return fmt.Sprintf("127.0.0.%d", h+1)
 }
 
 // stopAll stops OSDs before the mon, gently first.
