@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"net"
+	"net/http"
+	_ "net/http/pprof"
 	"os"
 	"time"
 
@@ -70,7 +73,7 @@ etcd holds none yet.`,
 func osdCmd(g *globals) *cobra.Command {
 	var o osd.Options
 	var id int
-	var class string
+	var class, debugListen string
 	cmd := &cobra.Command{
 		Use:   "osd",
 		Short: "run an OSD daemon on one data directory (and the osd admin commands)",
@@ -84,6 +87,11 @@ func osdCmd(g *globals) *cobra.Command {
 				return err
 			}
 			o.Conf, o.ID, o.Class, o.Logf = cfg, clustermap.OSDID(id), clustermap.DeviceClass(class), logger.Printf
+			if debugListen != "" {
+				if err := serveDebug(debugListen); err != nil {
+					return err
+				}
+			}
 			return osd.Run(cmd.Context(), o)
 		},
 	}
@@ -98,8 +106,19 @@ func osdCmd(g *globals) *cobra.Command {
 	f.Float64Var(&o.Weight, "weight", 1, "relative capacity (e.g. TiB)")
 	f.DurationVar(&o.LeaseTTL, "lease-ttl", 10*time.Second, "how long the OSD may be silent before it is marked down")
 	f.Int64Var(&o.ReserveBytes, "reserve", 0, "bytes of free disk kept in reserve; writes fail with 'disk full' below it (default 64 MiB)")
+	f.StringVar(&debugListen, "debug-listen", "", "serve Go profiling (/debug/pprof) on this address, e.g. 127.0.0.1:6060")
 	cmd.AddCommand(osdTreeCmd(g))
 	return cmd
+}
+
+// serveDebug serves net/http/pprof for profiling a running daemon.
+func serveDebug(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("debug listener: %w", err)
+	}
+	go http.Serve(ln, nil)
+	return nil
 }
 
 // waitFor polls fn until it succeeds or the timeout passes.
