@@ -69,7 +69,7 @@ type Client struct {
 
 // Dial connects to the cluster described by cfg.
 func Dial(ctx context.Context, cfg *Config) (*Client, error) {
-	ms, err := meta.Connect(ctx, cfg.EtcdEndpoints)
+	ms, err := meta.ConnectConf(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

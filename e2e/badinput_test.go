@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -100,6 +103,18 @@ func TestBadInput(t *testing.T) {
 	cancel()
 	if !errors.Is(err, rpc.ErrAuth) {
 		t.Errorf("dial with a wrong key: want ErrAuth, got %v", err)
+	}
+	// etcd itself refuses a client that does not derive its password from the key.
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d/v3/kv/range", c.etcdPort)
+	body := fmt.Sprintf(`{"key":"%s"}`, base64.StdEncoding.EncodeToString([]byte("/cairn/map")))
+	if resp, err := http.Post(etcdURL, "application/json", strings.NewReader(body)); err != nil {
+		t.Errorf("etcd: %v", err)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK || !strings.Contains(string(b), "user name is empty") {
+			t.Errorf("etcd answered a client without credentials: %d %s", resp.StatusCode, b)
+		}
 	}
 	// A well-authenticated but malformed request gets an error reply.
 	cfg, _ := client.LoadConfig(c.conf)

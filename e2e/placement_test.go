@@ -31,7 +31,7 @@ func currentMap(t testing.TB, c *cluster) *clustermap.Map {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ms, err := meta.Connect(ctx, cfg.EtcdEndpoints)
+	ms, err := meta.ConnectConf(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func (g *globals) meta(ctx context.Context) (*meta.Store, *client.Config, error)
 	if err != nil {
 		return nil, nil, err
 	}
-	ms, err := meta.Connect(ctx, cfg.EtcdEndpoints)
+	ms, err := meta.ConnectConf(ctx, cfg)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -41,13 +41,16 @@ etcd holds none yet.`,
 					return err
 				}
 				cfg = c
+				if c.EtcdAuth {
+					o.EtcdPassword = c.EtcdPassword()
+				}
 			}
 			return mon.Run(ctx, o, func() {
 				if cfg == nil {
 					return
 				}
 				go func() {
-					ms, err := meta.Connect(ctx, []string{o.ClientURL})
+					ms, err := meta.Connect(ctx, []string{o.ClientURL}, meta.AuthFor(cfg))
 					if err != nil {
 						logger.Printf("mon: %v", err)
 						return

@@ -99,6 +99,7 @@ func runDev(ctx context.Context, g *globals, o devOptions) error {
 			eps = []string{fmt.Sprintf("http://%s:%d", o.loopback(0), o.etcdPort)}
 		}
 		cfg = conf.New(eps)
+		cfg.EtcdAuth = len(o.external) == 0 // our own mon: turn etcd auth on
 		if err := cfg.Save(confPath); err != nil {
 			return err
 		}
@@ -149,7 +150,7 @@ func runDev(ctx context.Context, g *globals, o devOptions) error {
 	var ms *meta.Store
 	if err := waitFor(ctx, 60*time.Second, "etcd", func() error {
 		var err error
-		ms, err = meta.Connect(ctx, cfg.EtcdEndpoints)
+		ms, err = meta.ConnectConf(ctx, cfg)
 		return err
 	}); err != nil {
 		return err

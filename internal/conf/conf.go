@@ -9,7 +9,9 @@ package conf
 import (
 	"bufio"
 	"bytes"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -26,6 +28,10 @@ type Config struct {
 	FSID          string   // cluster id
 	EtcdEndpoints []string // http://host:port of etcd members
 	ClusterKey    []byte   // shared secret every connection proves it holds
+	// EtcdAuth: etcd requires the user "root" with EtcdPassword. True for
+	// clusters whose etcd is cairn's own mon (which turns auth on); an
+	// external etcd keeps whatever access control its operator set up.
+	EtcdAuth bool
 	Path          string   // where it was loaded from (not stored)
 }
 
@@ -48,6 +54,17 @@ func New(endpoints []string) *Config {
 		EtcdEndpoints: endpoints,
 		ClusterKey:    key,
 	}
+}
+
+// EtcdUser is the etcd user cairn authenticates as.
+const EtcdUser = "root"
+
+// EtcdPassword derives the etcd password from the cluster key, so holding
+// cairn.conf is what grants access to etcd too.
+func (c *Config) EtcdPassword() string {
+	m := hmac.New(sha256.New, c.ClusterKey)
+	m.Write([]byte("cairn etcd password"))
+	return hex.EncodeToString(m.Sum(nil))
 }
 
 // Find returns the path of cairn.conf: the flag value if set, else $CAIRN_CONF,
@@ -115,6 +132,15 @@ func Parse(b []byte) (*Config, error) {
 					c.EtcdEndpoints = append(c.EtcdEndpoints, e)
 				}
 			}
+		case "etcd_auth":
+			switch v {
+			case "true":
+				c.EtcdAuth = true
+			case "false":
+				c.EtcdAuth = false
+			default:
+				return nil, fmt.Errorf("line %d: etcd_auth must be true or false, not %q", n, v)
+			}
 		case "cluster_key":
 			key, err := hex.DecodeString(v)
 			if err != nil {
@@ -145,6 +171,7 @@ func (c *Config) Save(path string) error {
 	b.WriteString("# cairn cluster configuration. Holds the cluster key: keep it mode 0600.\n")
 	fmt.Fprintf(&b, "fsid = %s\n", c.FSID)
 	fmt.Fprintf(&b, "etcd_endpoints = %s\n", strings.Join(c.EtcdEndpoints, ","))
+	fmt.Fprintf(&b, "etcd_auth = %t\n", c.EtcdAuth)
 	fmt.Fprintf(&b, "cluster_key = %s\n", hex.EncodeToString(c.ClusterKey))
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cairn-storage/cairn/internal/clustermap"
+	"github.com/cairn-storage/cairn/internal/conf"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
@@ -41,13 +42,33 @@ type Store struct {
 	cli *clientv3.Client
 }
 
+// Auth is the etcd user and password to authenticate with.
+type Auth struct{ User, Password string }
+
+// AuthFor returns the etcd credentials a cairn.conf implies (nil: none).
+func AuthFor(c *conf.Config) *Auth {
+	if !c.EtcdAuth {
+		return nil
+	}
+	return &Auth{User: conf.EtcdUser, Password: c.EtcdPassword()}
+}
+
+// ConnectConf opens a client to the etcd that cairn.conf names.
+func ConnectConf(ctx context.Context, c *conf.Config) (*Store, error) {
+	return Connect(ctx, c.EtcdEndpoints, AuthFor(c))
+}
+
 // Connect opens a client to the given etcd endpoints and checks it answers.
-func Connect(ctx context.Context, endpoints []string) (*Store, error) {
-	cli, err := clientv3.New(clientv3.Config{
+func Connect(ctx context.Context, endpoints []string, auth *Auth) (*Store, error) {
+	cc := clientv3.Config{
 		Endpoints:   endpoints,
 		DialTimeout: 5 * time.Second,
 		Logger:      zap.NewNop(),
-	})
+	}
+	if auth != nil {
+		cc.Username, cc.Password = auth.User, auth.Password
+	}
+	cli, err := clientv3.New(cc)
 	if err != nil {
 		return nil, fmt.Errorf("etcd %s: %w", strings.Join(endpoints, ","), err)
 	}
@@ -432,6 +453,42 @@ func (s *Store) reconcile(ctx context.Context, logf func(string, ...any)) error 
 		logf("keeper: marked %s", strings.Join(changes, ", "))
 	}
 	return err
+}
+
+// EnableAuth turns on etcd authentication with the user root and password,
+// unless it is on already. Safe to race from several mons.
+func EnableAuth(ctx context.Context, endpoint, password string) error {
+	s, err := Connect(ctx, []string{endpoint}, &Auth{User: conf.EtcdUser, Password: password})
+	if err != nil {
+		return fmt.Errorf("etcd auth: %w", err)
+	}
+	defer s.Close()
+	st, err := s.cli.AuthStatus(ctx)
+	if err != nil {
+		return fmt.Errorf("etcd auth: status: %w", err)
+	}
+	if st.Enabled {
+		return nil
+	}
+	ignoreExists := func(err error) error {
+		if err != nil && strings.Contains(err.Error(), "already exists") {
+			return nil
+		}
+		return err
+	}
+	if _, err := s.cli.UserAdd(ctx, conf.EtcdUser, password); ignoreExists(err) != nil {
+		return fmt.Errorf("etcd auth: add user: %w", err)
+	}
+	if _, err := s.cli.RoleAdd(ctx, "root"); ignoreExists(err) != nil {
+		return fmt.Errorf("etcd auth: add role: %w", err)
+	}
+	if _, err := s.cli.UserGrantRole(ctx, conf.EtcdUser, "root"); err != nil {
+		return fmt.Errorf("etcd auth: grant role: %w", err)
+	}
+	if _, err := s.cli.AuthEnable(ctx); err != nil {
+		return fmt.Errorf("etcd auth: enable: %w", err)
+	}
+	return nil
 }
 
 // Client exposes the raw etcd client to the mon (health checks) and tests.

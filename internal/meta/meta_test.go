@@ -47,7 +47,7 @@ func startEtcd(t *testing.T) string {
 
 func connect(t *testing.T, ep string) *Store {
 	t.Helper()
-	s, err := Connect(context.Background(), []string{ep})
+	s, err := Connect(context.Background(), []string{ep}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,9 @@ type Options struct {
 	PeerURL        string // e.g. http://127.0.0.1:2380
 	InitialCluster string // name=peerURL,...; empty: a single-member cluster
 	ClusterState   string // "new" or "existing"
+	// EtcdPassword, if set, turns on etcd authentication (user root) so
+	// that only holders of the cluster key reach the map.
+	EtcdPassword string
 	Logf           func(string, ...any)
 }
 
@@ -57,6 +60,9 @@ func Run(ctx context.Context, o Options, ready func()) error {
 	cfg.AutoCompactionMode = "revision"
 	cfg.AutoCompactionRetention = "1000"
 	cfg.MaxRequestBytes = 8 << 20 // room for maps of large clusters
+	// The password is derived from a 256-bit key: a slow hash adds cost to
+	// every connection and no protection.
+	cfg.BcryptCost = 4
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return fmt.Errorf("mon: start etcd: %w", err)
@@ -72,10 +78,17 @@ func Run(ctx context.Context, o Options, ready func()) error {
 		return fmt.Errorf("mon: etcd member %s did not become ready in 60 s (are the other members of %s up?)", o.Name, cfg.InitialCluster)
 	}
 	o.Logf("mon %s: etcd serving clients on %s", o.Name, o.ClientURL)
+	var auth *meta.Auth
+	if o.EtcdPassword != "" {
+		if err := meta.EnableAuth(ctx, o.ClientURL, o.EtcdPassword); err != nil {
+			return fmt.Errorf("mon %s: %w", o.Name, err)
+		}
+		auth = &meta.Auth{User: "root", Password: o.EtcdPassword} // conf.EtcdUser
+	}
 	if ready != nil {
 		ready()
 	}
-	st, err := meta.Connect(ctx, []string{o.ClientURL})
+	st, err := meta.Connect(ctx, []string{o.ClientURL}, auth)
 	if err != nil {
 		return err
 	}

@@ -103,7 +103,7 @@ func Run(ctx context.Context, o Options) error {
 	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
 		return fmt.Errorf("osd: data dir: %w", err)
 	}
-	ms, err := meta.Connect(ctx, o.Conf.EtcdEndpoints)
+	ms, err := meta.ConnectConf(ctx, o.Conf)
 	if err != nil {
 		return err
 	}
