@@ -32,7 +32,7 @@ type Config struct {
 	// clusters whose etcd is cairn's own mon (which turns auth on); an
 	// external etcd keeps whatever access control its operator set up.
 	EtcdAuth bool
-	Path          string   // where it was loaded from (not stored)
+	Path     string // where it was loaded from (not stored)
 }
 
 // KeyLen is the length of a generated cluster key.

@@ -26,7 +26,7 @@ type Options struct {
 	// EtcdPassword, if set, turns on etcd authentication (user root) so
 	// that only holders of the cluster key reach the map.
 	EtcdPassword string
-	Logf           func(string, ...any)
+	Logf         func(string, ...any)
 }
 
 // Run starts etcd and the keeper and blocks until ctx ends, then stops etcd.
