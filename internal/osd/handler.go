@@ -19,8 +19,11 @@ const epochWait = 3 * time.Second
 
 // Serve handles one request; it implements rpc.Handler.
 func (s *Server) Serve(ctx context.Context, req *proto.Request) *proto.Response {
-	if req.Op == proto.OpPing {
+	switch req.Op {
+	case proto.OpPing:
 		return s.ok()
+	case proto.OpStatus:
+		return s.status()
 	}
 	t, resp := s.checkEpoch(ctx, req.Epoch)
 	if resp != nil {

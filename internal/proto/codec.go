@@ -48,7 +48,7 @@ var opNames = [...]string{
 	OpSetXattr: "setxattr", OpGetXattr: "getxattr", OpRmXattr: "rmxattr",
 	OpListXattrs: "listxattrs", OpOmapSet: "omap-set", OpOmapGet: "omap-get",
 	OpOmapRm: "omap-rm", OpOmapList: "omap-list", OpOmapRmRange: "omap-rm-range",
-	OpList: "list", OpReplicate: "replicate", OpReadReplica: "read-replica",
+	OpList: "list", OpReplicate: "replicate", OpReadReplica: "read-replica", OpStatus: "status",
 }
 
 // String names the op for logs and errors.

@@ -34,6 +34,9 @@ const (
 	// OSD to OSD: read Object's full state from a replica (repair after a
 	// local checksum error).
 	OpReadReplica
+	// Any client to an OSD: the OSD's own figures (CPU time, usage) as KVs;
+	// no epoch check, so it works during map changes.
+	OpStatus
 	opMax
 )
 

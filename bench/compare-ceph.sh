@@ -1,0 +1,851 @@
+#!/usr/bin/env bash
+# compare-ceph.sh: run the same object workloads against a local Ceph cluster
+# (Debian's ceph 16.2, 1 mon + 1 mgr + 3 BlueStore OSDs) and a local cairn dev
+# cluster (3 OSDs on 3 "hosts"), both keeping 3 copies on this machine's one
+# disk, and print a side-by-side table. See bench/README.md.
+#
+#   sudo bench/compare-ceph.sh
+#
+# Environment:
+#   DURATION=20        seconds per workload and system
+#   WORKDIR=/tmp/cairn-vs-ceph
+#   KEEP=0             1: leave the Ceph and cairn data directories behind
+#   ONLY=              "ceph" or "cairn": run one side only
+#   THREADS=16         operations in flight for the throughput workloads
+#   SETTLE=3           seconds of idle between two benchmark runs
+#   DROP_CACHES=0      1: sync and drop the kernel page cache before each read run
+#   MIN_FREE_GIB=5     stop a write run if the disk's free space falls below this
+#   EST_CEPH_MIBS=400  assumed 4 MiB write rates, for the disk space estimate
+#   EST_CAIRN_MIBS=600
+#   CEPH_PG_NUM=128
+set -euo pipefail
+
+DURATION=${DURATION:-20}
+WORKDIR=${WORKDIR:-/tmp/cairn-vs-ceph}
+KEEP=${KEEP:-0}
+ONLY=${ONLY:-}
+THREADS=${THREADS:-16}
+SETTLE=${SETTLE:-3}
+DROP_CACHES=${DROP_CACHES:-0}
+MIN_FREE_GIB=${MIN_FREE_GIB:-5}
+EST_CEPH_MIBS=${EST_CEPH_MIBS:-400}
+EST_CAIRN_MIBS=${EST_CAIRN_MIBS:-600}
+CEPH_PG_NUM=${CEPH_PG_NUM:-128}
+CEPH_MON_V2_PORT=${CEPH_MON_V2_PORT:-13300}
+CEPH_MON_V1_PORT=${CEPH_MON_V1_PORT:-16789}
+CEPH_OSD_PORT_MIN=${CEPH_OSD_PORT_MIN:-16800}
+CAIRN_ETCD_PORT=${CAIRN_ETCD_PORT:-23790}
+CAIRN_OSD_PORT=${CAIRN_OSD_PORT:-26800}
+CAIRN_LEASE_TTL=${CAIRN_LEASE_TTL:-10s}
+
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+NOSDS=3
+CEPH_POOL=bench
+CAIRN_POOL=default
+
+log() { printf '%s [compare-ceph] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() {
+	log "ERROR: $*"
+	exit 1
+}
+
+# --- argument checks -------------------------------------------------------
+
+[[ $DURATION =~ ^[1-9][0-9]*$ ]] || die "DURATION must be a whole number of seconds, got '$DURATION'"
+[[ $THREADS =~ ^[1-9][0-9]*$ ]] || die "THREADS must be a positive integer, got '$THREADS'"
+[[ $SETTLE =~ ^[0-9]+$ ]] || die "SETTLE must be a whole number of seconds, got '$SETTLE'"
+case $ONLY in
+"" | ceph | cairn) ;;
+*) die "ONLY must be empty, 'ceph' or 'cairn', got '$ONLY'" ;;
+esac
+RUN_CEPH=1
+RUN_CAIRN=1
+if [[ $ONLY == ceph ]]; then
+	RUN_CAIRN=0
+	log "ONLY=ceph: skipping cairn; its columns will say 'skipped'"
+elif [[ $ONLY == cairn ]]; then
+	RUN_CEPH=0
+	log "ONLY=cairn: skipping Ceph; its columns will say 'skipped'"
+fi
+
+# --- state used by the cleanup trap -----------------------------------------
+
+CEPH_DIR=""
+CEPH_CONF=""
+CAIRN_DIR="$WORKDIR/cairn-dev"
+CAIRN_CONF="$CAIRN_DIR/cairn.conf"
+CAIRN_DEV_PID=""
+CEPH_MON_PID=""
+CEPH_MGR_PID=""
+CEPH_OSD_PIDS=()
+CAIRN_OSD_PIDS=()
+BENCH_PID=""
+LOCK_FD=""
+
+# alive PID: the process exists and is not a zombie.
+alive() {
+	local st
+	[[ -r /proc/$1/stat ]] || return 1
+	st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	st=${st##*) }
+	[[ ${st:0:1} != Z ]]
+}
+
+# stop_pids SECONDS PID...: SIGTERM, wait up to SECONDS for all, then SIGKILL,
+# then reap the ones that are our children.
+stop_pids() {
+	local grace=$1 p deadline
+	shift
+	for p in "$@"; do
+		[[ -n $p ]] && alive "$p" && kill -TERM "$p" 2>/dev/null
+	done
+	deadline=$((SECONDS + grace))
+	for p in "$@"; do
+		[[ -n $p ]] || continue
+		while alive "$p" && ((SECONDS < deadline)); do sleep 0.2; done
+		if alive "$p"; then
+			log "pid $p did not stop within ${grace}s: SIGKILL"
+			kill -KILL "$p" 2>/dev/null
+		fi
+	done
+	for p in "$@"; do
+		[[ -n $p ]] && wait "$p" 2>/dev/null
+	done
+	return 0
+}
+
+cleanup() {
+	local rc=$?
+	set +e
+	trap - EXIT INT TERM
+	if [[ -n $BENCH_PID ]]; then
+		stop_pids 5 "$BENCH_PID"
+	fi
+	if [[ -n $CAIRN_DEV_PID ]]; then
+		log "stopping the cairn dev cluster (pid $CAIRN_DEV_PID)"
+		# cairn dev stops its own children on SIGTERM; its OSD pids are
+		# killed here too in case it could not.
+		stop_pids 30 "$CAIRN_DEV_PID"
+		local left=()
+		if [[ -r $CAIRN_DIR/dev.json ]]; then
+			mapfile -t left < <(python3 -c 'import json,sys
+for p in json.load(open(sys.argv[1]))["processes"]: print(p["pid"])' "$CAIRN_DIR/dev.json" 2>/dev/null)
+		fi
+		((${#left[@]})) && stop_pids 10 "${left[@]}"
+	fi
+	if [[ -n $CEPH_MON_PID || -n $CEPH_MGR_PID || ${#CEPH_OSD_PIDS[@]} -gt 0 ]]; then
+		log "stopping Ceph (osd pids ${CEPH_OSD_PIDS[*]:-none}, mgr $CEPH_MGR_PID, mon $CEPH_MON_PID)"
+		((${#CEPH_OSD_PIDS[@]})) && stop_pids 30 "${CEPH_OSD_PIDS[@]}"
+		stop_pids 15 "$CEPH_MGR_PID" "$CEPH_MON_PID"
+	fi
+	if [[ $KEEP == 1 ]]; then
+		log "KEEP=1: leaving ${CEPH_DIR:-(no Ceph dir)} and $CAIRN_DIR"
+	else
+		if [[ -n $CEPH_DIR && -d $CEPH_DIR ]]; then
+			# Keep the (small) logs, drop the BlueStore files and the mon store.
+			mkdir -p "$WORKDIR/logs/ceph" && cp -f "$CEPH_DIR"/log/*.log "$WORKDIR/logs/ceph/" 2>/dev/null
+			rm -rf "$CEPH_DIR"
+		fi
+		if [[ -d $CAIRN_DIR ]]; then
+			mkdir -p "$WORKDIR/logs/cairn" && cp -f "$CAIRN_DIR"/*.log "$WORKDIR/logs/cairn/" 2>/dev/null
+			rm -rf "$CAIRN_DIR"
+		fi
+		log "removed the cluster data; logs are in $WORKDIR/logs"
+	fi
+	if ((rc != 0)); then
+		log "exiting with status $rc"
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# --- tools ------------------------------------------------------------------
+
+mkdir -p "$WORKDIR"
+WORKDIR=$(cd "$WORKDIR" && pwd)
+CAIRN_DIR="$WORKDIR/cairn-dev"
+CAIRN_CONF="$CAIRN_DIR/cairn.conf"
+exec {LOCK_FD}>"$WORKDIR/.lock"
+flock -n "$LOCK_FD" || die "another compare-ceph.sh is using $WORKDIR"
+
+need_root() { [[ $(id -u) == 0 ]] || die "$1: run as root (sudo bench/compare-ceph.sh)"; }
+
+if ! command -v python3 >/dev/null; then
+	need_root "python3 is missing"
+	log "installing python3"
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 >/dev/null
+fi
+if ((RUN_CEPH)); then
+	missing=()
+	for t in ceph-mon ceph-mgr ceph-osd ceph monmaptool ceph-authtool rados; do
+		command -v "$t" >/dev/null || missing+=("$t")
+	done
+	if ((${#missing[@]})); then
+		need_root "Ceph tools missing (${missing[*]})"
+		log "installing Debian's ceph packages (about 45 s)"
+		apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ceph >/dev/null
+	fi
+fi
+
+CLK_TCK=$(getconf CLK_TCK)
+
+# The Python helper: parses benchmark output, Ceph status, builds the report.
+HELPER="$WORKDIR/.compare-ceph-helper.py"
+cat >"$HELPER" <<'PY'
+import json, math, re, sys
+
+def num(x):
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+def get(d, *path):
+    for k in path:
+        if not isinstance(d, dict) or k not in d:
+            return None
+        d = d[k]
+    return num(d)
+
+def cpu_figures(cpu_s, ops, nbytes):
+    per_gib = cpu_s / (nbytes / 2**30) if cpu_s is not None and nbytes else None
+    per_kops = cpu_s / ops * 1000 if cpu_s is not None and ops else None
+    return per_gib, per_kops
+
+def rados_field(txt, label):
+    m = re.search(r"^" + re.escape(label) + r":\s*(\S+)", txt, re.M)
+    return num(m.group(1)) if m else None
+
+def first(*vals):
+    for v in vals:
+        if v is not None:
+            return v
+    return None
+
+def record_ceph(raw, workload, path, ticks, clk, rc):
+    txt = open(path, errors="replace").read()
+    ops = first(rados_field(txt, "Total writes made"), rados_field(txt, "Total reads made"))
+    size = first(rados_field(txt, "Write size"), rados_field(txt, "Read size"))
+    secs = rados_field(txt, "Total time run")
+    nbytes = ops * size if ops is not None and size is not None else None
+    us = lambda v: v * 1e6 if v is not None else None
+    cpu_s = int(ticks) / int(clk) if ticks != "" else None
+    per_gib, per_kops = cpu_figures(cpu_s, ops, nbytes)
+    # rados bench's "MB/sec" is bytes / 2^20 per second, i.e. MiB/s.
+    r = dict(system="ceph", workload=workload, status="ok" if rc == "0" and ops else "failed",
+             ops=ops, bytes=nbytes, seconds=secs,
+             mib_s=rados_field(txt, "Bandwidth (MB/sec)"), iops=rados_field(txt, "Average IOPS"),
+             lat_avg_us=us(rados_field(txt, "Average Latency(s)")),
+             lat_p50_us=None, lat_p99_us=None,  # rados bench prints no percentiles
+             lat_max_us=us(rados_field(txt, "Max latency(s)")),
+             lat_min_us=us(rados_field(txt, "Min latency(s)")),
+             cpu_s=cpu_s, cpu_s_per_gib=per_gib, cpu_s_per_1000_ops=per_kops,
+             cpu_source="/proc of the ceph-osd processes", exit_code=int(rc), output=path)
+    with open(raw, "a") as f:
+        f.write(json.dumps(r) + "\n")
+    return r
+
+def record_cairn(raw, workload, path, ticks, clk, rc):
+    txt = open(path, errors="replace").read()
+    j = None
+    try:
+        j = json.loads(txt)
+    except ValueError:
+        a, b = txt.find("{"), txt.rfind("}")
+        if a >= 0 and b > a:
+            try:
+                j = json.loads(txt[a:b + 1])
+            except ValueError:
+                j = None
+    j = j if isinstance(j, dict) else {}
+    ops, nbytes = get(j, "ops"), get(j, "bytes")
+    proc_s = int(ticks) / int(clk) if ticks != "" else None
+    proc_gib, proc_kops = cpu_figures(proc_s, ops, nbytes)
+    json_s = get(j, "cpu", "cluster_seconds")
+    json_gib = get(j, "cpu", "seconds_per_gib")
+    json_kops = get(j, "cpu", "seconds_per_1000_ops")
+    if json_gib is None or json_kops is None:
+        g, k = cpu_figures(json_s, ops, nbytes)
+        json_gib, json_kops = first(json_gib, g), first(json_kops, k)
+    r = dict(system="cairn", workload=workload,
+             # cairn bench exits 1 when operations failed but still prints its
+             # summary: keep the figures and say so in a note.
+             status="ok" if ops and (rc == "0" or get(j, "errors")) else "failed",
+             ops=ops, bytes=nbytes, seconds=get(j, "seconds"),
+             mib_s=get(j, "bandwidth_mib_s", "avg"), iops=get(j, "iops", "avg"),
+             lat_avg_us=get(j, "latency_us", "avg"), lat_p50_us=get(j, "latency_us", "p50"),
+             lat_p99_us=get(j, "latency_us", "p99"), lat_max_us=get(j, "latency_us", "max"),
+             lat_min_us=get(j, "latency_us", "min"), errors=get(j, "errors"),
+             cpu_s=json_s, cpu_s_per_gib=json_gib, cpu_s_per_1000_ops=json_kops,
+             cpu_source="cairn bench --json (cpu.cluster_seconds)",
+             proc_cpu_s=proc_s, proc_cpu_s_per_gib=proc_gib, proc_cpu_s_per_1000_ops=proc_kops,
+             exit_code=int(rc), output=path, cairn_json=j)
+    if get(j, "errors"):
+        r["note"] = f"cairn {workload}: {get(j, 'errors'):.0f} operations failed during the run"
+    with open(raw, "a") as f:
+        f.write(json.dumps(r) + "\n")
+    return r
+
+def record_status(raw, system, workload, status, note):
+    with open(raw, "a") as f:
+        f.write(json.dumps(dict(system=system, workload=workload, status=status, note=note)) + "\n")
+
+def fmt(v, digits=0):
+    if v is None:
+        return "n/a"
+    if digits == 0:
+        return f"{v:,.0f}"
+    return f"{v:,.{digits}f}"
+
+def fmt_cpu(v):
+    if v is None:
+        return "n/a"
+    return f"{v:.3g}" if v < 100 else f"{v:,.0f}"
+
+ROWS = [
+    ("write-4m", "4 MiB write, %d in flight (MiB/s)", "mib_s", 1, True),
+    ("seq-4m", "4 MiB seq read, %d in flight (MiB/s)", "mib_s", 1, True),
+    ("rand-4m", "4 MiB rand read, %d in flight (MiB/s)", "mib_s", 1, True),
+    ("write-4k", "4 KiB write, %d in flight (IOPS)", "iops", 0, True),
+    ("seq-4k", "4 KiB seq read, %d in flight (IOPS)", "iops", 0, True),
+    ("rand-4k", "4 KiB rand read, %d in flight (IOPS)", "iops", 0, True),
+    ("write-4k-qd1", "4 KiB write, 1 in flight: avg latency (µs)", "lat_avg_us", 0, False),
+    ("write-4k-qd1", "4 KiB write, 1 in flight: p99 latency (µs)", "lat_p99_us", 0, False),
+]
+
+def report(raw, md_path, json_path, meta_path):
+    recs = {}
+    for line in open(raw):
+        line = line.strip()
+        if line:
+            r = json.loads(line)
+            recs[(r["system"], r["workload"])] = r
+    meta = json.load(open(meta_path))
+    threads = meta.get("threads", 16)
+
+    def cell(r, key, digits):
+        if r is None:
+            return "not run", None
+        if r.get("status") != "ok":
+            return r.get("status", "failed"), None
+        v = r.get(key)
+        return fmt(v, digits), v
+
+    lines = ["| workload | Ceph | cairn | ratio (>1: cairn better) | Ceph CPU s/GiB | cairn CPU s/GiB | Ceph CPU s/1000 ops | cairn CPU s/1000 ops |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    done = set()
+    for wl, label, key, digits, higher in ROWS:
+        label = label % threads if "%d" in label else label
+        c, k = recs.get(("ceph", wl)), recs.get(("cairn", wl))
+        cs, cv = cell(c, key, digits)
+        ks, kv = cell(k, key, digits)
+        ratio = "n/a"
+        if cv and kv:
+            ratio = f"{(kv / cv if higher else cv / kv):.2f}×"
+        cpu = lambda r, f: fmt_cpu(r.get(f)) if r and r.get("status") == "ok" else "n/a"
+        if wl in done:  # a second figure of the same run: its CPU is in the row above
+            cpu = lambda r, f: "″"
+        done.add(wl)
+        lines.append(f"| {label} | {cs} | {ks} | {ratio} | {cpu(c, 'cpu_s_per_gib')} | {cpu(k, 'cpu_s_per_gib')} "
+                     f"| {cpu(c, 'cpu_s_per_1000_ops')} | {cpu(k, 'cpu_s_per_1000_ops')} |")
+
+    detail = ["| workload | Ceph ops | Ceph s | Ceph avg / max lat (µs) | Ceph OSD CPU s (/proc) | cairn ops | cairn s | cairn avg / p50 / p99 lat (µs) | cairn CPU s (bench JSON) | cairn OSD CPU s (/proc) |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    seen = []
+    for wl, *_ in ROWS:
+        if wl in seen:
+            continue
+        seen.append(wl)
+        c, k = recs.get(("ceph", wl)) or {}, recs.get(("cairn", wl)) or {}
+        g = lambda r, f, d=0: fmt(r.get(f), d) if r.get("status") == "ok" else r.get("status", "not run")
+        detail.append(f"| {wl} | {g(c,'ops')} | {g(c,'seconds',1)} | {g(c,'lat_avg_us')} / {g(c,'lat_max_us')} | {g(c,'cpu_s',1)} "
+                      f"| {g(k,'ops')} | {g(k,'seconds',1)} | {g(k,'lat_avg_us')} / {g(k,'lat_p50_us')} / {g(k,'lat_p99_us')} "
+                      f"| {g(k,'cpu_s',1)} | {g(k,'proc_cpu_s',1)} |")
+
+    notes = list(dict.fromkeys(r.get("note") for r in recs.values() if r.get("note")))
+    md = [f"# cairn vs Ceph, {meta.get('date','')}", "",
+          f"{meta.get('duration')} s per run, 3 OSDs, 3 copies, one disk, {meta.get('nproc')} CPUs; "
+          f"Ceph {meta.get('ceph_version','n/a')} (OSD rotational={meta.get('ceph_rotational','n/a')}, "
+          f"pg_num {meta.get('ceph_pg_num')}); cairn {meta.get('cairn_version','n/a')}.", "",
+          *lines, "",
+          "Ratio: cairn/Ceph for MiB/s and IOPS, Ceph/cairn for latency. CPU: Ceph = utime+stime of the 3 ceph-osd "
+          "processes over the run (/proc); cairn = the bench's own cpu.cluster_seconds (cross-checked below). "
+          "rados bench prints no latency percentiles, hence n/a.", "",
+          "## Details", "", *detail, ""]
+    if notes:
+        md += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
+    with open(md_path, "w") as f:
+        f.write("\n".join(md))
+    out = dict(meta=meta, results=list(recs.values()))
+    with open(json_path, "w") as f:
+        json.dump(out, f, indent=2)
+    print("\n".join(md))
+
+def ceph_ready(status_json, want_osds, want_pgs):
+    s = json.loads(status_json)
+    om = s.get("osdmap", {})
+    om = om.get("osdmap", om)  # older layouts nest it
+    up, inn = om.get("num_up_osds", 0), om.get("num_in_osds", 0)
+    msg = f"osds {up} up / {inn} in of {want_osds}"
+    if up < want_osds or inn < want_osds:
+        return False, msg
+    if want_pgs:
+        pm = s.get("pgmap", {})
+        total = pm.get("num_pgs", 0)
+        states = {x["state_name"]: x["count"] for x in pm.get("pgs_by_state", [])}
+        msg += f"; pgs {total}: " + ", ".join(f"{v} {k}" for k, v in states.items())
+        if total < want_pgs or states.get("active+clean", 0) != total:
+            return False, msg
+    return True, msg
+
+IGNORABLE = {"MON_DISK_LOW", "POOL_APP_NOT_ENABLED", "AUTH_INSECURE_GLOBAL_ID_RECLAIM_ALLOWED",
+             "AUTH_INSECURE_GLOBAL_ID_RECLAIM", "TOO_FEW_PGS", "POOL_TOO_FEW_PGS", "MGR_MODULE_ERROR"}
+
+def health(health_json):
+    h = json.loads(health_json)
+    checks = h.get("checks", {})
+    bad = [k for k in checks if k not in IGNORABLE]
+    desc = "; ".join(f"{k}: {v.get('summary', {}).get('message', '')}" for k, v in checks.items())
+    return h.get("status", "?"), bad, desc
+
+if __name__ == "__main__":
+    cmd, args = sys.argv[1], sys.argv[2:]
+    if cmd == "record-ceph":
+        record_ceph(*args)
+    elif cmd == "record-cairn":
+        r = record_cairn(*args)
+        if r["status"] == "ok":
+            print(f"cpu: bench JSON {fmt(r['cpu_s'], 2)} s, /proc of cairn OSDs {fmt(r['proc_cpu_s'], 2)} s")
+    elif cmd == "record-status":
+        record_status(*args)
+    elif cmd == "summary":
+        r = json.loads(open(args[0]).readlines()[-1])
+        if r.get("status") == "ok":
+            print(f"{r['system']} {r['workload']}: {fmt(r.get('mib_s'), 1)} MiB/s, {fmt(r.get('iops'))} IOPS, "
+                  f"avg lat {fmt(r.get('lat_avg_us'))} µs, p99 {fmt(r.get('lat_p99_us'))} µs, "
+                  f"OSD CPU {fmt(r.get('cpu_s'), 2)} s = {fmt_cpu(r.get('cpu_s_per_gib'))} s/GiB, "
+                  f"{fmt_cpu(r.get('cpu_s_per_1000_ops'))} s/1000 ops")
+        else:
+            print(f"{r['system']} {r['workload']}: {r.get('status')} {r.get('note', '')}")
+    elif cmd == "ceph-ready":
+        ok, msg = ceph_ready(sys.stdin.read(), int(args[0]), int(args[1]))
+        print(msg)
+        sys.exit(0 if ok else 1)
+    elif cmd == "health":
+        status, bad, desc = health(sys.stdin.read())
+        print(f"{status} {desc}".strip())
+        sys.exit(0 if status == "HEALTH_OK" or not bad else 1)
+    elif cmd == "report":
+        report(*args)
+    else:
+        sys.exit(f"unknown helper command {cmd}")
+PY
+helper() { python3 "$HELPER" "$@"; }
+
+free_bytes() { df -B1 --output=avail "$WORKDIR" | tail -n 1 | tr -d ' '; }
+gib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1073741824 }'; }
+
+# --- disk space --------------------------------------------------------------
+
+# Only the 4 MiB write run needs real space: every OSD keeps a full copy of what
+# it writes (3 OSDs, 3 copies), BlueStore's sparse files never shrink, and the
+# 4 KiB runs reuse what the 4 MiB cleanup freed. rados bench also waits for
+# what is in flight after DURATION, hence DURATION + 5.
+est_secs=$((DURATION + 5))
+# Sparse BlueStore file per OSD: room for twice the estimate, at least 10 GiB.
+CEPH_BLOCK_GIB=$(((EST_CEPH_MIBS * est_secs * 2 + 1023) / 1024 + 2))
+((CEPH_BLOCK_GIB < 10)) && CEPH_BLOCK_GIB=10
+need_gib=$MIN_FREE_GIB
+if ((RUN_CEPH)); then
+	ceph_gib=$((NOSDS * EST_CEPH_MIBS * est_secs * 115 / 100 / 1024 + 2))
+	need_gib=$((need_gib + ceph_gib))
+fi
+if ((RUN_CAIRN)); then
+	cairn_gib=$((NOSDS * EST_CAIRN_MIBS * est_secs * 130 / 100 / 1024 + 2))
+	need_gib=$((need_gib + cairn_gib))
+fi
+avail=$(free_bytes)
+log "disk: $(gib "$avail") GiB free on $(df --output=target "$WORKDIR" | tail -n 1); this run needs about $need_gib GiB" \
+	"(Ceph ${ceph_gib:-0}, cairn ${cairn_gib:-0}, at $EST_CEPH_MIBS / $EST_CAIRN_MIBS MiB/s of 4 MiB writes for ${est_secs}s ×$NOSDS copies, plus ${MIN_FREE_GIB} GiB kept free)"
+if ((avail < need_gib * 1073741824)); then
+	die "not enough free disk space in $WORKDIR: $(gib "$avail") GiB free, about $need_gib GiB needed. Use a shorter DURATION (now $DURATION), another WORKDIR, or free space."
+fi
+
+# --- cairn build (early: a missing 'cairn bench' should fail before Ceph starts) ---
+
+CAIRN="$WORKDIR/cairn"
+CAIRN_VERSION="n/a"
+if ((RUN_CAIRN)); then
+	if ! command -v go >/dev/null && [[ -x /usr/local/go/bin/go ]]; then
+		PATH="/usr/local/go/bin:$PATH"
+	fi
+	command -v go >/dev/null || die "go is not installed (needed to build cairn); or run ONLY=ceph"
+	log "building cairn from $REPO"
+	(cd "$REPO" && go build -o "$CAIRN" ./cmd/cairn) || die "go build ./cmd/cairn failed"
+	if ! "$CAIRN" bench --help >/dev/null 2>&1; then
+		die "this cairn build has no 'bench' command yet; run ONLY=ceph for the Ceph half only"
+	fi
+	CAIRN_VERSION=$(cd "$REPO" && git describe --always --dirty 2>/dev/null || echo unknown)
+fi
+
+RESULTS="$WORKDIR/results"
+rm -rf "$RESULTS"
+mkdir -p "$RESULTS"
+RAW="$RESULTS/raw.jsonl"
+: >"$RAW"
+
+# --- Ceph --------------------------------------------------------------------
+
+ceph_cli() { timeout 60 ceph -c "$CEPH_CONF" --connect-timeout 30 "$@"; }
+
+ceph_logs() {
+	local f
+	for f in "$CEPH_DIR"/log/*.log "$CEPH_DIR"/log/*.out; do
+		[[ -s $f ]] || continue
+		printf '\n--- last lines of %s ---\n' "$f" >&2
+		tail -n 15 "$f" >&2
+	done
+}
+
+ceph_die() {
+	ceph_logs
+	die "$*"
+}
+
+port_free() { ! ss -Htln "sport = :$1" 2>/dev/null | grep -q .; }
+
+start_ceph() {
+	local p
+	for p in "$CEPH_MON_V2_PORT" "$CEPH_MON_V1_PORT"; do
+		port_free "$p" || die "port $p (Ceph mon) is in use; set CEPH_MON_V2_PORT / CEPH_MON_V1_PORT"
+	done
+	CEPH_DIR=$(mktemp -d "$WORKDIR/ceph.XXXXXX")
+	CEPH_CONF="$CEPH_DIR/ceph.conf"
+	mkdir -p "$CEPH_DIR"/{log,run,crash,mon-a,mgr-x}
+	local fsid mon_addrs block_bytes
+	fsid=$(cat /proc/sys/kernel/random/uuid)
+	mon_addrs="[v2:127.0.0.1:$CEPH_MON_V2_PORT,v1:127.0.0.1:$CEPH_MON_V1_PORT]"
+	block_bytes=$((CEPH_BLOCK_GIB * 1073741824))
+	# $cluster, $name and $id below are Ceph's own metavariables.
+	cat >"$CEPH_CONF" <<EOF
+# Written by cairn bench/compare-ceph.sh: a throwaway single-host cluster.
+[global]
+fsid = $fsid
+mon initial members = a
+mon host = $mon_addrs
+public network = 127.0.0.0/8
+public addr = 127.0.0.1
+cluster addr = 127.0.0.1
+ms bind port min = $CEPH_OSD_PORT_MIN
+ms bind port max = $((CEPH_OSD_PORT_MIN + 500))
+# No authentication: a local, throwaway benchmark cluster on loopback only.
+auth cluster required = none
+auth service required = none
+auth client required = none
+auth allow insecure global id reclaim = false
+keyring = $CEPH_DIR/keyring
+run dir = $CEPH_DIR/run
+admin socket = $CEPH_DIR/run/\$cluster-\$name.asok
+pid file = $CEPH_DIR/run/\$cluster-\$name.pid
+log file = $CEPH_DIR/log/\$cluster-\$name.log
+crash dir = $CEPH_DIR/crash
+mon data = $CEPH_DIR/mon-\$id
+mgr data = $CEPH_DIR/mgr-\$id
+osd data = $CEPH_DIR/osd-\$id
+# One host: the failure domain is the OSD.
+osd crush chooseleaf type = 0
+osd pool default size = 3
+osd pool default min size = 2
+osd pool default pg autoscale mode = off
+mon allow pool delete = true
+# This disk is shared and fuller than the mon's defaults (30% / 5%) like.
+mon data avail warn = 2
+mon data avail crit = 1
+osd objectstore = bluestore
+# BlueStore on a sparse file per OSD; everything else is Ceph's default
+# (including the HDD profile it picks because the virtio disk reports rotational).
+bluestore block create = true
+bluestore block size = $block_bytes
+EOF
+	log "Ceph: fsid $fsid, data in $CEPH_DIR, $NOSDS OSDs on sparse ${CEPH_BLOCK_GIB} GiB files, mon $mon_addrs, auth none (loopback only)"
+	ceph-authtool --create-keyring "$CEPH_DIR/keyring" --gen-key -n mon. --cap mon 'allow *' >/dev/null
+	monmaptool --create --fsid "$fsid" --addv a "$mon_addrs" "$CEPH_DIR/monmap" >/dev/null
+	ceph-mon -c "$CEPH_CONF" --mkfs -i a --monmap "$CEPH_DIR/monmap" --keyring "$CEPH_DIR/keyring" \
+		>"$CEPH_DIR/log/mkfs-mon.out" 2>&1 || ceph_die "ceph-mon --mkfs failed"
+	ceph-mon -c "$CEPH_CONF" -f -i a >"$CEPH_DIR/log/mon.a.out" 2>&1 &
+	CEPH_MON_PID=$!
+	local deadline=$((SECONDS + 60))
+	until ceph_cli mon stat >/dev/null 2>&1; do
+		alive "$CEPH_MON_PID" || ceph_die "ceph-mon exited"
+		((SECONDS < deadline)) || ceph_die "the Ceph mon did not answer within 60 s"
+		sleep 1
+	done
+	ceph-mgr -c "$CEPH_CONF" -f -i x >"$CEPH_DIR/log/mgr.x.out" 2>&1 &
+	CEPH_MGR_PID=$!
+	local i uuid id
+	for ((i = 0; i < NOSDS; i++)); do
+		uuid=$(cat /proc/sys/kernel/random/uuid)
+		id=$(ceph_cli osd new "$uuid") || ceph_die "ceph osd new failed"
+		mkdir -p "$CEPH_DIR/osd-$id"
+		ceph-osd -c "$CEPH_CONF" -i "$id" --mkfs --osd-uuid "$uuid" >"$CEPH_DIR/log/mkfs-osd.$id.out" 2>&1 ||
+			ceph_die "ceph-osd --mkfs for osd.$id failed"
+		ceph-osd -c "$CEPH_CONF" -f -i "$id" >"$CEPH_DIR/log/osd.$id.out" 2>&1 &
+		CEPH_OSD_PIDS+=("$!")
+	done
+	log "Ceph: mon pid $CEPH_MON_PID, mgr pid $CEPH_MGR_PID, osd pids ${CEPH_OSD_PIDS[*]}; waiting for $NOSDS OSDs up and in"
+	ceph_wait 120 0
+	local setup_log="$CEPH_DIR/log/setup.out"
+	{
+		ceph_cli osd pool create "$CEPH_POOL" "$CEPH_PG_NUM" "$CEPH_PG_NUM" replicated &&
+			ceph_cli osd pool set "$CEPH_POOL" size 3 &&
+			ceph_cli osd pool set "$CEPH_POOL" min_size 2 &&
+			ceph_cli osd pool set "$CEPH_POOL" pg_autoscale_mode off &&
+			ceph_cli osd pool application enable "$CEPH_POOL" rados
+	} >>"$setup_log" 2>&1 || ceph_die "creating pool $CEPH_POOL failed: $(tail -n 3 "$setup_log")"
+	log "Ceph: pool $CEPH_POOL (size 3, min_size 2, pg_num $CEPH_PG_NUM); waiting for its PGs to be active+clean"
+	ceph_wait 180 "$CEPH_PG_NUM"
+	local h
+	deadline=$((SECONDS + 60))
+	until h=$(ceph_cli health detail -f json 2>/dev/null | helper health); do
+		((SECONDS < deadline)) || {
+			ceph_cli -s >&2 || true
+			ceph_die "Ceph is not healthy: $h"
+		}
+		sleep 3
+	done
+	log "Ceph: $h"
+	for p in "${CEPH_OSD_PIDS[@]}"; do
+		alive "$p" || ceph_die "ceph-osd pid $p is gone"
+	done
+}
+
+# ceph_wait SECONDS PGS: wait until the OSDs are up and in (and PGS pgs clean).
+ceph_wait() {
+	local deadline=$((SECONDS + $1)) msg="no answer"
+	while :; do
+		if msg=$(ceph_cli status -f json 2>/dev/null | helper ceph-ready "$NOSDS" "$2"); then
+			log "Ceph: $msg"
+			return 0
+		fi
+		((SECONDS < deadline)) || {
+			ceph_cli -s >&2 || true
+			ceph_die "Ceph not ready after $1 s ($msg)"
+		}
+		local p
+		for p in "${CEPH_OSD_PIDS[@]}"; do
+			alive "$p" || ceph_die "ceph-osd pid $p exited"
+		done
+		sleep 2
+	done
+}
+
+# --- cairn -------------------------------------------------------------------
+
+start_cairn() {
+	local p
+	for p in "$CAIRN_ETCD_PORT" "$((CAIRN_ETCD_PORT + 1))" "$CAIRN_OSD_PORT" "$((CAIRN_OSD_PORT + 1))" "$((CAIRN_OSD_PORT + 2))"; do
+		port_free "$p" || die "port $p (cairn) is in use; set CAIRN_ETCD_PORT / CAIRN_OSD_PORT"
+	done
+	if [[ -e $CAIRN_DIR ]]; then
+		# Left by an earlier run with KEEP=1: cairn dev would restart it with its data.
+		[[ -f $CAIRN_DIR/dev.json || -f $CAIRN_DIR/cairn.conf ]] ||
+			die "$CAIRN_DIR exists and is not a cairn dev directory; remove it or set WORKDIR"
+		log "removing the old cairn dev cluster in $CAIRN_DIR"
+		rm -rf "$CAIRN_DIR"
+	fi
+	log "cairn: starting a dev cluster (3 hosts × 1 OSD, pool '$CAIRN_POOL' size 3) in $CAIRN_DIR"
+	"$CAIRN" dev --dir "$CAIRN_DIR" --hosts 3 --osds-per-host 1 --etcd-port "$CAIRN_ETCD_PORT" \
+		--osd-port "$CAIRN_OSD_PORT" --lease-ttl "$CAIRN_LEASE_TTL" >"$WORKDIR/cairn-dev.out" 2>&1 &
+	CAIRN_DEV_PID=$!
+	local deadline=$((SECONDS + 120))
+	until grep -q "is up" "$WORKDIR/cairn-dev.out" 2>/dev/null; do
+		if ! alive "$CAIRN_DEV_PID" || ((SECONDS >= deadline)); then
+			tail -n 30 "$WORKDIR/cairn-dev.out" >&2
+			local f
+			for f in "$CAIRN_DIR"/*.log; do
+				[[ -s $f ]] && printf '\n--- last lines of %s ---\n' "$f" >&2 && tail -n 15 "$f" >&2
+			done
+			die "the cairn dev cluster did not come up (see above and $WORKDIR/cairn-dev.out)"
+		fi
+		sleep 0.5
+	done
+	mapfile -t CAIRN_OSD_PIDS < <(python3 -c 'import json,sys
+for p in json.load(open(sys.argv[1]))["processes"]:
+    if p["name"].startswith("osd."): print(p["pid"])' "$CAIRN_DIR/dev.json")
+	((${#CAIRN_OSD_PIDS[@]} == NOSDS)) || die "expected $NOSDS cairn OSDs in $CAIRN_DIR/dev.json, found ${#CAIRN_OSD_PIDS[@]}"
+	log "cairn: up, dev pid $CAIRN_DEV_PID, osd pids ${CAIRN_OSD_PIDS[*]}"
+}
+
+# --- measuring -----------------------------------------------------------------
+
+# cpu_ticks PID...: sum of utime+stime over the processes, in clock ticks.
+cpu_ticks() {
+	local p s total=0 f
+	for p in "$@"; do
+		s=$(cat "/proc/$p/stat" 2>/dev/null) || {
+			echo ""
+			return 0
+		}
+		read -ra f <<<"${s##*) }"
+		total=$((total + f[11] + f[12]))
+	done
+	echo "$total"
+}
+
+# watch_bench NAME: wait for BENCH_PID; stop it if the disk gets too full.
+# Returns the bench's exit status (or 99 when it was stopped for space).
+watch_bench() {
+	local floor=$((MIN_FREE_GIB * 1073741824)) rc=0 stopped=0
+	while alive "$BENCH_PID"; do
+		if (($(free_bytes) < floor)); then
+			log "$1: free disk space fell below $MIN_FREE_GIB GiB: stopping the run"
+			kill -TERM "$BENCH_PID" 2>/dev/null
+			stopped=1
+			break
+		fi
+		sleep 0.5
+	done
+	wait "$BENCH_PID" || rc=$?
+	BENCH_PID=""
+	((stopped)) && return 99
+	return "$rc"
+}
+
+maybe_drop_caches() {
+	if [[ $DROP_CACHES == 1 ]]; then
+		sync
+		echo 3 >/proc/sys/vm/drop_caches
+	fi
+}
+
+# Generous limit: a full OSD makes clients wait forever.
+BENCH_TIMEOUT=$((DURATION * 3 + 120))
+
+# run_ceph WORKLOAD MODE SIZE THREADS RUNNAME
+run_ceph() {
+	local wl=$1 mode=$2 size=$3 threads=$4 run=$5 out="$RESULTS/ceph-$1.txt" t0 t1 rc=0
+	if ! ((RUN_CEPH)); then
+		helper record-status "$RAW" ceph "$wl" skipped "ONLY=$ONLY"
+		return 0
+	fi
+	local args=(-c "$CEPH_CONF" -p "$CEPH_POOL" bench "$DURATION" "$mode" -t "$threads" --run-name "$run")
+	[[ $mode == write ]] && args+=(-b "$size" --no-cleanup)
+	[[ $mode != write ]] && maybe_drop_caches
+	log "Ceph  $wl: rados ${args[*]:2}"
+	t0=$(cpu_ticks "${CEPH_OSD_PIDS[@]}")
+	timeout "$BENCH_TIMEOUT" rados "${args[@]}" >"$out" 2>&1 &
+	BENCH_PID=$!
+	watch_bench "Ceph $wl" || rc=$?
+	t1=$(cpu_ticks "${CEPH_OSD_PIDS[@]}")
+	local d=""
+	[[ -n $t0 && -n $t1 ]] && d=$((t1 - t0))
+	if ((rc == 99)); then
+		helper record-status "$RAW" ceph "$wl" "stopped" "Ceph $wl stopped: free disk space below $MIN_FREE_GIB GiB"
+	else
+		((rc == 0)) || {
+			log "Ceph $wl: rados bench exited with status $rc; last lines of $out:"
+			tail -n 10 "$out" >&2
+		}
+		helper record-ceph "$RAW" "$wl" "$out" "$d" "$CLK_TCK" "$rc"
+	fi
+	helper summary "$RAW" >&2
+	sleep "$SETTLE"
+}
+
+# run_cairn WORKLOAD MODE SIZE THREADS RUNNAME
+run_cairn() {
+	local wl=$1 mode=$2 size=$3 threads=$4 run=$5 out="$RESULTS/cairn-$1.json" t0 t1 rc=0
+	if ! ((RUN_CAIRN)); then
+		helper record-status "$RAW" cairn "$wl" skipped "ONLY=$ONLY"
+		return 0
+	fi
+	local args=(--conf "$CAIRN_CONF" bench "$CAIRN_POOL" "$mode" -t "$threads" -d "${DURATION}s" --run-name "$run" --json)
+	[[ $mode == write ]] && args+=(-b "$size" --no-cleanup)
+	[[ $mode != write ]] && maybe_drop_caches
+	log "cairn $wl: cairn ${args[*]:2}"
+	t0=$(cpu_ticks "${CAIRN_OSD_PIDS[@]}")
+	timeout "$BENCH_TIMEOUT" "$CAIRN" "${args[@]}" >"$out" 2>"$RESULTS/cairn-$wl.err" &
+	BENCH_PID=$!
+	watch_bench "cairn $wl" || rc=$?
+	t1=$(cpu_ticks "${CAIRN_OSD_PIDS[@]}")
+	local d=""
+	[[ -n $t0 && -n $t1 ]] && d=$((t1 - t0))
+	if ((rc == 99)); then
+		helper record-status "$RAW" cairn "$wl" "stopped" "cairn $wl stopped: free disk space below $MIN_FREE_GIB GiB"
+	else
+		((rc == 0)) || {
+			log "cairn $wl: cairn bench exited with status $rc; last lines of $RESULTS/cairn-$wl.err:"
+			tail -n 10 "$RESULTS/cairn-$wl.err" >&2
+		}
+		helper record-cairn "$RAW" "$wl" "$out" "$d" "$CLK_TCK" "$rc" >&2
+	fi
+	helper summary "$RAW" >&2
+	sleep "$SETTLE"
+}
+
+cleanup_objects() {
+	local run=$1
+	if ((RUN_CEPH)); then
+		log "Ceph  cleanup of run $run"
+		timeout "$BENCH_TIMEOUT" rados -c "$CEPH_CONF" -p "$CEPH_POOL" cleanup --run-name "$run" -t "$THREADS" \
+			>"$RESULTS/ceph-cleanup-$run.txt" 2>&1 || log "Ceph cleanup of $run failed (see $RESULTS/ceph-cleanup-$run.txt)"
+	fi
+	if ((RUN_CAIRN)); then
+		log "cairn cleanup of run $run"
+		timeout "$BENCH_TIMEOUT" "$CAIRN" --conf "$CAIRN_CONF" bench "$CAIRN_POOL" cleanup --run-name "$run" \
+			>"$RESULTS/cairn-cleanup-$run.txt" 2>&1 || log "cairn cleanup of $run failed (see $RESULTS/cairn-cleanup-$run.txt)"
+	fi
+	sleep "$SETTLE"
+}
+
+# workload WORKLOAD MODE SIZE THREADS RUNNAME: Ceph first, then cairn.
+workload() {
+	run_ceph "$@"
+	run_cairn "$@"
+}
+
+# --- main ----------------------------------------------------------------------
+
+CEPH_VERSION="n/a"
+CEPH_ROTATIONAL="n/a"
+if ((RUN_CEPH)); then
+	start_ceph
+	CEPH_VERSION=$(ceph-osd --version | awk '{print $3}')
+	CEPH_ROTATIONAL=$(ceph_cli osd metadata 0 -f json 2>/dev/null |
+		python3 -c 'import json,sys; m=json.load(sys.stdin); print(m.get("bluestore_bdev_rotational", m.get("rotational", "n/a")))' || echo n/a)
+	log "Ceph: osd.0 reports rotational=$CEPH_ROTATIONAL (1 = HDD profile)"
+fi
+if ((RUN_CAIRN)); then
+	start_cairn
+fi
+
+python3 - "$RESULTS/meta.json" <<EOF
+import json, sys
+json.dump(dict(date="$(date -u +%Y-%m-%dT%H:%M:%SZ)", duration=$DURATION, threads=$THREADS,
+               nproc=$(nproc), host="$(hostname)", kernel="$(uname -r)",
+               ceph_version="$CEPH_VERSION", ceph_rotational="$CEPH_ROTATIONAL", ceph_pg_num=$CEPH_PG_NUM,
+               ceph_block_gib=$CEPH_BLOCK_GIB, cairn_version="$CAIRN_VERSION", only="$ONLY",
+               settle_s=$SETTLE, drop_caches=$DROP_CACHES), open(sys.argv[1], "w"), indent=2)
+EOF
+
+STAMP=$$
+log "running workloads: $DURATION s each, Ceph then cairn"
+workload write-4m write 4194304 "$THREADS" "b4m-$STAMP"
+workload seq-4m seq 4194304 "$THREADS" "b4m-$STAMP"
+workload rand-4m rand 4194304 "$THREADS" "b4m-$STAMP"
+cleanup_objects "b4m-$STAMP"
+workload write-4k write 4096 "$THREADS" "b4k-$STAMP"
+workload seq-4k seq 4096 "$THREADS" "b4k-$STAMP"
+workload rand-4k rand 4096 "$THREADS" "b4k-$STAMP"
+cleanup_objects "b4k-$STAMP"
+workload write-4k-qd1 write 4096 1 "b4kq1-$STAMP"
+cleanup_objects "b4kq1-$STAMP"
+
+echo
+helper report "$RAW" "$WORKDIR/results.md" "$WORKDIR/results.json" "$RESULTS/meta.json"
+echo
+log "wrote $WORKDIR/results.md and $WORKDIR/results.json (raw outputs in $RESULTS)"

@@ -1,0 +1,222 @@
+package baseline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Defaults for Options.
+const (
+	DefaultFileSize = 256 << 20
+	DefaultDuration = 3 * time.Second
+
+	// QueueDepth is the number of operations in flight in the *_qd32 measurements.
+	QueueDepth = 32
+
+	minFileSize = 1 << 20
+	maxSamples  = 2_000_000 // latencies kept per measurement (reservoir beyond)
+	blockSize   = 4096
+	chunkSize   = 1 << 20
+	formatV     = 1
+)
+
+// Options configure Run.
+type Options struct {
+	// Dir is where the disk tests write: a temporary file inside it, removed
+	// afterwards. It must exist, be writable and have FileSize bytes free.
+	Dir string
+	// FileSize is the size of the test file, rounded down to a whole MiB;
+	// DefaultFileSize when zero, at least 1 MiB.
+	FileSize int64
+	// Duration is how long each measurement runs; DefaultDuration when zero.
+	Duration time.Duration
+	// Progress, if not nil, is called before each step, e.g.
+	// "disk: sync 4 KiB writes, 1 in flight".
+	Progress func(step string)
+
+	// forceBuffered makes the read measurements take the buffered fallback
+	// even where O_DIRECT works (tests).
+	forceBuffered bool
+}
+
+// Measure is the outcome of one measurement.
+type Measure struct {
+	IOPS    float64 `json:"iops,omitempty"`
+	MBps    float64 `json:"mb_s,omitempty"` // 10^6 bytes per second
+	P50us   float64 `json:"p50_us,omitempty"`
+	P99us   float64 `json:"p99_us,omitempty"`
+	AvgUs   float64 `json:"avg_us,omitempty"`
+	Ops     int64   `json:"ops,omitempty"`
+	Seconds float64 `json:"seconds,omitempty"` // wall time the rates are computed over
+	Note    string  `json:"note,omitempty"`
+}
+
+// Result is what Run measured. Save and Load keep it as JSON.
+type Result struct {
+	Version  int           `json:"version"`
+	Time     time.Time     `json:"time"`
+	Dir      string        `json:"dir"`
+	FileSize int64         `json:"file_size"`
+	Duration time.Duration `json:"duration_ns"` // per measurement
+
+	Disk struct {
+		SyncWrite4KQD1  Measure `json:"sync_write_4k_qd1"`
+		SyncWrite4KQD32 Measure `json:"sync_write_4k_qd32"`
+		RandRead4KQD1   Measure `json:"rand_read_4k_qd1"`
+		RandRead4KQD32  Measure `json:"rand_read_4k_qd32"`
+		SeqWrite1M      Measure `json:"seq_write_1m"`
+		SeqRead1M       Measure `json:"seq_read_1m"`
+	} `json:"disk"`
+	Net struct {
+		RTT4K      Measure `json:"rtt_4k"`
+		StreamMBps Measure `json:"stream"`
+	} `json:"net"`
+	Bound struct {
+		// ReplicatedWriteUs = 2 × Net.RTT4K.P50us + Disk.SyncWrite4KQD1.P50us.
+		ReplicatedWriteUs float64 `json:"replicated_write_us"`
+		// ReadUs = Net.RTT4K.P50us + Disk.RandRead4KQD1.P50us.
+		ReadUs float64 `json:"read_us"`
+		Note   string  `json:"note"`
+	} `json:"bound"`
+}
+
+// Run measures the disk under o.Dir and the TCP loopback, then computes the
+// bounds. If ctx ends during the run, Run stops the current measurement,
+// cleans up and returns what it measured so far together with an error.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if o.FileSize == 0 {
+		o.FileSize = DefaultFileSize
+	}
+	o.FileSize &^= chunkSize - 1
+	if o.FileSize < minFileSize {
+		return nil, fmt.Errorf("baseline: file size must be at least 1 MiB")
+	}
+	if o.Duration == 0 {
+		o.Duration = DefaultDuration
+	}
+	if o.Duration < 0 {
+		return nil, fmt.Errorf("baseline: negative duration %v", o.Duration)
+	}
+	if o.Progress == nil {
+		o.Progress = func(string) {}
+	}
+	if o.Dir == "" {
+		return nil, errors.New("baseline: no directory given")
+	}
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("baseline: %s: %v", o.Dir, err)
+	}
+	f, memory, err := openTestFile(dir, o.FileSize)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		f.Close()
+		os.Remove(f.Name())
+	}()
+
+	r := &Result{Version: formatV, Time: time.Now().UTC(), Dir: dir, FileSize: o.FileSize, Duration: o.Duration}
+	err = runDisk(ctx, o, f, r)
+	if memory != "" {
+		for _, m := range r.diskMeasures() {
+			m.Note = joinNote(m.Note, dir+" is on "+memory+": memory, not a disk")
+		}
+	}
+	if err == nil {
+		err = runNet(ctx, o, r)
+	}
+	r.computeBound()
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return r, fmt.Errorf("baseline: interrupted: %w", ctx.Err())
+		}
+		return r, err
+	}
+	return r, nil
+}
+
+// openTestFile checks dir and creates the (empty) test file in it. memory
+// names the filesystem if it keeps files in memory (tmpfs, ramfs).
+func openTestFile(dir string, size int64) (f *os.File, memory string, err error) {
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, "", fmt.Errorf("baseline: %s: no such directory", dir)
+	case err != nil:
+		return nil, "", fmt.Errorf("baseline: %s: %v", dir, err)
+	case !st.IsDir():
+		return nil, "", fmt.Errorf("baseline: %s is not a directory", dir)
+	}
+	f, err = os.CreateTemp(dir, ".cairn-baseline-*.tmp")
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, "", fmt.Errorf("baseline: %s is not writable: %v", dir, err)
+	}
+	var sfs unix.Statfs_t
+	if err = unix.Fstatfs(int(f.Fd()), &sfs); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, "", fmt.Errorf("baseline: statfs %s: %v", dir, err)
+	}
+	if free := int64(sfs.Bavail) * int64(sfs.Bsize); free < size {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, "", fmt.Errorf("baseline: not enough free space in %s: need %s, %s free", dir, mib(size), mib(free))
+	}
+	switch uint32(sfs.Type) {
+	case unix.TMPFS_MAGIC:
+		memory = "tmpfs"
+	case unix.RAMFS_MAGIC:
+		memory = "ramfs"
+	}
+	return f, memory, nil
+}
+
+func (r *Result) computeBound() {
+	rtt, w, rd := r.Net.RTT4K.P50us, r.Disk.SyncWrite4KQD1.P50us, r.Disk.RandRead4KQD1.P50us
+	if rtt > 0 && w > 0 {
+		r.Bound.ReplicatedWriteUs = 2*rtt + w
+	}
+	if rtt > 0 && rd > 0 {
+		r.Bound.ReadUs = rtt + rd
+	}
+	r.Bound.Note = "floors for one operation at a time: the TCP loopback round trip stands in for the network, " +
+		"so a real network between hosts only adds to them"
+	if n := r.Disk.SyncWrite4KQD1.Note; n != "" {
+		r.Bound.Note += "; sync writes: " + n
+	}
+	if n := r.Disk.RandRead4KQD1.Note; n != "" {
+		r.Bound.Note += "; reads: " + n
+	}
+}
+
+func (r *Result) diskMeasures() []*Measure {
+	d := &r.Disk
+	return []*Measure{&d.SyncWrite4KQD1, &d.SyncWrite4KQD32, &d.RandRead4KQD1, &d.RandRead4KQD32, &d.SeqWrite1M, &d.SeqRead1M}
+}
+
+// mib formats a byte count for messages: "256 MiB", "12 MiB", "512 KiB".
+func mib(n int64) string {
+	switch {
+	case n >= 1<<20 || n == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10:
+		return fmt.Sprintf("%d KiB", n>>10)
+	default:
+		return fmt.Sprintf("%d B", n)
+	}
+}

@@ -1,0 +1,55 @@
+// Package baseline measures what the hardware under a cairn OSD allows, before
+// any cluster is involved, so that every benchmark can print its efficiency
+// against that bound (`cairn bench --baseline DIR`).
+//
+// It must not import anything of cairn: it measures the machine, not the code.
+//
+// # What it measures
+//
+// Disk, in a temporary file inside Options.Dir (removed afterwards). The file
+// is preallocated and fully written and synced first, so that every
+// measurement overwrites allocated, written blocks: appending to a growing
+// file would add a metadata commit per sync, which a log-structured store
+// with recycled segments does not pay.
+//
+//	sync_write_4k_qd1   pwrite 4 KiB at a random aligned offset + fdatasync, 1 at a time
+//	sync_write_4k_qd32  the same from 32 goroutines sharing the one file, each in its
+//	                    own 1/32 of it; concurrent fdatasyncs may share a device flush
+//	                    (as group commit does)
+//	rand_read_4k_qd1    O_DIRECT 4 KiB random reads (page-aligned buffer), 1 at a time
+//	rand_read_4k_qd32   the same from 32 goroutines
+//	seq_write_1m        one sequential pass of buffered 1 MiB writes, then one fdatasync,
+//	                    whose time is counted
+//	seq_read_1m         O_DIRECT sequential 1 MiB reads (wrapping at the end of the file)
+//
+// Where O_DIRECT is refused (tmpfs on older kernels), reads fall back to
+// buffered reads with FADV_RANDOM and posix_fadvise(DONTNEED) after each read,
+// and the Note of each read measurement says so. A Dir on tmpfs or ramfs is
+// measured anyway, and every disk Note says it is memory, not a disk.
+//
+// Network, over the kernel's TCP loopback, against an echo server started on
+// 127.0.0.1:0 inside the process (the path an OSD's sockets take):
+//
+//	rtt_4k   a 4 KiB request and a 16 B reply, one at a time
+//	stream   one TCP stream of 1 MiB writes; MB/s counted by the receiver
+//
+// Random offsets come from a PRNG with a fixed seed, so two runs issue the same
+// IO. Every measurement runs for Options.Duration (or until the context ends)
+// and records each operation's latency; beyond 2 million operations a uniform
+// reservoir sample is kept for the percentiles, while Ops and AvgUs still count
+// every operation. MB/s means 10^6 bytes per second.
+//
+// # The bounds
+//
+// A replicated write is two network round trips (client → primary, primary →
+// replicas in parallel) plus one synced commit on every OSD, also in parallel:
+//
+//	replicated_write_us = 2 × rtt_4k.p50_us + sync_write_4k_qd1.p50_us
+//	read_us             = 1 × rtt_4k.p50_us + rand_read_4k_qd1.p50_us
+//
+// The loopback round trip stands in for the network between hosts, so on a
+// real cluster these are floors, never targets that can be beaten.
+//
+// A Result is saved and loaded as JSON (Save, Load) so that later runs of
+// `cairn bench` can compare themselves with a saved baseline.
+package baseline

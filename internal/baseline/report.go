@@ -1,0 +1,137 @@
+package baseline
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// row is one measurement as WriteText shows it.
+type row struct {
+	name string // the JSON key
+	what string
+	m    Measure
+}
+
+func (r *Result) rows() []row {
+	qd := strconv.Itoa(QueueDepth)
+	return []row{
+		{"sync_write_4k_qd1", "disk: 4 KiB pwrite + fdatasync, 1 in flight", r.Disk.SyncWrite4KQD1},
+		{"sync_write_4k_qd32", "disk: 4 KiB pwrite + fdatasync, " + qd + " in flight", r.Disk.SyncWrite4KQD32},
+		{"rand_read_4k_qd1", "disk: 4 KiB random read, 1 in flight", r.Disk.RandRead4KQD1},
+		{"rand_read_4k_qd32", "disk: 4 KiB random read, " + qd + " in flight", r.Disk.RandRead4KQD32},
+		{"seq_write_1m", "disk: 1 MiB sequential writes + fdatasync", r.Disk.SeqWrite1M},
+		{"seq_read_1m", "disk: 1 MiB sequential reads", r.Disk.SeqRead1M},
+		{"rtt_4k", "net: loopback TCP, 4 KiB request, 16 B reply", r.Net.RTT4K},
+		{"stream", "net: loopback TCP stream, 1 MiB writes", r.Net.StreamMBps},
+	}
+}
+
+// WriteText writes r as a table for a person: every measurement with its
+// figures, the notes, and the two bounds with what each stands for.
+func (r *Result) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "Hardware baseline for %s (test file %s, %v per measurement, %s)\n\n",
+		r.Dir, mib(r.FileSize), r.Duration, r.Time.Format("2006-01-02 15:04:05 MST"))
+	rows := r.rows()
+	nw, ww := len("measurement"), len("what")
+	for _, x := range rows {
+		nw, ww = max(nw, len(x.name)), max(ww, len(x.what))
+	}
+	line := func(name, what string, f ...string) {
+		fmt.Fprintf(w, "%-*s  %-*s", nw, name, ww, what)
+		for _, s := range f {
+			fmt.Fprintf(w, "  %9s", s)
+		}
+		fmt.Fprintln(w)
+	}
+	line("measurement", "what", "IOPS", "MB/s", "p50 µs", "p99 µs", "avg µs", "ops")
+	for _, x := range rows {
+		line(x.name, x.what, num(x.m.IOPS, 0), num(x.m.MBps, 1), num(x.m.P50us, 1),
+			num(x.m.P99us, 1), num(x.m.AvgUs, 1), num(float64(x.m.Ops), 0))
+	}
+
+	notes := false
+	for _, x := range rows {
+		if x.m.Note == "" {
+			continue
+		}
+		if !notes {
+			fmt.Fprintln(w, "\nnotes:")
+			notes = true
+		}
+		fmt.Fprintf(w, "  %s: %s\n", x.name, x.m.Note)
+	}
+
+	fmt.Fprintln(w, "\nbounds (the least latency one operation can have here):")
+	fmt.Fprintf(w, "  replicated write  %9s µs  = 2 × rtt_4k p50 + sync_write_4k_qd1 p50%s\n",
+		num(r.Bound.ReplicatedWriteUs, 1), perSecond(r.Bound.ReplicatedWriteUs))
+	fmt.Fprintln(w, "      client→primary, then primary→replicas in parallel, plus one synced commit on every OSD, also in parallel")
+	fmt.Fprintf(w, "  read              %9s µs  = 1 × rtt_4k p50 + rand_read_4k_qd1 p50%s\n",
+		num(r.Bound.ReadUs, 1), perSecond(r.Bound.ReadUs))
+	fmt.Fprintln(w, "      one round trip to the primary, plus one 4 KiB read from its disk")
+	if r.Bound.Note != "" {
+		fmt.Fprintf(w, "  note: %s\n", r.Bound.Note)
+	}
+}
+
+func perSecond(us float64) string {
+	if us <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("  (at most %.0f/s with 1 in flight)", 1e6/us)
+}
+
+func num(v float64, prec int) string {
+	if v == 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'f', prec, 64)
+}
+
+// Save writes r to path as indented JSON (through a temporary file and a
+// rename, so a reader never sees half a file).
+func (r *Result) Save(path string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("baseline: save: %w", err)
+	}
+	b = append(b, '\n')
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("baseline: save %s: %w", path, err)
+	}
+	_, err = tmp.Write(b)
+	if err == nil {
+		err = tmp.Chmod(0o644)
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("baseline: save %s: %w", path, err)
+	}
+	return nil
+}
+
+// Load reads a Result written by Save.
+func Load(path string) (*Result, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("baseline: load: %w", err)
+	}
+	r := new(Result)
+	if err := json.Unmarshal(b, r); err != nil {
+		return nil, fmt.Errorf("baseline: load %s: %w", path, err)
+	}
+	if r.Version < 1 || r.Version > formatV {
+		return nil, fmt.Errorf("baseline: load %s: unknown format version %d (this cairn reads %d)", path, r.Version, formatV)
+	}
+	return r, nil
+}

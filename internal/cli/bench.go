@@ -1,0 +1,442 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cairn-storage/cairn/client"
+	"github.com/cairn-storage/cairn/internal/baseline"
+	"github.com/cairn-storage/cairn/internal/bench"
+	"github.com/cairn-storage/cairn/internal/conf"
+	"github.com/spf13/cobra"
+)
+
+type benchOptions struct {
+	size         string
+	threads      int
+	duration     time.Duration
+	noCleanup    bool
+	runName      string
+	plot         string
+	baselineDir  string
+	baselineFile string
+}
+
+func benchCmd(g *globals) *cobra.Command {
+	var o benchOptions
+	cmd := &cobra.Command{
+		Use:   "bench POOL write|seq|rand|cleanup | bench --baseline DIR",
+		Short: "measure the cluster (like rados bench) or the raw hardware (--baseline)",
+		Long: `cairn bench POOL write   writes objects of -b bytes with -t in flight for -d;
+                          --no-cleanup leaves them for seq and rand
+cairn bench POOL seq     reads them back in order
+cairn bench POOL rand    reads them at random
+cairn bench POOL cleanup removes them
+cairn bench --baseline DIR measures what the disk under DIR and the loopback
+                          network allow, and saves it so later runs print their
+                          efficiency against that bound.
+
+A progress line is printed every second (to stderr with --json), then a summary:
+bandwidth, IOPS, latency percentiles, and the CPU time the OSDs spent.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.baselineDir != "" {
+				if len(args) != 0 {
+					return fmt.Errorf("bench --baseline takes no other arguments")
+				}
+				return runBaseline(cmd.Context(), g, o)
+			}
+			if len(args) != 2 {
+				return fmt.Errorf("usage: cairn bench POOL write|seq|rand|cleanup (or cairn bench --baseline DIR)")
+			}
+			return runBench(cmd.Context(), g, o, args[0], args[1])
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.size, "block-size", "b", "4M", "object size: 4096, 4K, 4KiB, 4M, 4MiB")
+	f.IntVarP(&o.threads, "concurrent-ios", "t", 16, "operations in flight")
+	f.DurationVarP(&o.duration, "duration", "d", 30*time.Second, "how long to run")
+	f.BoolVar(&o.noCleanup, "no-cleanup", false, "write: keep the objects for seq and rand")
+	f.StringVar(&o.runName, "run-name", "cairn_bench", "name prefix of the benchmark's objects")
+	f.StringVar(&o.plot, "plot", "", "also draw throughput over time and the latency distribution to this SVG file")
+	f.StringVar(&o.baselineDir, "baseline", "", "measure the hardware bound of the disk under DIR and the loopback network")
+	f.StringVar(&o.baselineFile, "baseline-file", "", "saved baseline to compare with (default: baseline.json beside cairn.conf)")
+	return cmd
+}
+
+// parseSize accepts 4096, 4K, 4KiB, 4k, 4M, 4MiB, 1G.
+func parseSize(s string) (int64, error) {
+	t := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(strings.TrimSpace(s)), "IB"), "B")
+	mult := int64(1)
+	switch {
+	case strings.HasSuffix(t, "K"):
+		mult, t = 1<<10, strings.TrimSuffix(t, "K")
+	case strings.HasSuffix(t, "M"):
+		mult, t = 1<<20, strings.TrimSuffix(t, "M")
+	case strings.HasSuffix(t, "G"):
+		mult, t = 1<<30, strings.TrimSuffix(t, "G")
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("size %q: want a positive number of bytes like 4096, 4K or 4MiB", s)
+	}
+	if n*mult > 1<<30 {
+		return 0, fmt.Errorf("size %q: at most 1 GiB per object", s)
+	}
+	return n * mult, nil
+}
+
+func benchObject(run string, i int64) string { return fmt.Sprintf("%s_obj_%d", run, i) }
+func benchMeta(run string) string            { return run + "_meta" }
+
+func runBench(ctx context.Context, g *globals, o benchOptions, poolName, mode string) error {
+	switch mode {
+	case "write", "seq", "rand", "cleanup":
+	default:
+		return fmt.Errorf("bench: unknown mode %q: want write, seq, rand or cleanup", mode)
+	}
+	if o.threads < 1 || o.threads > 4096 {
+		return fmt.Errorf("bench: -t %d: want 1..4096 operations in flight", o.threads)
+	}
+	c, err := g.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	p, err := c.Pool(poolName)
+	if err != nil {
+		return err
+	}
+	if mode == "cleanup" {
+		return benchCleanup(ctx, g, p, o.runName, o.threads)
+	}
+	size, err := parseSize(o.size)
+	if err != nil {
+		return err
+	}
+	var count int64
+	if mode != "write" {
+		meta, err := p.OmapGet(ctx, benchMeta(o.runName), "count", "size")
+		if errors.Is(err, client.ErrNotFound) || len(meta) < 2 {
+			return fmt.Errorf("bench %s: no objects from a write run named %q in pool %q: run `cairn bench %s write --no-cleanup` first", mode, o.runName, poolName, poolName)
+		}
+		if err != nil {
+			return err
+		}
+		count, _ = strconv.ParseInt(string(meta["count"]), 10, 64)
+		size, _ = strconv.ParseInt(string(meta["size"]), 10, 64)
+		if count == 0 {
+			return fmt.Errorf("bench %s: the write run %q left no objects", mode, o.runName)
+		}
+	}
+	progress := os.Stderr
+	if !g.json {
+		progress = os.Stdout
+	}
+	fmt.Fprintf(progress, "%s %s: %s objects, %d in flight, for %s (run %q)\n", mode, poolName, humanBytes(size), o.threads, o.duration, o.runName)
+	fmt.Fprintln(progress, bench.ProgressHeader())
+
+	before := c.OSDStatuses(ctx)
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i*7 + 1)
+	}
+	var (
+		next      atomic.Int64 // next object index
+		inFlight  atomic.Int64
+		secOps    atomic.Int64
+		secBytes  atomic.Int64
+		lastLatNs atomic.Int64
+		errCount  atomic.Int64
+		firstErr  atomic.Value
+		hists     = make([]*bench.Histogram, o.threads)
+		wg        sync.WaitGroup
+	)
+	runCtx, cancel := context.WithTimeout(ctx, o.duration)
+	defer cancel()
+	start := time.Now()
+	for w := 0; w < o.threads; w++ {
+		h := bench.NewHistogram()
+		hists[w] = h
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))
+			for runCtx.Err() == nil {
+				var i int64
+				switch mode {
+				case "write":
+					i = next.Add(1) - 1
+				case "seq":
+					i = next.Add(1) - 1
+					if i >= count {
+						return // every object read once, as rados bench seq does
+					}
+				case "rand":
+					i = r.Int64N(count)
+				}
+				inFlight.Add(1)
+				t0 := time.Now()
+				var err error
+				// Operations started before the deadline finish (with ctx,
+				// not runCtx), so every object index handed out exists.
+				if mode == "write" {
+					err = p.Put(ctx, benchObject(o.runName, i), data)
+				} else {
+					var got []byte
+					got, err = p.Get(ctx, benchObject(o.runName, i))
+					if err == nil && int64(len(got)) != size {
+						err = fmt.Errorf("%s is %d bytes, want %d", benchObject(o.runName, i), len(got), size)
+					}
+				}
+				lat := time.Since(t0)
+				inFlight.Add(-1)
+				if err != nil {
+					errCount.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+					continue
+				}
+				h.Record(lat)
+				secOps.Add(1)
+				secBytes.Add(size)
+				lastLatNs.Store(int64(lat))
+			}
+		}(w)
+	}
+	// One sample per second, printed as it happens.
+	var samples []bench.Sample
+	var totOps, totBytes int64
+	var latSum time.Duration
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	record := func(sec int) {
+		ops, bytes := secOps.Swap(0), secBytes.Swap(0)
+		last := time.Duration(lastLatNs.Load())
+		totOps += ops
+		totBytes += bytes
+		latSum += time.Duration(ops) * last
+		s := bench.Sample{Second: sec, Ops: ops, Bytes: bytes, InFlight: int(inFlight.Load()), LastLatency: last}
+		samples = append(samples, s)
+		var avg time.Duration
+		if totOps > 0 {
+			avg = latSum / time.Duration(totOps)
+		}
+		fmt.Fprintln(progress, bench.ProgressLine(s, time.Since(start), totOps, totBytes, avg, size))
+	}
+	for sec := 1; ; sec++ {
+		select {
+		case <-tick.C:
+			record(sec)
+			continue
+		case <-done:
+		}
+		if elapsed := time.Since(start); elapsed > time.Duration(sec-1)*time.Second+100*time.Millisecond {
+			record(sec) // the last partial second
+		}
+		break
+	}
+	elapsed := time.Since(start)
+	total := bench.NewHistogram()
+	for _, h := range hists {
+		total.Merge(h)
+	}
+	sum := bench.Summarize(mode, poolName, size, o.threads, elapsed, samples, total, errCount.Load())
+	sum.CPU = cpuDelta(before, c.OSDStatuses(ctx), sum.Bytes, sum.Ops)
+	if b := loadBaseline(g, o); b != nil {
+		sum.Efficiency = efficiency(b, mode, sum)
+	}
+	if mode == "write" {
+		n := next.Load() // every index handed out was attempted
+		if o.noCleanup {
+			if err := p.OmapSet(ctx, benchMeta(o.runName), map[string][]byte{
+				"count": []byte(strconv.FormatInt(n, 10)), "size": []byte(strconv.FormatInt(size, 10)),
+			}); err != nil {
+				return err
+			}
+		} else {
+			fmt.Fprintf(progress, "cleaning up %d objects...\n", n)
+			if err := deleteBenchObjects(ctx, p, o.runName, n, o.threads); err != nil {
+				return err
+			}
+		}
+	}
+	if o.plot != "" {
+		f, err := os.Create(o.plot)
+		if err != nil {
+			return err
+		}
+		title := fmt.Sprintf("cairn bench %s %s, %s objects, %d in flight", poolName, mode, humanBytes(size), o.threads)
+		if err := bench.PlotSVG(f, title, samples, total); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	if g.json {
+		if err := g.printJSON(sum); err != nil {
+			return err
+		}
+	} else {
+		sum.WriteText(g.out)
+		if o.plot != "" {
+			fmt.Fprintf(g.out, "chart: %s\n", o.plot)
+		}
+	}
+	if e, _ := firstErr.Load().(error); e != nil {
+		return fmt.Errorf("bench: %d operations failed; first: %w", errCount.Load(), e)
+	}
+	return nil
+}
+
+// cpuDelta charges the CPU the OSDs used between two status snapshots.
+func cpuDelta(before, after []client.OSDStatus, bytes, ops int64) *bench.CPUStat {
+	prev := map[int]client.OSDStatus{}
+	for _, s := range before {
+		prev[s.ID] = s
+	}
+	var secs float64
+	for _, s := range after {
+		b, ok := prev[s.ID]
+		if !ok || s.Err != "" || b.Err != "" || !s.Up || !b.Up || s.CPUSeconds < b.CPUSeconds {
+			continue // restarted or unreachable: its CPU cannot be charged
+		}
+		secs += s.CPUSeconds - b.CPUSeconds
+	}
+	st := &bench.CPUStat{ClusterSeconds: secs}
+	if bytes > 0 {
+		st.SecondsPerGiB = secs / (float64(bytes) / (1 << 30))
+	}
+	if ops > 0 {
+		st.SecondsPer1000Ops = secs / float64(ops) * 1000
+	}
+	return st
+}
+
+func benchCleanup(ctx context.Context, g *globals, p *client.Pool, run string, threads int) error {
+	meta, err := p.OmapGet(ctx, benchMeta(run), "count")
+	if errors.Is(err, client.ErrNotFound) {
+		return fmt.Errorf("bench cleanup: no objects from a run named %q in pool %q", run, p.Name())
+	}
+	if err != nil {
+		return err
+	}
+	n, _ := strconv.ParseInt(string(meta["count"]), 10, 64)
+	if err := deleteBenchObjects(ctx, p, run, n, threads); err != nil {
+		return err
+	}
+	if err := p.Delete(ctx, benchMeta(run)); err != nil && !errors.Is(err, client.ErrNotFound) {
+		return err
+	}
+	if g.json {
+		return g.printJSON(map[string]any{"removed": n, "run_name": run})
+	}
+	fmt.Fprintf(g.out, "removed %d objects of run %q\n", n, run)
+	return nil
+}
+
+// deleteBenchObjects removes objects 0..n-1 of a run, tolerating ones that
+// a failed write never created.
+func deleteBenchObjects(ctx context.Context, p *client.Pool, run string, n int64, threads int) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var first atomic.Value
+	for w := 0; w < threads; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= n {
+					return
+				}
+				if err := p.Delete(ctx, benchObject(run, i)); err != nil && !errors.Is(err, client.ErrNotFound) {
+					first.CompareAndSwap(nil, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if e, _ := first.Load().(error); e != nil {
+		return e
+	}
+	return nil
+}
+
+// baselinePath is where `cairn bench --baseline` saves its result: beside
+// cairn.conf when there is one.
+func baselinePath(g *globals, o benchOptions) string {
+	if o.baselineFile != "" {
+		return o.baselineFile
+	}
+	if p, err := conf.Find(g.conf); err == nil {
+		return filepath.Join(filepath.Dir(p), "baseline.json")
+	}
+	return ""
+}
+
+func loadBaseline(g *globals, o benchOptions) *baseline.Result {
+	path := baselinePath(g, o)
+	if path == "" {
+		return nil
+	}
+	b, err := baseline.Load(path)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// efficiency compares the measured median latency with what the hardware
+// allows for one operation of that kind.
+func efficiency(b *baseline.Result, mode string, s bench.Summary) *bench.Efficiency {
+	bound := b.Bound.ReplicatedWriteUs
+	kind := "replicated write (2 round trips + 1 sync write)"
+	if mode != "write" {
+		bound, kind = b.Bound.ReadUs, "read (1 round trip + 1 disk read)"
+	}
+	if bound <= 0 || s.Latency.P50 <= 0 {
+		return nil
+	}
+	note := fmt.Sprintf("median latency vs the hardware bound for one %s", kind)
+	if s.Concurrency > 1 {
+		note += "; with more than 1 in flight, queueing adds latency: compare -t 1 runs"
+	}
+	return &bench.Efficiency{BoundLatencyUs: bound, LatencyPercent: 100 * bound / s.Latency.P50, Note: note}
+}
+
+func runBaseline(ctx context.Context, g *globals, o benchOptions) error {
+	out := os.Stderr
+	if !g.json {
+		out = os.Stdout
+	}
+	res, err := baseline.Run(ctx, baseline.Options{Dir: o.baselineDir, Progress: func(step string) { fmt.Fprintln(out, step) }})
+	if err != nil {
+		return err
+	}
+	path := baselinePath(g, o)
+	if path == "" {
+		path = filepath.Join(o.baselineDir, "cairn-baseline.json")
+	}
+	if err := res.Save(path); err != nil {
+		return err
+	}
+	if g.json {
+		return g.printJSON(res)
+	}
+	res.WriteText(g.out)
+	fmt.Fprintf(g.out, "saved to %s: cairn bench prints its efficiency against it\n", path)
+	return nil
+}
