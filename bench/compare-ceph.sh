@@ -15,9 +15,10 @@
 #   SETTLE=3           seconds of idle between two benchmark runs
 #   DROP_CACHES=0      1: sync and drop the kernel page cache before each read run
 #   MIN_FREE_GIB=5     stop a write run if the disk's free space falls below this
-#   EST_CEPH_MIBS=400  assumed 4 MiB write rates, for the disk space estimate
-#   EST_CAIRN_MIBS=600
+#   EST_CEPH_MIBS=320  assumed 4 MiB write rates, for the disk space estimate
+#   EST_CAIRN_MIBS=400
 #   CEPH_PG_NUM=128
+#   CLEANUP_TIMEOUT=4×DURATION+60  seconds allowed to delete one run's objects
 set -euo pipefail
 
 DURATION=${DURATION:-20}
@@ -28,8 +29,8 @@ THREADS=${THREADS:-16}
 SETTLE=${SETTLE:-3}
 DROP_CACHES=${DROP_CACHES:-0}
 MIN_FREE_GIB=${MIN_FREE_GIB:-5}
-EST_CEPH_MIBS=${EST_CEPH_MIBS:-400}
-EST_CAIRN_MIBS=${EST_CAIRN_MIBS:-600}
+EST_CEPH_MIBS=${EST_CEPH_MIBS:-320}
+EST_CAIRN_MIBS=${EST_CAIRN_MIBS:-400}
 CEPH_PG_NUM=${CEPH_PG_NUM:-128}
 CEPH_MON_V2_PORT=${CEPH_MON_V2_PORT:-13300}
 CEPH_MON_V1_PORT=${CEPH_MON_V1_PORT:-16789}
@@ -141,16 +142,19 @@ for p in json.load(open(sys.argv[1]))["processes"]: print(p["pid"])' "$CAIRN_DIR
 	if [[ $KEEP == 1 ]]; then
 		log "KEEP=1: leaving ${CEPH_DIR:-(no Ceph dir)} and $CAIRN_DIR"
 	else
+		local removed=0
 		if [[ -n $CEPH_DIR && -d $CEPH_DIR ]]; then
+			removed=1
 			# Keep the (small) logs, drop the BlueStore files and the mon store.
 			mkdir -p "$WORKDIR/logs/ceph" && cp -f "$CEPH_DIR"/log/*.log "$WORKDIR/logs/ceph/" 2>/dev/null
 			rm -rf "$CEPH_DIR"
 		fi
 		if [[ -d $CAIRN_DIR ]]; then
+			removed=1
 			mkdir -p "$WORKDIR/logs/cairn" && cp -f "$CAIRN_DIR"/*.log "$WORKDIR/logs/cairn/" 2>/dev/null
 			rm -rf "$CAIRN_DIR"
 		fi
-		log "removed the cluster data; logs are in $WORKDIR/logs"
+		((removed)) && log "removed the cluster data; logs are in $WORKDIR/logs"
 	fi
 	if ((rc != 0)); then
 		log "exiting with status $rc"
@@ -290,6 +294,21 @@ def record_cairn(raw, workload, path, ticks, clk, rc):
         f.write(json.dumps(r) + "\n")
     return r
 
+def record_cleanup(raw, system, workload, path, secs, rc):
+    txt = open(path, errors="replace").read()
+    m = re.search(r"[Rr]emoved (\d+) objects", txt)
+    n = int(m.group(1)) if m else None
+    secs = num(secs)
+    status = "ok" if rc == "0" else ("timed out" if rc == "124" else "failed")
+    r = dict(system=system, workload=workload, status=status, objects=n, seconds=secs,
+             deletes_per_s=n / secs if n and secs else None, exit_code=int(rc), output=path)
+    with open(raw, "a") as f:
+        f.write(json.dumps(r) + "\n")
+    if status == "ok":
+        print(f"{system} {workload}: {n} objects in {secs:.1f} s ({fmt(r['deletes_per_s'])}/s)")
+    else:
+        print(f"{system} {workload}: {status} after {secs:.1f} s (exit {rc}); see {path}")
+
 def record_status(raw, system, workload, status, note):
     with open(raw, "a") as f:
         f.write(json.dumps(dict(system=system, workload=workload, status=status, note=note)) + "\n")
@@ -366,6 +385,21 @@ def report(raw, md_path, json_path, meta_path):
                       f"| {g(k,'ops')} | {g(k,'seconds',1)} | {g(k,'lat_avg_us')} / {g(k,'lat_p50_us')} / {g(k,'lat_p99_us')} "
                       f"| {g(k,'cpu_s',1)} | {g(k,'proc_cpu_s',1)} |")
 
+    cleanups = ["| cleanup (delete the run's objects, %d in flight) | Ceph | cairn |" % threads, "|---|---:|---:|"]
+    for wl, what in (("cleanup-4m", "4 MiB objects"), ("cleanup-4k", "4 KiB objects"), ("cleanup-4k-qd1", "4 KiB objects of the 1-in-flight run")):
+        cells = []
+        for system in ("ceph", "cairn"):
+            r = recs.get((system, wl))
+            if r is None:
+                cells.append("not run")
+            elif r.get("status") == "ok":
+                cells.append(f"{fmt(r.get('objects'))} in {fmt(r.get('seconds'), 1)} s = {fmt(r.get('deletes_per_s'))}/s")
+            else:
+                cells.append(f"{r.get('status')} after {fmt(r.get('seconds'), 1)} s")
+        if any(c != "not run" for c in cells):
+            cleanups.append(f"| {what} | {cells[0]} | {cells[1]} |")
+    idle = (f"Idle OSD CPU before the runs (both clusters stay up throughout): Ceph {fmt(meta.get('ceph_idle_osd_cores'), 3)} cores, "
+            f"cairn {fmt(meta.get('cairn_idle_osd_cores'), 3)} cores; it is included in every CPU figure above.")
     notes = list(dict.fromkeys(r.get("note") for r in recs.values() if r.get("note")))
     md = [f"# cairn vs Ceph, {meta.get('date','')}", "",
           f"{meta.get('duration')} s per run, 3 OSDs, 3 copies, one disk, {meta.get('nproc')} CPUs; "
@@ -375,7 +409,9 @@ def report(raw, md_path, json_path, meta_path):
           "Ratio: cairn/Ceph for MiB/s and IOPS, Ceph/cairn for latency. CPU: Ceph = utime+stime of the 3 ceph-osd "
           "processes over the run (/proc); cairn = the bench's own cpu.cluster_seconds (cross-checked below). "
           "rados bench prints no latency percentiles, hence n/a.", "",
-          "## Details", "", *detail, ""]
+          "## Details", "", *detail, "", idle, ""]
+    if len(cleanups) > 2:
+        md += cleanups + [""]
     if notes:
         md += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
     with open(md_path, "w") as f:
@@ -420,6 +456,8 @@ if __name__ == "__main__":
         r = record_cairn(*args)
         if r["status"] == "ok":
             print(f"cpu: bench JSON {fmt(r['cpu_s'], 2)} s, /proc of cairn OSDs {fmt(r['proc_cpu_s'], 2)} s")
+    elif cmd == "record-cleanup":
+        record_cleanup(*args)
     elif cmd == "record-status":
         record_status(*args)
     elif cmd == "summary":
@@ -453,19 +491,20 @@ gib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1073741824 }'; }
 
 # Only the 4 MiB write run needs real space: every OSD keeps a full copy of what
 # it writes (3 OSDs, 3 copies), BlueStore's sparse files never shrink, and the
-# 4 KiB runs reuse what the 4 MiB cleanup freed. rados bench also waits for
-# what is in flight after DURATION, hence DURATION + 5.
-est_secs=$((DURATION + 5))
+# 4 KiB runs reuse what the 4 MiB cleanup freed. Both benchmarks also wait for
+# what is in flight after DURATION, hence DURATION + 2. A watchdog stops a write
+# run if the estimate was too low (MIN_FREE_GIB).
+est_secs=$((DURATION + 2))
 # Sparse BlueStore file per OSD: room for twice the estimate, at least 10 GiB.
 CEPH_BLOCK_GIB=$(((EST_CEPH_MIBS * est_secs * 2 + 1023) / 1024 + 2))
 ((CEPH_BLOCK_GIB < 10)) && CEPH_BLOCK_GIB=10
 need_gib=$MIN_FREE_GIB
 if ((RUN_CEPH)); then
-	ceph_gib=$((NOSDS * EST_CEPH_MIBS * est_secs * 115 / 100 / 1024 + 2))
+	ceph_gib=$((NOSDS * EST_CEPH_MIBS * est_secs * 110 / 100 / 1024 + 2))
 	need_gib=$((need_gib + ceph_gib))
 fi
 if ((RUN_CAIRN)); then
-	cairn_gib=$((NOSDS * EST_CAIRN_MIBS * est_secs * 130 / 100 / 1024 + 2))
+	cairn_gib=$((NOSDS * EST_CAIRN_MIBS * est_secs * 110 / 100 / 1024 + 2))
 	need_gib=$((need_gib + cairn_gib))
 fi
 avail=$(free_bytes)
@@ -724,6 +763,7 @@ maybe_drop_caches() {
 
 # Generous limit: a full OSD makes clients wait forever.
 BENCH_TIMEOUT=$((DURATION * 3 + 120))
+CLEANUP_TIMEOUT=${CLEANUP_TIMEOUT:-$((DURATION * 4 + 60))}
 
 # run_ceph WORKLOAD MODE SIZE THREADS RUNNAME
 run_ceph() {
@@ -787,17 +827,35 @@ run_cairn() {
 	sleep "$SETTLE"
 }
 
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
+
+# cleanup_objects NAME RUNNAME [last]: delete a run's objects on both sides,
+# timing it (deletes/s is a figure of its own). The last cleanup is skipped
+# when the clusters are thrown away next anyway.
 cleanup_objects() {
-	local run=$1
+	local wl=$1 run=$2 t0 rc out
+	if [[ ${3:-} == last && $KEEP != 1 ]]; then
+		log "skipping the cleanup of $run: both clusters are deleted next"
+		return 0
+	fi
 	if ((RUN_CEPH)); then
-		log "Ceph  cleanup of run $run"
-		timeout "$BENCH_TIMEOUT" rados -c "$CEPH_CONF" -p "$CEPH_POOL" cleanup --run-name "$run" -t "$THREADS" \
-			>"$RESULTS/ceph-cleanup-$run.txt" 2>&1 || log "Ceph cleanup of $run failed (see $RESULTS/ceph-cleanup-$run.txt)"
+		log "Ceph  $wl: rados cleanup --run-name $run -t $THREADS"
+		out="$RESULTS/ceph-$wl.txt"
+		t0=$(now)
+		rc=0
+		timeout "$CLEANUP_TIMEOUT" rados -c "$CEPH_CONF" -p "$CEPH_POOL" cleanup --run-name "$run" -t "$THREADS" \
+			>"$out" 2>&1 || rc=$?
+		helper record-cleanup "$RAW" ceph "$wl" "$out" "$(since "$t0")" "$rc" >&2
 	fi
 	if ((RUN_CAIRN)); then
-		log "cairn cleanup of run $run"
-		timeout "$BENCH_TIMEOUT" "$CAIRN" --conf "$CAIRN_CONF" bench "$CAIRN_POOL" cleanup --run-name "$run" \
-			>"$RESULTS/cairn-cleanup-$run.txt" 2>&1 || log "cairn cleanup of $run failed (see $RESULTS/cairn-cleanup-$run.txt)"
+		log "cairn $wl: cairn bench $CAIRN_POOL cleanup --run-name $run -t $THREADS"
+		out="$RESULTS/cairn-$wl.txt"
+		t0=$(now)
+		rc=0
+		timeout "$CLEANUP_TIMEOUT" "$CAIRN" --conf "$CAIRN_CONF" bench "$CAIRN_POOL" cleanup --run-name "$run" -t "$THREADS" \
+			>"$out" 2>&1 || rc=$?
+		helper record-cleanup "$RAW" cairn "$wl" "$out" "$(since "$t0")" "$rc" >&2
 	fi
 	sleep "$SETTLE"
 }
@@ -823,13 +881,27 @@ if ((RUN_CAIRN)); then
 	start_cairn
 fi
 
+# What the idle clusters cost: both are up during every run of the other.
+IDLE_SECS=5
+sleep 2
+ci0=$( ((RUN_CEPH)) && cpu_ticks "${CEPH_OSD_PIDS[@]}" || echo "")
+ki0=$( ((RUN_CAIRN)) && cpu_ticks "${CAIRN_OSD_PIDS[@]}" || echo "")
+sleep "$IDLE_SECS"
+ci1=$( ((RUN_CEPH)) && cpu_ticks "${CEPH_OSD_PIDS[@]}" || echo "")
+ki1=$( ((RUN_CAIRN)) && cpu_ticks "${CAIRN_OSD_PIDS[@]}" || echo "")
+idle_rate() { [[ -n $1 && -n $2 ]] && awk -v d="$(($2 - $1))" -v t="$CLK_TCK" -v s="$IDLE_SECS" 'BEGIN { printf "%.3f", d / t / s }' || echo None; }
+CEPH_IDLE=$(idle_rate "$ci0" "$ci1")
+CAIRN_IDLE=$(idle_rate "$ki0" "$ki1")
+log "idle OSD CPU (cores): Ceph ${CEPH_IDLE/None/n\/a}, cairn ${CAIRN_IDLE/None/n\/a}"
+
 python3 - "$RESULTS/meta.json" <<EOF
 import json, sys
 json.dump(dict(date="$(date -u +%Y-%m-%dT%H:%M:%SZ)", duration=$DURATION, threads=$THREADS,
                nproc=$(nproc), host="$(hostname)", kernel="$(uname -r)",
                ceph_version="$CEPH_VERSION", ceph_rotational="$CEPH_ROTATIONAL", ceph_pg_num=$CEPH_PG_NUM,
                ceph_block_gib=$CEPH_BLOCK_GIB, cairn_version="$CAIRN_VERSION", only="$ONLY",
-               settle_s=$SETTLE, drop_caches=$DROP_CACHES), open(sys.argv[1], "w"), indent=2)
+               settle_s=$SETTLE, drop_caches=$DROP_CACHES,
+               ceph_idle_osd_cores=$CEPH_IDLE, cairn_idle_osd_cores=$CAIRN_IDLE), open(sys.argv[1], "w"), indent=2)
 EOF
 
 STAMP=$$
@@ -837,13 +909,13 @@ log "running workloads: $DURATION s each, Ceph then cairn"
 workload write-4m write 4194304 "$THREADS" "b4m-$STAMP"
 workload seq-4m seq 4194304 "$THREADS" "b4m-$STAMP"
 workload rand-4m rand 4194304 "$THREADS" "b4m-$STAMP"
-cleanup_objects "b4m-$STAMP"
+cleanup_objects cleanup-4m "b4m-$STAMP"
 workload write-4k write 4096 "$THREADS" "b4k-$STAMP"
 workload seq-4k seq 4096 "$THREADS" "b4k-$STAMP"
 workload rand-4k rand 4096 "$THREADS" "b4k-$STAMP"
-cleanup_objects "b4k-$STAMP"
+cleanup_objects cleanup-4k "b4k-$STAMP"
 workload write-4k-qd1 write 4096 1 "b4kq1-$STAMP"
-cleanup_objects "b4kq1-$STAMP"
+cleanup_objects cleanup-4k-qd1 "b4kq1-$STAMP" last
 
 echo
 helper report "$RAW" "$WORKDIR/results.md" "$WORKDIR/results.json" "$RESULTS/meta.json"
