@@ -60,6 +60,9 @@ const (
 type Store struct {
 	opts    Options
 	fs      vfs.FS
+	// directIO: large fresh extents are written with O_DIRECT (directio.go);
+	// on only for the real filesystem, off once it refuses O_DIRECT.
+	directIO atomic.Bool
 	db      *pebble.DB
 	dataDir string
 
@@ -127,7 +130,8 @@ func Open(o Options) (*Store, error) {
 	if o.Dir == "" {
 		return nil, invalidf("objstore: Options.Dir is empty")
 	}
-	if o.FS == nil {
+	realFS := o.FS == nil
+	if realFS {
 		o.FS = vfs.Default
 	}
 	if o.MetaDir == "" {
@@ -146,6 +150,7 @@ func Open(o Options) (*Store, error) {
 		closing: make(chan struct{}),
 		ckDone:  make(chan struct{}),
 	}
+	s.directIO.Store(realFS)
 	for _, d := range []string{o.Dir, o.MetaDir} {
 		if err := s.fs.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("objstore: create %s: %w", d, err)
