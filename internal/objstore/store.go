@@ -58,13 +58,13 @@ const (
 
 // Store is the object store of one OSD. All methods are safe for concurrent use.
 type Store struct {
-	opts    Options
-	fs      vfs.FS
+	opts Options
+	fs   vfs.FS
 	// directIO: large fresh extents are written with O_DIRECT (directio.go);
 	// on only for the real filesystem, off once it refuses O_DIRECT.
 	directIO atomic.Bool
-	db      *pebble.DB
-	dataDir string
+	db       *pebble.DB
+	dataDir  string
 
 	locks [nShards]sync.RWMutex
 
