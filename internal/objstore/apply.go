@@ -1,6 +1,7 @@
 package objstore
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +30,9 @@ type objState struct {
 	// It is checked only before being merged with new bytes, so a Put or
 	// Delete can still replace a corrupt object (repair from a replica).
 	inlineUnverified bool
+	// keysSet: this txn set xattr or omap keys of the object, which the
+	// committed state clearRange scans does not show yet.
+	keysSet bool
 }
 
 func (st *objState) verifyInline() error {
@@ -162,10 +166,47 @@ func (a *applyCtx) ensure(st *objState) error {
 	return nil
 }
 
+// pointDeleteMax is how many keys clearRange deletes one by one before it
+// writes a range tombstone instead.
+const pointDeleteMax = 256
+
+// clearRange deletes every key in [lo, hi). Few keys (the common case: an
+// object without xattrs, a small omap, a PG-log trim) are deleted one by one:
+// a range tombstone is cheap to write, but every one of them slows each later
+// read until compaction drops it, and deleting thousands of objects piled
+// them up until deletes ran at 55/s. Many keys, or keys this txn set itself
+// (invisible to a scan of committed state), get one range tombstone.
+func (a *applyCtx) clearRange(lo, hi []byte, uncommittedKeys bool) {
+	if uncommittedKeys {
+		a.batch.DeleteRange(lo, hi, nil)
+		return
+	}
+	it, err := a.s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		a.batch.DeleteRange(lo, hi, nil)
+		return
+	}
+	var keys [][]byte
+	for it.First(); it.Valid(); it.Next() {
+		if len(keys) == pointDeleteMax {
+			break
+		}
+		keys = append(keys, bytes.Clone(it.Key()))
+	}
+	err = it.Close()
+	if err != nil || len(keys) == pointDeleteMax {
+		a.batch.DeleteRange(lo, hi, nil)
+		return
+	}
+	for _, k := range keys {
+		a.batch.Delete(k, nil)
+	}
+}
+
 // dropData forgets the object's content (keeping identity, xattrs and omap).
 func (a *applyCtx) dropData(st *objState) {
 	if !st.rec.inline && !st.newFile {
-		a.batch.DeleteRange(csumKey(st.rec.fileID, 0), csumKey(st.rec.fileID+1, 0), nil)
+		a.clearRange(csumKey(st.rec.fileID, 0), csumKey(st.rec.fileID+1, 0), false)
 		a.batch.Delete(idKey(tagFileRef, st.rec.fileID, nil), nil)
 		a.delFiles = append(a.delFiles, st.rec.fileID)
 	}
@@ -207,8 +248,8 @@ func (a *applyCtx) do(st *objState, o *op) error {
 		}
 		a.dropData(st)
 		id := st.rec.id
-		a.batch.DeleteRange(idKey(tagXattr, id, nil), idKey(tagXattr, id+1, nil), nil)
-		a.batch.DeleteRange(idKey(tagOmap, id, nil), idKey(tagOmap, id+1, nil), nil)
+		a.clearRange(idKey(tagXattr, id, nil), idKey(tagXattr, id+1, nil), st.keysSet)
+		a.clearRange(idKey(tagOmap, id, nil), idKey(tagOmap, id+1, nil), st.keysSet)
 		a.batch.Delete(st.key, nil)
 		st.exists = false
 		st.rec = objRec{}
@@ -226,10 +267,12 @@ func (a *applyCtx) do(st *objState, o *op) error {
 	switch o.typ {
 	case opCreate:
 	case opSetXattr:
+		st.keysSet = true
 		a.batch.Set(idKey(tagXattr, id, o.key), o.data, nil)
 	case opRmXattr:
 		a.batch.Delete(idKey(tagXattr, id, o.key), nil)
 	case opOmapSet:
+		st.keysSet = true
 		a.batch.Set(idKey(tagOmap, id, o.key), o.data, nil)
 	case opOmapRm:
 		a.batch.Delete(idKey(tagOmap, id, o.key), nil)
@@ -240,7 +283,7 @@ func (a *applyCtx) do(st *objState, o *op) error {
 		}
 		lo := idKey(tagOmap, id, o.key)
 		if string(lo) < string(hi) {
-			a.batch.DeleteRange(lo, hi, nil)
+			a.clearRange(lo, hi, st.keysSet)
 		}
 	case opPut:
 		a.dropData(st)
@@ -491,7 +534,8 @@ func (a *applyCtx) finalize() error {
 			a.batch.Set(idKey(tagFileRef, fid, nil), idKey(0, st.rec.id, nil)[1:], nil)
 		}
 		if st.hasCut {
-			a.batch.DeleteRange(csumKey(fid, st.cut), csumKey(fid+1, 0), nil)
+			// Checksum chunks of this txn are set below, after these deletes.
+			a.clearRange(csumKey(fid, st.cut), csumKey(fid+1, 0), st.newFile)
 		}
 		blocks := make([]uint64, 0, len(st.dirty))
 		for b := range st.dirty {

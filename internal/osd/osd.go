@@ -77,6 +77,24 @@ type pgState struct {
 	mu      sync.Mutex
 	loaded  bool
 	version uint64 // last PG version written here
+	trimmed uint64 // log entries below this version were trimmed
+}
+
+// trimRange returns the log versions [lo, hi) to trim when writing ver:
+// every 64 writes, the entries older than the newest logKeep, starting
+// where the last trim stopped so each trim touches only its own entries.
+func (p *pgState) trimRange(ver uint64) (lo, hi uint64, ok bool) {
+	if ver <= logKeep || ver%64 != 0 {
+		return 0, 0, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	lo, hi = p.trimmed, ver-logKeep
+	if hi <= lo {
+		return 0, 0, false
+	}
+	p.trimmed = hi
+	return lo, hi, true
 }
 
 // Run starts the OSD and serves until ctx ends.

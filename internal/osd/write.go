@@ -103,8 +103,8 @@ func (s *Server) write(ctx context.Context, pool *clustermap.Pool, req *proto.Re
 	ver := pg.nextVersion()
 	entry := logEntry{Op: req.Op, Epoch: req.Epoch, Object: req.Object}
 	txn.OmapSet(coll, pgMetaObject, logKey(ver), entry.encode())
-	if ver > logKeep && ver%64 == 0 {
-		txn.OmapRmRange(coll, pgMetaObject, logKey(0), logKey(ver-logKeep))
+	if lo, hi, ok := pg.trimRange(ver); ok {
+		txn.OmapRmRange(coll, pgMetaObject, logKey(lo), logKey(hi))
 	}
 	payload := txn.Marshal()
 
