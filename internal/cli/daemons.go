@@ -109,6 +109,7 @@ func osdCmd(g *globals) *cobra.Command {
 	f.Float64Var(&o.Weight, "weight", 1, "relative capacity (e.g. TiB)")
 	f.DurationVar(&o.LeaseTTL, "lease-ttl", 10*time.Second, "how long the OSD may be silent before it is marked down")
 	f.Int64Var(&o.ReserveBytes, "reserve", 0, "bytes of free disk kept in reserve; writes fail with 'disk full' below it (default 64 MiB)")
+	f.Int64Var(&o.CacheBytes, "cache-size", 0, "bytes of index block cache, which also caches small objects (default 256 MiB)")
 	f.StringVar(&debugListen, "debug-listen", "", "serve Go profiling (/debug/pprof) on this address, e.g. 127.0.0.1:6060")
 	cmd.AddCommand(osdTreeCmd(g))
 	return cmd

@@ -152,11 +152,7 @@ func (s *Server) readLocal(req *proto.Request) *proto.Response {
 func (s *Server) readObject(coll string, req *proto.Request) *proto.Response {
 	switch req.Op {
 	case proto.OpRead, proto.OpReadReplica:
-		info, err := s.store.Stat(coll, req.Object)
-		if err != nil {
-			return s.failErr(err)
-		}
-		data, err := s.store.Read(coll, req.Object, req.Offset, req.Length)
+		data, info, err := s.store.ReadInfo(coll, req.Object, req.Offset, req.Length)
 		if err != nil {
 			return s.failErr(err)
 		}

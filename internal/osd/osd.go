@@ -42,8 +42,9 @@ type Options struct {
 	LeaseTTL time.Duration
 	Conf     *conf.Config
 	Logf     func(string, ...any)
-	// ReserveBytes is passed to the object store (0: its default).
+	// ReserveBytes and CacheBytes are passed to the object store (0: its defaults).
 	ReserveBytes int64
+	CacheBytes   int64
 }
 
 // identity is stored in the data dir so that the OSD keeps its id and can
@@ -130,7 +131,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	st, err := objstore.Open(objstore.Options{Dir: o.DataDir, MetaDir: o.MetaDir, ReserveBytes: o.ReserveBytes})
+	st, err := objstore.Open(objstore.Options{Dir: o.DataDir, MetaDir: o.MetaDir, ReserveBytes: o.ReserveBytes, CacheBytes: o.CacheBytes})
 	if err != nil {
 		return fmt.Errorf("%s: open store: %w", id, err)
 	}
