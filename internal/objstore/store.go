@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -188,6 +189,9 @@ func Open(o Options) (*Store, error) {
 	// decompressing it cost a tenth of an OSD's CPU on small reads.
 	for i := range po.Levels {
 		po.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.NoCompression }
+		// Most writes look up a record that does not exist yet (a new
+		// object): a bloom filter answers those without reading blocks.
+		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	db, err := pebble.Open(o.MetaDir, po)
 	if err != nil {
