@@ -74,7 +74,17 @@
 //     (plus its directory entry, for a new file), then the batch that points
 //     at it commits. A 4 MiB S3 object is written once, never through the
 //     journal. A Put over a large object writes a new file and removes the
-//     old one after the commit.
+//     old one after the commit. On a real filesystem the extent is
+//     fallocated and written with O_DIRECT (directio.go): buffered writes
+//     into fresh blocks, racing with other files' syncs, cost ext4 several
+//     times the CPU.
+//
+// The index has a block cache (Options.CacheBytes, 256 MiB by default), which
+// is also the read cache of inline objects, bloom filters (most writes look
+// up a record that does not exist yet) and no block compression (object
+// data rarely compresses). Deletes remove an object's xattr, omap and
+// checksum keys one by one while there are few, because range tombstones
+// slow every later read until compaction drops them.
 //
 // # Crash consistency
 //
