@@ -130,6 +130,13 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("a write with a stale epoch and wrong pg: want an error status, got %+v, %v", resp, err)
 	}
 
+	// A second dev cluster on the same ports is refused, naming the port.
+	out, err := exec.Command(cairnBin, "dev", "--dir", filepath.Join(t.TempDir(), "second"),
+		"--etcd-port", fmt.Sprint(c.etcdPort), "--osd-port", fmt.Sprint(c.osdPort)).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), fmt.Sprintf("127.0.0.1:%d is not free", c.etcdPort)) {
+		t.Errorf("cairn dev on busy ports: want an error naming the port, got %v: %s", err, out)
+	}
+
 	// Nothing was lost along the way.
 	got, err := p.Get(ctx, "keep")
 	if err != nil || string(got) != string(keep) {

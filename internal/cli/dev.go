@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"net"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -76,6 +77,9 @@ Running it again on the same --dir restarts the same cluster with its data.`,
 func runDev(ctx context.Context, g *globals, o devOptions) error {
 	if o.hosts < 1 || o.hosts > 250 || o.osdsPerHost < 1 || o.osdsPerHost > 64 {
 		return fmt.Errorf("dev: --hosts must be 1..250 and --osds-per-host 1..64")
+	}
+	if err := checkDevPorts(o); err != nil {
+		return err
 	}
 	dir, err := filepath.Abs(o.dir)
 	if err != nil {
@@ -236,6 +240,28 @@ func runDev(ctx context.Context, g *globals, o devOptions) error {
 	fmt.Fprintf(w, "Ctrl-C stops the cluster; cairn dev --dir %s starts it again with its data.\n", o.dir)
 	<-ctx.Done()
 	fmt.Fprintf(w, "stopping %d processes...\n", len(procs))
+	return nil
+}
+
+// checkDevPorts fails early, naming the port, when another process (often
+// another cairn dev, or one still shutting down) holds a port we need.
+func checkDevPorts(o devOptions) error {
+	var addrs []string
+	if len(o.external) == 0 {
+		addrs = append(addrs, fmt.Sprintf("%s:%d", o.loopback(0), o.etcdPort), fmt.Sprintf("%s:%d", o.loopback(0), o.etcdPort+1))
+	}
+	for h := 0; h < o.hosts; h++ {
+		for j := 0; j < o.osdsPerHost; j++ {
+			addrs = append(addrs, fmt.Sprintf("%s:%d", o.loopback(h), o.osdPort+h*o.osdsPerHost+j))
+		}
+	}
+	for _, a := range addrs {
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			return fmt.Errorf("dev: %s is not free (another cairn dev, or one still stopping?): %v; wait, or choose others with --etcd-port and --osd-port", a, err)
+		}
+		ln.Close()
+	}
 	return nil
 }
 
