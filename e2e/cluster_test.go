@@ -4,9 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"hash/fnv"
+	"math"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -343,3 +347,25 @@ func (c *cluster) waitStatus(timeout time.Duration, what string, cond func(st ma
 	}
 	c.t.Fatalf("status never showed %s within %s; last: %s", what, timeout, last)
 }
+
+// payload returns deterministic pseudo-random bytes for (name, size), so
+// tests can check content without keeping it in memory.
+func payload(name string, gen, size int) []byte {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	var seed [32]byte
+	binary.LittleEndian.PutUint64(seed[:], h.Sum64())
+	binary.LittleEndian.PutUint64(seed[8:], uint64(gen))
+	r := rand.NewChaCha8(seed)
+	b := make([]byte, size)
+	r.Read(b)
+	return b
+}
+
+// logUniformSize draws a size in [0, max] whose logarithm is uniform, so
+// small and large objects are both common.
+func logUniformSize(r *rand.Rand, max int) int {
+	return int(math.Exp(r.Float64()*math.Log(float64(max+1)))) - 1
+}
+
+func digest(b []byte) [32]byte { return sha256.Sum256(b) }

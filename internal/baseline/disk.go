@@ -28,12 +28,7 @@ func runDisk(ctx context.Context, o Options, f *os.File, r *Result) error {
 	fd := int(f.Fd())
 	d := &r.Disk
 
-	steps := []struct {
-		progress string
-		name     string
-		out      *Measure
-		fn       func() (Measure, error)
-	}{
+	steps := []step{
 		{"disk: sync 4 KiB writes, 1 in flight", "sync_write_4k_qd1", &d.SyncWrite4KQD1,
 			func() (Measure, error) { return syncWrites(ctx, o.Duration, fd, size, 1) }},
 		{fmt.Sprintf("disk: sync 4 KiB writes, %d in flight", QueueDepth), "sync_write_4k_qd32", &d.SyncWrite4KQD32,
@@ -41,16 +36,8 @@ func runDisk(ctx context.Context, o Options, f *os.File, r *Result) error {
 		{"disk: sequential 1 MiB writes, then fdatasync", "seq_write_1m", &d.SeqWrite1M,
 			func() (Measure, error) { return seqWrite(ctx, o.Duration, fd, size) }},
 	}
-	for _, s := range steps {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		o.Progress(s.progress)
-		m, err := s.fn()
-		if err != nil {
-			return fmt.Errorf("baseline: %s: %w", s.name, err)
-		}
-		*s.out = m
+	if err := runSteps(ctx, o, steps, ""); err != nil {
+		return err
 	}
 
 	if err := ctx.Err(); err != nil {
@@ -61,12 +48,7 @@ func runDisk(ctx context.Context, o Options, f *os.File, r *Result) error {
 		return err
 	}
 	defer rd.f.Close()
-	reads := []struct {
-		progress string
-		name     string
-		out      *Measure
-		fn       func() (Measure, error)
-	}{
+	reads := []step{
 		{"disk: random 4 KiB reads, 1 in flight", "rand_read_4k_qd1", &d.RandRead4KQD1,
 			func() (Measure, error) { return rd.randReads(ctx, o.Duration, size, 1) }},
 		{fmt.Sprintf("disk: random 4 KiB reads, %d in flight", QueueDepth), "rand_read_4k_qd32", &d.RandRead4KQD32,
@@ -74,7 +56,20 @@ func runDisk(ctx context.Context, o Options, f *os.File, r *Result) error {
 		{"disk: sequential 1 MiB reads", "seq_read_1m", &d.SeqRead1M,
 			func() (Measure, error) { return rd.seqRead(ctx, o.Duration, size) }},
 	}
-	for _, s := range reads {
+	return runSteps(ctx, o, reads, rd.note)
+}
+
+// step is one measurement: announced, run, stored.
+type step struct {
+	progress string
+	name     string
+	out      *Measure
+	fn       func() (Measure, error)
+}
+
+// runSteps runs steps in order until ctx ends, adding note to each result.
+func runSteps(ctx context.Context, o Options, steps []step, note string) error {
+	for _, s := range steps {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -83,7 +78,7 @@ func runDisk(ctx context.Context, o Options, f *os.File, r *Result) error {
 		if err != nil {
 			return fmt.Errorf("baseline: %s: %w", s.name, err)
 		}
-		m.Note = joinNote(m.Note, rd.note)
+		m.Note = joinNote(m.Note, note)
 		*s.out = m
 	}
 	return nil
