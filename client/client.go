@@ -132,7 +132,7 @@ func (c *Client) call(ctx context.Context, poolID clustermap.PoolID, poolName st
 		ctx, cancel = context.WithTimeout(ctx, c.OpTimeout)
 		defer cancel()
 	}
-	opName := opNames[req.Op]
+	opName := req.Op.String()
 	backoff := 20 * time.Millisecond
 	var lastErr error
 	for attempt := 0; ; attempt++ {
@@ -199,10 +199,3 @@ func (c *Client) call(ctx context.Context, poolID clustermap.PoolID, poolName st
 	}
 }
 
-var opNames = map[proto.Op]string{
-	proto.OpWrite: "write", proto.OpPut: "put", proto.OpRead: "read", proto.OpTruncate: "truncate",
-	proto.OpDelete: "delete", proto.OpStat: "stat", proto.OpCreate: "create", proto.OpSetXattr: "setxattr",
-	proto.OpGetXattr: "getxattr", proto.OpRmXattr: "rmxattr", proto.OpListXattrs: "listxattrs",
-	proto.OpOmapSet: "omap-set", proto.OpOmapGet: "omap-get", proto.OpOmapRm: "omap-rm",
-	proto.OpOmapList: "omap-list", proto.OpOmapRmRange: "omap-rmrange", proto.OpList: "list",
-}

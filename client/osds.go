@@ -39,9 +39,9 @@ func (c *Client) OSDStatuses(ctx context.Context) []OSDStatus {
 			for _, kv := range resp.KVs {
 				v, _ := strconv.ParseInt(string(kv.Value), 10, 64)
 				switch string(kv.Key) {
-				case "cpu_ns":
+				case proto.StatusKeyCPUNanos:
 					st.CPUSeconds = float64(v) / 1e9
-				case "max_rss_bytes":
+				case proto.StatusKeyMaxRSS:
 					st.MaxRSSBytes = v
 				}
 			}

@@ -52,10 +52,7 @@ func TestAddOSDWithMetaDirAndClass(t *testing.T) {
 	if _, err := c.cli(nil, "pool", "create", "fast2", "--size", "2", "--class", "nvme"); err == nil || !strings.Contains(err.Error(), "of class nvme") {
 		t.Fatalf("size 2 on one nvme host: want a refusal naming the class, got %v", err)
 	}
-	p, err := c.client().Pool("fast")
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := c.pool("fast")
 	ctx := context.Background()
 	for i := 0; i < 20; i++ {
 		name := fmt.Sprintf("f%02d", i)

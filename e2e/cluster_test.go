@@ -317,6 +317,16 @@ func (c *cluster) client() *client.Client {
 	return cl
 }
 
+// pool returns a handle for a pool, through a new client.
+func (c *cluster) pool(name string) *client.Pool {
+	c.t.Helper()
+	p, err := c.client().Pool(name)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return p
+}
+
 // status runs `cairn status --json`.
 func (c *cluster) status() (map[string]any, error) {
 	out, err := c.cli(nil, "status", "--json")

@@ -35,10 +35,7 @@ func TestDiskFull(t *testing.T) {
 	t.Cleanup(func() { exec.Command("umount", "-l", small).Run() })
 	c := startCluster(t, clusterOpts{dir: dir})
 	ctx := context.Background()
-	p, err := c.client().Pool("default")
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := c.pool("default")
 
 	var acked, onOSD0 []string
 	var fullErr error

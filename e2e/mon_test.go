@@ -50,10 +50,7 @@ func TestThreeMonsAndExternalEtcd(t *testing.T) {
 
 	c := startCluster(t, clusterOpts{external: endpoints})
 	ctx := context.Background()
-	p, err := c.client().Pool("default")
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := c.pool("default")
 	for i := 0; i < 50; i++ {
 		name := fmt.Sprintf("m%02d", i)
 		if err := p.Put(ctx, name, payload(name, 0, 10000+i)); err != nil {

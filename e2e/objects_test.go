@@ -160,10 +160,7 @@ func parallel(t *testing.T, items []string, k int, fn func(string) error) {
 func TestKillOSDDuringWrites(t *testing.T) {
 	c := startCluster(t, clusterOpts{})
 	ctx := context.Background()
-	p, err := c.client().Pool("default")
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := c.pool("default")
 	type state struct {
 		acked    map[string][32]byte   // last acknowledged content
 		possible map[string][][32]byte // contents of failed writes after it: may or may not be there
@@ -302,6 +299,21 @@ func TestCorruptionServedFromReplica(t *testing.T) {
 		t.Fatalf("want ErrCorrupt, got %v", err)
 	}
 	t.Logf("every copy corrupted: %v", err)
+
+	// An object larger than a read repairs at once, corrupted in its second
+	// 16 MiB chunk: the read is served from a replica, the repair is left
+	// for scrub, and status says so as a warning, not as data lost.
+	big := payload("large", 0, 20*mib)
+	if err := p.Put(ctx, "large", big); err != nil {
+		t.Fatal(err)
+	}
+	flipByteInDataFile(t, c.procs[fmt.Sprintf("osd.%d", actingOf(t, c, "default", "large")[0])].Data, 20*mib, 17*mib+5)
+	if got, err := p.Get(ctx, "large"); err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("read of a large object corrupted on its primary: %v", err)
+	}
+	c.waitStatus(10*time.Second, "the large object reported as left for scrub", func(st map[string]any, raw string) bool {
+		return strings.Contains(raw, "left for scrub") && strings.Contains(raw, "large")
+	})
 	c.waitStatus(10*time.Second, "HEALTH_ERR for the unrepairable object", func(st map[string]any, raw string) bool {
 		return st["health"] == "HEALTH_ERR" && strings.Contains(raw, "OBJECT_CORRUPT") && strings.Contains(raw, "doomed")
 	})

@@ -147,7 +147,9 @@ func computeStatus(m *clustermap.Map, stats map[clustermap.OSDID]meta.OSDStats, 
 			continue
 		}
 		line := fmt.Sprintf("%s pg %s object %q: %s (%d time(s), last %s)", r.OSD, r.PG, r.Object, r.Detail, r.Count, r.Time.UTC().Format("2006-01-02 15:04:05 UTC"))
-		if strings.Contains(r.Detail, "; repaired from ") {
+		// Served from a replica (repaired now, or left for scrub) is a warning;
+		// no good copy anywhere is an error.
+		if strings.Contains(r.Detail, "; repaired from ") || strings.Contains(r.Detail, "; served from ") {
 			repaired = append(repaired, line)
 		} else {
 			unrepaired = append(unrepaired, line)
@@ -157,7 +159,7 @@ func computeStatus(m *clustermap.Map, stats map[clustermap.OSDID]meta.OSDStats, 
 		add(Check{Code: "OBJECT_CORRUPT", Severity: healthErr, Summary: fmt.Sprintf("%d object copy(ies) failed their checksum and could not be repaired", len(unrepaired)), Detail: clip(unrepaired)})
 	}
 	if len(repaired) > 0 {
-		add(Check{Code: "OBJECT_REPAIRED", Severity: healthWarn, Summary: fmt.Sprintf("%d object copy(ies) failed their checksum on read and were repaired from a replica: check the disks of the OSDs named", len(repaired)), Detail: clip(repaired)})
+		add(Check{Code: "OBJECT_REPAIRED", Severity: healthWarn, Summary: fmt.Sprintf("%d object copy(ies) failed their checksum on read; good copies were served from replicas and repaired, or left for scrub where noted: check the disks of the OSDs named", len(repaired)), Detail: clip(repaired)})
 	}
 	return st
 }

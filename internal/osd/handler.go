@@ -223,6 +223,35 @@ func limit(l uint32, max int) int {
 	return int(l)
 }
 
+// repairInlineMax bounds the objects a read repairs at once: the whole
+// object travels in one message. Larger ones are served from the replica and
+// left for scrub to repair.
+const repairInlineMax = 16 << 20
+
+// repairFrom rewrites the local copy of an object from replica r, whose
+// answer to rr was part, and says what it did for the report. The caller
+// holds the object's lock for reading; the repair writes the content the
+// replicas hold, so readers see no change.
+func (s *Server) repairFrom(ctx context.Context, coll string, pg clustermap.PGID, name string, r clustermap.OSDID, addr string, epoch clustermap.Epoch, part *proto.Response, rr *proto.Request) string {
+	if part.Size > repairInlineMax {
+		return fmt.Sprintf("; served from %s; too large to repair on read (%d bytes), left for scrub", r, part.Size)
+	}
+	full := part.Data
+	if rr.Offset != 0 || uint64(len(full)) != part.Size {
+		resp, err := s.peers.Call(ctx, addr, &proto.Request{Op: proto.OpReadReplica, Epoch: epoch, PG: pg, Object: name})
+		if err != nil || resp.Status != proto.StatusOK {
+			return fmt.Sprintf("; served from %s; repair failed: could not read the whole object", r)
+		}
+		full = resp.Data
+	}
+	txn := &objstore.Txn{}
+	txn.Put(coll, name, full)
+	if err := s.store.Apply(txn); err != nil {
+		return fmt.Sprintf("; served from %s; repair failed: %v", r, err)
+	}
+	return fmt.Sprintf("; repaired from %s", r)
+}
+
 // readFromReplica answers a read whose local copy failed its checksum: the
 // data comes from a replica whose copy verifies, the local copy is rewritten
 // from it, and the event is reported. Corrupted bytes are never returned.
@@ -243,34 +272,23 @@ func (s *Server) readFromReplica(ctx context.Context, pool *clustermap.Pool, act
 		if !ok {
 			continue
 		}
-		full, err := s.peers.Call(ctx, osd.Addr, &proto.Request{Op: proto.OpReadReplica, Epoch: m.Epoch, PG: req.PG, Object: req.Object})
-		if err != nil || full.Status != proto.StatusOK {
+		// The replica verifies its own checksums. Ask for the client's range
+		// only, so that an object of any size can be served.
+		rr := &proto.Request{Op: proto.OpReadReplica, Epoch: m.Epoch, PG: req.PG, Object: req.Object, Offset: req.Offset, Length: req.Length}
+		if req.Op == proto.OpStat {
+			rr.Offset, rr.Length = 0, 1
+		}
+		part, err := s.peers.Call(ctx, osd.Addr, rr)
+		if err != nil || part.Status != proto.StatusOK {
 			continue
 		}
-		// Repair our copy. The object lock is held for reading; the repair
-		// writes the same content the replicas hold, so readers see no change.
-		txn := &objstore.Txn{}
-		txn.Put(coll, req.Object, full.Data)
-		if err := s.store.Apply(txn); err != nil {
-			detail += fmt.Sprintf("; repair from %s failed: %v", r, err)
-		} else {
-			detail += fmt.Sprintf("; repaired from %s", r)
-		}
+		detail += s.repairFrom(ctx, coll, req.PG, req.Object, r, osd.Addr, m.Epoch, part, rr)
 		s.logf("%s: pg %s object %q: %s", s.id, req.PG, req.Object, detail)
 		out := s.ok()
-		out.Size = full.Size
-		if req.Op == proto.OpStat {
-			return out
+		out.Size = part.Size
+		if req.Op != proto.OpStat {
+			out.Data = part.Data
 		}
-		lo := req.Offset
-		if lo > uint64(len(full.Data)) {
-			lo = uint64(len(full.Data))
-		}
-		hi := uint64(len(full.Data))
-		if req.Length > 0 && lo+req.Length < hi {
-			hi = lo + req.Length
-		}
-		out.Data = full.Data[lo:hi]
 		return out
 	}
 	detail += "; no replica had a good copy"

@@ -17,7 +17,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
@@ -369,9 +368,6 @@ func (p *pgState) noteVersion(v uint64) {
 // lock returns the lock of an object; writes hold it across local apply and
 // replication so that replicas see the writes to one object in one order.
 func (s *Server) lock(pg clustermap.PGID, name string) *sync.RWMutex {
-	var h maphash.Hash
-	h.SetSeed(s.seed)
-	h.WriteString(strconv.FormatUint(uint64(pg.Pool)<<32|uint64(pg.Seed), 16))
-	h.WriteString(name)
-	return &s.locks[h.Sum64()%uint64(len(s.locks))]
+	h := maphash.String(s.seed, name) ^ (uint64(pg.Pool)<<32|uint64(pg.Seed))*0x9e3779b97f4a7c15
+	return &s.locks[h%uint64(len(s.locks))]
 }

@@ -7,12 +7,6 @@ import (
 	"github.com/cairn-storage/cairn/internal/proto"
 )
 
-// Keys of the OpStatus reply.
-const (
-	StatusCPUNanos = "cpu_ns" // user+system CPU time this OSD process has used
-	StatusRSSBytes = "max_rss_bytes"
-)
-
 // status answers OpStatus with the process's resource use, so benchmarks
 // can charge the CPU the cluster spent to the work they did.
 func (s *Server) status() *proto.Response {
@@ -23,8 +17,8 @@ func (s *Server) status() *proto.Response {
 	}
 	cpu := ru.Utime.Nano() + ru.Stime.Nano()
 	r.KVs = []proto.KV{
-		{Key: []byte(StatusCPUNanos), Value: []byte(strconv.FormatInt(cpu, 10))},
-		{Key: []byte(StatusRSSBytes), Value: []byte(strconv.FormatInt(ru.Maxrss*1024, 10))},
+		{Key: []byte(proto.StatusKeyCPUNanos), Value: []byte(strconv.FormatInt(cpu, 10))},
+		{Key: []byte(proto.StatusKeyMaxRSS), Value: []byte(strconv.FormatInt(ru.Maxrss*1024, 10))},
 	}
 	return r
 }

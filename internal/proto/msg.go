@@ -34,8 +34,8 @@ const (
 	// OSD to OSD: read Object's full state from a replica (repair after a
 	// local checksum error).
 	OpReadReplica
-	// Any client to an OSD: the OSD's own figures (CPU time, usage) as KVs;
-	// no epoch check, so it works during map changes.
+	// Any client to an OSD: the OSD's own figures as KVs (keys StatusKey*,
+	// decimal values); no epoch check, so it works during map changes.
 	OpStatus
 	opMax
 )
@@ -108,3 +108,9 @@ type Response struct {
 	Names   []string // OpList
 	More    bool     // a listing stopped at Limit
 }
+
+// Keys of an OpStatus reply.
+const (
+	StatusKeyCPUNanos = "cpu_ns"        // user+system CPU time of the OSD process
+	StatusKeyMaxRSS   = "max_rss_bytes" // peak resident memory
+)
