@@ -2,9 +2,16 @@ package client
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"time"
 
+	"github.com/cairn-storage/cairn/internal/clustermap"
+	"github.com/cairn-storage/cairn/internal/meta"
 	"github.com/cairn-storage/cairn/internal/proto"
 )
 
@@ -49,4 +56,115 @@ func (c *Client) OSDStatuses(ctx context.Context) []OSDStatus {
 	}
 	wg.Wait()
 	return out
+}
+
+// SetOSDIn marks an OSD in (placement may map data to it) or out (its data
+// moves to the other OSDs). It returns once this client sees the new map.
+func (c *Client) SetOSDIn(ctx context.Context, id int, in bool) error {
+	nm, err := c.meta.Update(ctx, func(m *clustermap.Map) error {
+		o, ok := m.OSD(clustermap.OSDID(id))
+		if !ok {
+			return fmt.Errorf("%w: osd.%d does not exist", ErrInvalid, id)
+		}
+		if o.In == in && !o.AutoOut {
+			return meta.ErrNoChange
+		}
+		o.In, o.AutoOut = in, false
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, meta.ErrNoChange) {
+			return nil
+		}
+		return err
+	}
+	c.view.WaitFor(ctx, nm.Epoch, 10*time.Second)
+	return nil
+}
+
+// RemoveOSD deletes an OSD from the map. It refuses while the OSD is in, or
+// while any placement group still counts on its copy (it is named in a PG
+// record as holding data no other OSD has yet): mark it out and wait for
+// the cluster to be healthy first.
+func (c *Client) RemoveOSD(ctx context.Context, id int) error {
+	osd := clustermap.OSDID(id)
+	m := c.view.Map()
+	o, ok := m.OSD(osd)
+	if !ok {
+		return fmt.Errorf("%w: osd.%d does not exist", ErrInvalid, id)
+	}
+	if o.In {
+		return fmt.Errorf("%w: osd.%d is in; run `cairn osd out %d` and wait for HEALTH_OK first", ErrInvalid, id, id)
+	}
+	recs, err := c.meta.PGRecords(ctx)
+	if err != nil {
+		return err
+	}
+	var needed []string
+	for pg, r := range recs {
+		if slices.Contains(r.Complete, osd) && (len(r.Complete) == 1 || !slices.Equal(r.Complete, r.Acting)) {
+			needed = append(needed, pg)
+		}
+	}
+	if len(needed) > 0 {
+		slices.Sort(needed)
+		if len(needed) > 10 {
+			needed = append(needed[:10], "...")
+		}
+		return fmt.Errorf("%w: osd.%d still holds the only complete copy of %d pg(s) (%s); wait for recovery to finish", ErrInvalid, id, len(needed), strings.Join(needed, ", "))
+	}
+	nm, err := c.meta.Update(ctx, func(m *clustermap.Map) error {
+		for i := range m.OSDs {
+			if m.OSDs[i].ID == osd {
+				m.OSDs = append(m.OSDs[:i], m.OSDs[i+1:]...)
+				return nil
+			}
+		}
+		return meta.ErrNoChange
+	})
+	if err != nil {
+		return err
+	}
+	c.view.WaitFor(ctx, nm.Epoch, 10*time.Second)
+	return nil
+}
+
+// ScrubResult counts what scrubbing one placement group found.
+type ScrubResult struct {
+	PG       string `json:"pg"`
+	Objects  int64  `json:"objects"`
+	Bytes    int64  `json:"bytes"`
+	Errors   int64  `json:"errors"`
+	Repaired int64  `json:"repaired"`
+	Detail   string `json:"detail,omitempty"` // objects with no good copy
+}
+
+// Scrub scrubs one placement group of the pool now (deep: reads and
+// verifies all data) and repairs what it finds.
+func (p *Pool) Scrub(ctx context.Context, seed uint32, deep bool) (ScrubResult, error) {
+	req := &proto.Request{Op: proto.OpScrub}
+	if deep {
+		req.Flags |= proto.FlagDeep
+	}
+	s := seed
+	resp, err := p.c.call(ctx, p.id, p.name, &s, req)
+	res := ScrubResult{PG: clustermap.PGID{Pool: p.id, Seed: seed}.String()}
+	if err != nil {
+		return res, err
+	}
+	for _, kv := range resp.KVs {
+		v, _ := strconv.ParseInt(string(kv.Value), 10, 64)
+		switch string(kv.Key) {
+		case proto.ScrubKeyObjects:
+			res.Objects = v
+		case proto.ScrubKeyBytes:
+			res.Bytes = v
+		case proto.ScrubKeyErrors:
+			res.Errors = v
+		case proto.ScrubKeyRepaired:
+			res.Repaired = v
+		}
+	}
+	res.Detail = resp.Message
+	return res, nil
 }

@@ -22,11 +22,12 @@ type globals struct {
 	conf string
 	json bool
 	out  io.Writer
+	err  io.Writer // progress and diagnostics
 }
 
 // Main runs the command line and returns the process exit code.
 func Main(args []string) int {
-	g := &globals{out: os.Stdout}
+	g := &globals{out: os.Stdout, err: os.Stderr}
 	root := &cobra.Command{
 		Use:           "cairn",
 		Short:         "cairn: replicated, checksummed storage for block volumes and objects",
@@ -35,7 +36,7 @@ func Main(args []string) int {
 	}
 	root.PersistentFlags().StringVar(&g.conf, "conf", "", "path of cairn.conf (default: $CAIRN_CONF, ./cairn.conf or ./cairn-dev/cairn.conf)")
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print the result as JSON")
-	root.AddCommand(devCmd(g), monCmd(g), osdCmd(g), poolCmd(g), objCmd(g), statusCmd(g), benchCmd(g))
+	root.AddCommand(devCmd(g), monCmd(g), osdCmd(g), poolCmd(g), objCmd(g), statusCmd(g), benchCmd(g), scrubCmd(g))
 	root.SetArgs(args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

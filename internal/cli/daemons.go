@@ -8,6 +8,8 @@ import (
 	"net/http"
 	_ "net/http/pprof"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cairn-storage/cairn/client"
@@ -111,8 +113,74 @@ func osdCmd(g *globals) *cobra.Command {
 	f.Int64Var(&o.ReserveBytes, "reserve", 0, "bytes of free disk kept in reserve; writes fail with 'disk full' below it (default 64 MiB)")
 	f.Int64Var(&o.CacheBytes, "cache-size", 0, "bytes of index block cache, which also caches small objects (default 256 MiB)")
 	f.StringVar(&debugListen, "debug-listen", "", "serve Go profiling (/debug/pprof) on this address, e.g. 127.0.0.1:6060")
-	cmd.AddCommand(osdTreeCmd(g))
+	f.IntVar(&o.RecoveryParallel, "recovery-parallel", 4, "objects recovery and backfill copy at once; fewer leaves more room for client IO")
+	f.DurationVar(&o.ScrubInterval, "scrub-interval", 24*time.Hour, "how often each placement group is scrubbed (negative: never)")
+	f.DurationVar(&o.DeepScrubInterval, "deep-scrub-interval", 7*24*time.Hour, "how often each placement group is deep-scrubbed, reading all data (negative: never)")
+	cmd.AddCommand(osdTreeCmd(g), osdInOutCmd(g, "out"), osdInOutCmd(g, "in"), osdRmCmd(g))
 	return cmd
+}
+
+func osdInOutCmd(g *globals, which string) *cobra.Command {
+	short := "mark OSDs out: placement moves their data to the other OSDs"
+	if which == "in" {
+		short = "mark OSDs in: placement may put data on them again"
+	}
+	return &cobra.Command{
+		Use:   which + " ID...",
+		Short: short,
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.dial(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			for _, a := range args {
+				id, err := parseOSDID(a)
+				if err != nil {
+					return err
+				}
+				if err := c.SetOSDIn(cmd.Context(), id, which == "in"); err != nil {
+					return err
+				}
+				fmt.Fprintf(g.out, "marked osd.%d %s\n", id, which)
+			}
+			return nil
+		},
+	}
+}
+
+func osdRmCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rm ID",
+		Short: "remove an OSD that is out and whose data has moved elsewhere",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseOSDID(args[0])
+			if err != nil {
+				return err
+			}
+			c, err := g.dial(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if err := c.RemoveOSD(cmd.Context(), id); err != nil {
+				return err
+			}
+			fmt.Fprintf(g.out, "removed osd.%d\n", id)
+			return nil
+		},
+	}
+}
+
+// parseOSDID accepts "3" or "osd.3".
+func parseOSDID(s string) (int, error) {
+	id, err := strconv.Atoi(strings.TrimPrefix(s, "osd."))
+	if err != nil || id < 0 {
+		return 0, fmt.Errorf("%q is not an OSD id (want a number like 3 or osd.3)", s)
+	}
+	return id, nil
 }
 
 // serveDebug serves net/http/pprof for profiling a running daemon.

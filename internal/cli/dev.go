@@ -47,6 +47,7 @@ type devOptions struct {
 	leaseTTL    time.Duration
 	external    []string
 	ipv6        bool
+	downOut     time.Duration
 }
 
 func devCmd(g *globals) *cobra.Command {
@@ -71,6 +72,7 @@ Running it again on the same --dir restarts the same cluster with its data.`,
 	f.DurationVar(&o.leaseTTL, "lease-ttl", 5*time.Second, "how long an OSD may be silent before it is marked down")
 	f.StringSliceVar(&o.external, "etcd-endpoints", nil, "use this existing etcd cluster instead of starting a mon")
 	f.BoolVar(&o.ipv6, "ipv6", false, "run IPv6-only: etcd and every OSD on [::1]")
+	f.DurationVar(&o.downOut, "down-out", 30*time.Second, "how long an OSD may stay down before it is marked out and its data re-replicated")
 	return cmd
 }
 
@@ -161,6 +163,16 @@ func runDev(ctx context.Context, g *globals, o devOptions) error {
 	}
 	defer ms.Close()
 	if _, err := ms.Init(ctx, cfg.FSID); err != nil {
+		return err
+	}
+	if _, err := ms.Update(ctx, func(m *clustermap.Map) error {
+		secs := int(o.downOut / time.Second)
+		if m.DownOutSeconds == secs || secs <= 0 {
+			return meta.ErrNoChange
+		}
+		m.DownOutSeconds = secs
+		return nil
+	}); err != nil {
 		return err
 	}
 

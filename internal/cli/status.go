@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -49,6 +50,20 @@ type Status struct {
 	Used   int64    `json:"used_bytes"`
 	Total  int64    `json:"total_bytes"`
 	Etcd   []string `json:"etcd_endpoints"`
+	// PGStates counts PGs by the state their primaries report.
+	PGStates map[string]int `json:"pg_states,omitempty"`
+	Work     []Work         `json:"work,omitempty"`
+}
+
+// Work is one OSD's background job (recovery, scrub) with its progress.
+type Work struct {
+	OSD         string  `json:"osd"`
+	Kind        string  `json:"kind"`
+	ObjectsDone int64   `json:"objects_done"`
+	ObjectsLeft int64   `json:"objects_left"`
+	BytesDone   int64   `json:"bytes_done"`
+	MBps        float64 `json:"mb_per_s"`
+	ETASeconds  float64 `json:"eta_seconds,omitempty"`
 }
 
 // computeStatus derives health from the map, the usage the OSDs publish and
@@ -118,6 +133,52 @@ func computeStatus(m *clustermap.Map, stats map[clustermap.OSDID]meta.OSDStats, 
 				Detail:  clip(undersized)})
 		}
 	}
+	// What the primaries say about their PGs: peering, recovery, down.
+	var downPGs []string
+	var recovering int
+	var left int64
+	for id, s := range stats {
+		for k, n := range s.PGStates {
+			if st.PGStates == nil {
+				st.PGStates = map[string]int{}
+			}
+			st.PGStates[k] += n
+		}
+		for pg, why := range s.DownPGs {
+			downPGs = append(downPGs, fmt.Sprintf("%s (primary %s): %s", pg, id, why))
+		}
+		recovering += s.PGStates["active+recovering"]
+		for _, w := range s.Work {
+			wk := Work{OSD: id.String(), Kind: w.Kind, ObjectsDone: w.ObjectsDone, ObjectsLeft: w.ObjectsLeft, BytesDone: w.BytesDone}
+			if el := now.Sub(w.Started).Seconds(); !w.Started.IsZero() && el > 0 {
+				wk.MBps = float64(w.BytesDone) / el / 1e6
+				if w.ObjectsDone > 0 {
+					wk.ETASeconds = el / float64(w.ObjectsDone) * float64(w.ObjectsLeft)
+				}
+			}
+			if w.Kind == "recovery" {
+				left += w.ObjectsLeft
+			}
+			st.Work = append(st.Work, wk)
+		}
+	}
+	sort.Slice(st.Work, func(i, j int) bool { return st.Work[i].OSD+st.Work[i].Kind < st.Work[j].OSD+st.Work[j].Kind })
+	if st.PGStates != nil {
+		st.PGsOK = min(st.PGsOK, st.PGStates["active+clean"])
+	}
+	if len(downPGs) > 0 {
+		sort.Strings(downPGs)
+		add(Check{Code: "PG_DOWN", Severity: healthErr,
+			Summary: fmt.Sprintf("%d pg(s) cannot go active: the OSDs holding their newest writes are down; their IO waits until one returns", len(downPGs)),
+			Detail:  clip(downPGs)})
+	}
+	if n := st.PGStates["peering"]; n > 0 {
+		add(Check{Code: "PG_PEERING", Severity: healthWarn, Summary: fmt.Sprintf("%d pg(s) peering: their IO waits a moment", n)})
+	}
+	if recovering > 0 {
+		add(Check{Code: "PG_RECOVERING", Severity: healthWarn,
+			Summary: fmt.Sprintf("%d pg(s) recovering: %d object copies left to bring up to date", recovering, left)})
+	}
 	var full, nearfull []string
 	for id, s := range stats {
 		st.Used += s.UsedBytes
@@ -143,13 +204,17 @@ func computeStatus(m *clustermap.Map, stats map[clustermap.OSDID]meta.OSDStats, 
 	}
 	var repaired, unrepaired []string
 	for _, r := range reports {
-		if r.Kind != "corruption" {
+		switch r.Kind {
+		case "corruption", "inconsistent":
+		case "scrub-repaired":
+			r.Detail = "scrub found " + r.Detail
+		default:
 			continue
 		}
 		line := fmt.Sprintf("%s pg %s object %q: %s (%d time(s), last %s)", r.OSD, r.PG, r.Object, r.Detail, r.Count, r.Time.UTC().Format("2006-01-02 15:04:05 UTC"))
 		// Served from a replica (repaired now, or left for scrub) is a warning;
 		// no good copy anywhere is an error.
-		if strings.Contains(r.Detail, "; repaired from ") || strings.Contains(r.Detail, "; served from ") {
+		if r.Kind != "inconsistent" && (strings.Contains(r.Detail, "; repaired from ") || strings.Contains(r.Detail, "; served from ")) {
 			repaired = append(repaired, line)
 		} else {
 			unrepaired = append(unrepaired, line)
@@ -186,9 +251,10 @@ func humanBytes(n int64) string {
 }
 
 func statusCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var watch bool
+	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "show the cluster's health in plain words",
+		Short: "show the cluster's health in plain words (--watch: live, with progress bars)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -197,41 +263,96 @@ func statusCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer ms.Close()
-			m, _, err := ms.Map(ctx)
-			if err != nil {
-				return err
-			}
-			stats, err := ms.Stats(ctx)
-			if err != nil {
-				return err
-			}
-			reports, err := ms.Reports(ctx)
-			if err != nil {
-				return err
-			}
-			st := computeStatus(m, stats, reports, time.Now())
-			st.Etcd = cfg.EtcdEndpoints
-			if st.Checks == nil {
-				st.Checks = []Check{}
-			}
-			if g.json {
-				return g.printJSON(st)
-			}
-			w := g.out
-			fmt.Fprintf(w, "cluster %s (map epoch %d)\n", st.FSID, st.Epoch)
-			fmt.Fprintf(w, "  health: %s\n", st.Health)
-			for _, c := range st.Checks {
-				fmt.Fprintf(w, "    [%s] %s\n", strings.TrimPrefix(c.Severity, "HEALTH_"), c.Summary)
-				for _, d := range c.Detail {
-					fmt.Fprintf(w, "        %s\n", d)
+			for {
+				st, err := loadStatus(cmd, ms)
+				if err != nil {
+					return err
+				}
+				st.Etcd = cfg.EtcdEndpoints
+				if g.json {
+					if err := g.printJSON(st); err != nil || !watch {
+						return err
+					}
+				} else {
+					if watch {
+						fmt.Fprint(g.out, "\033[H\033[2J") // clear the terminal
+					}
+					printStatus(g.out, st)
+				}
+				if !watch {
+					return nil
+				}
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(time.Second):
 				}
 			}
-			fmt.Fprintf(w, "  etcd:   %s\n", strings.Join(st.Etcd, ", "))
-			fmt.Fprintf(w, "  osds:   %d total, %d up, %d in\n", st.OSDs, st.OSDsUp, st.OSDsIn)
-			fmt.Fprintf(w, "  pools:  %d pools, %d pgs, %d active+clean\n", st.Pools, st.PGs, st.PGsOK)
-			fmt.Fprintf(w, "  usage:  %s used of %s\n", humanBytes(st.Used), humanBytes(st.Total))
-			return nil
 		},
+	}
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "refresh every second until interrupted")
+	return cmd
+}
+
+func loadStatus(cmd *cobra.Command, ms *meta.Store) (Status, error) {
+	ctx := cmd.Context()
+	m, _, err := ms.Map(ctx)
+	if err != nil {
+		return Status{}, err
+	}
+	stats, err := ms.Stats(ctx)
+	if err != nil {
+		return Status{}, err
+	}
+	reports, err := ms.Reports(ctx)
+	if err != nil {
+		return Status{}, err
+	}
+	st := computeStatus(m, stats, reports, time.Now())
+	if st.Checks == nil {
+		st.Checks = []Check{}
+	}
+	return st, nil
+}
+
+func printStatus(w io.Writer, st Status) {
+	fmt.Fprintf(w, "cluster %s (map epoch %d)\n", st.FSID, st.Epoch)
+	fmt.Fprintf(w, "  health: %s\n", st.Health)
+	for _, c := range st.Checks {
+		fmt.Fprintf(w, "    [%s] %s\n", strings.TrimPrefix(c.Severity, "HEALTH_"), c.Summary)
+		for _, d := range c.Detail {
+			fmt.Fprintf(w, "        %s\n", d)
+		}
+	}
+	fmt.Fprintf(w, "  etcd:   %s\n", strings.Join(st.Etcd, ", "))
+	fmt.Fprintf(w, "  osds:   %d total, %d up, %d in\n", st.OSDs, st.OSDsUp, st.OSDsIn)
+	fmt.Fprintf(w, "  pools:  %d pools, %d pgs, %d active+clean\n", st.Pools, st.PGs, st.PGsOK)
+	if len(st.PGStates) > 0 {
+		keys := make([]string, 0, len(st.PGStates))
+		for k := range st.PGStates {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = fmt.Sprintf("%d %s", st.PGStates[k], k)
+		}
+		fmt.Fprintf(w, "  pgs:    %s\n", strings.Join(parts, ", "))
+	}
+	fmt.Fprintf(w, "  usage:  %s used of %s\n", humanBytes(st.Used), humanBytes(st.Total))
+	if len(st.Work) > 0 {
+		fmt.Fprintf(w, "  work:\n")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, wk := range st.Work {
+			total := wk.ObjectsDone + wk.ObjectsLeft
+			eta := ""
+			if wk.ETASeconds > 0 {
+				eta = "ETA " + (time.Duration(wk.ETASeconds) * time.Second).String()
+			}
+			fmt.Fprintf(tw, "    %s\t%s\t%s\t%d/%d objects\t%s\t%.1f MB/s\t%s\n", wk.OSD, wk.Kind, bar(int(wk.ObjectsDone), int(total), 20),
+				wk.ObjectsDone, total, humanBytes(wk.BytesDone), wk.MBps, eta)
+		}
+		tw.Flush()
 	}
 }
 

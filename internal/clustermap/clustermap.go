@@ -96,6 +96,9 @@ type OSD struct {
 	In        bool      `json:"in"`
 	UpSince   time.Time `json:"up_since,omitzero"`
 	DownSince time.Time `json:"down_since,omitzero"`
+	// AutoOut: marked out by the keeper because it stayed down; it is
+	// marked in again when it returns. An operator's `osd out` clears it.
+	AutoOut bool `json:"auto_out,omitempty"`
 }
 
 // Pool is a named set of placement groups with a replication rule.
@@ -120,6 +123,20 @@ type Map struct {
 	Pools      []Pool    `json:"pools"` // sorted by ID
 	NextPoolID PoolID    `json:"next_pool_id"`
 	NextOSDID  OSDID     `json:"next_osd_id"`
+	// DownOutSeconds: an OSD down this long is marked out and its data
+	// re-replicated elsewhere (0: DefaultDownOut).
+	DownOutSeconds int `json:"down_out_seconds,omitempty"`
+}
+
+// DefaultDownOut is how long an OSD may stay down before it is marked out.
+const DefaultDownOut = 10 * time.Minute
+
+// DownOutInterval returns how long an OSD may stay down before it is marked out.
+func (m *Map) DownOutInterval() time.Duration {
+	if m.DownOutSeconds > 0 {
+		return time.Duration(m.DownOutSeconds) * time.Second
+	}
+	return DefaultDownOut
 }
 
 // Limits on names, so that keys stay small and printable.

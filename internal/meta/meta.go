@@ -31,6 +31,7 @@ const (
 	prefixAlive  = prefix + "alive/"  // alive/<osd id> → addr, held by the OSD's lease
 	prefixStats  = prefix + "stats/"  // stats/<osd id> → OSDStats JSON, under the same lease
 	prefixReport = prefix + "report/" // report/<kind>/<id> → Report JSON
+	prefixPG     = prefix + "pg/"     // pg/<pgid> → PGRecord JSON, written by the PG's primary
 	keyElection  = prefix + "keeper"
 )
 
@@ -221,6 +222,90 @@ type OSDStats struct {
 	FreeBytes  int64     `json:"free_bytes"`
 	Objects    int64     `json:"objects"`
 	Updated    time.Time `json:"updated"`
+	// The placement groups this OSD is primary for, by state
+	// ("active+clean", "active+recovering", "peering", "down"), and the
+	// background work it runs.
+	PGStates map[string]int `json:"pg_states,omitempty"`
+	// DownPGs names PGs that cannot go active, with the reason.
+	DownPGs map[string]string `json:"down_pgs,omitempty"`
+	Work    []WorkProgress    `json:"work,omitempty"`
+}
+
+// WorkProgress is one background worker's progress (recovery, scrub).
+type WorkProgress struct {
+	Kind        string    `json:"kind"` // "recovery", "scrub", "deep-scrub"
+	ObjectsDone int64     `json:"objects_done"`
+	ObjectsLeft int64     `json:"objects_left"`
+	BytesDone   int64     `json:"bytes_done"`
+	Started     time.Time `json:"started"`
+}
+
+// PGRecord is what the cluster must remember about a placement group
+// between primaries: the acting set it last went active with, and which
+// OSDs hold every acknowledged write. A new primary may only go active after
+// it heard from one of Complete, so no acknowledged write can be lost by
+// electing a stale primary.
+type PGRecord struct {
+	Epoch    clustermap.Epoch   `json:"epoch"` // map epoch of the interval that wrote it
+	Acting   []clustermap.OSDID `json:"acting"`
+	Complete []clustermap.OSDID `json:"complete"`
+}
+
+// PGRecord returns the record of pg and its etcd revision (0: none yet).
+func (s *Store) PGRecord(ctx context.Context, pg string) (*PGRecord, int64, error) {
+	resp, err := s.cli.Get(ctx, prefixPG+pg)
+	if err != nil {
+		return nil, 0, fmt.Errorf("etcd: read pg %s: %w", pg, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, 0, nil
+	}
+	var r PGRecord
+	if err := json.Unmarshal(resp.Kvs[0].Value, &r); err != nil {
+		return nil, 0, fmt.Errorf("etcd: pg %s record is damaged: %v", pg, err)
+	}
+	return &r, resp.Kvs[0].ModRevision, nil
+}
+
+// ErrPGRecordRaced means another primary changed a PG record first.
+var ErrPGRecordRaced = errors.New("etcd: pg record changed concurrently")
+
+// PutPGRecord replaces pg's record if it is still at revision rev (0: absent)
+// and returns the new revision.
+func (s *Store) PutPGRecord(ctx context.Context, pg string, r PGRecord, rev int64) (int64, error) {
+	b, _ := json.Marshal(r)
+	key := prefixPG + pg
+	tr, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
+		Then(clientv3.OpPut(key, string(b))).Commit()
+	if err != nil {
+		return 0, fmt.Errorf("etcd: write pg %s: %w", pg, err)
+	}
+	if !tr.Succeeded {
+		return 0, ErrPGRecordRaced
+	}
+	return tr.Header.Revision, nil
+}
+
+// PGRecords returns every PG record, by PG id.
+func (s *Store) PGRecords(ctx context.Context) (map[string]PGRecord, error) {
+	resp, err := s.cli.Get(ctx, prefixPG, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("etcd: list pg records: %w", err)
+	}
+	out := map[string]PGRecord{}
+	for _, kv := range resp.Kvs {
+		var r PGRecord
+		if json.Unmarshal(kv.Value, &r) == nil {
+			out[strings.TrimPrefix(string(kv.Key), prefixPG)] = r
+		}
+	}
+	return out, nil
+}
+
+// DeletePGRecords removes the records of a deleted pool's PGs.
+func (s *Store) DeletePGRecords(ctx context.Context, pool clustermap.PoolID) error {
+	_, err := s.cli.Delete(ctx, prefixPG+strconv.Itoa(int(pool))+".", clientv3.WithPrefix())
+	return err
 }
 
 // Lease is an OSD's liveness registration.
@@ -420,7 +505,10 @@ func (s *Store) keep(ctx context.Context, sess *concurrency.Session, logf func(s
 	}
 }
 
-// reconcile marks OSDs up or down to match the leases.
+// reconcile marks OSDs up or down to match the leases, and out when they
+// stayed down longer than the map's down-out interval (placement then moves
+// their data elsewhere); an OSD marked out that way is marked in when it
+// returns.
 func (s *Store) reconcile(ctx context.Context, logf func(string, ...any)) error {
 	alive, err := s.Alive(ctx)
 	if err != nil {
@@ -442,6 +530,14 @@ func (s *Store) reconcile(ctx context.Context, logf func(string, ...any)) error 
 				o.UpSince = now
 				o.DownSince = time.Time{}
 				changes = append(changes, o.ID.String()+" up")
+				if o.AutoOut {
+					// Marked out only because it was down: take it back.
+					o.In, o.AutoOut = true, false
+					changes = append(changes, o.ID.String()+" in")
+				}
+			case !o.Up && o.In && !o.DownSince.IsZero() && now.Sub(o.DownSince) >= m.DownOutInterval():
+				o.In, o.AutoOut = false, true
+				changes = append(changes, fmt.Sprintf("%s out (down for %s)", o.ID, now.Sub(o.DownSince).Round(time.Second)))
 			}
 		}
 		if len(changes) == 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/cairn-storage/cairn/internal/clustermap"
@@ -34,12 +35,23 @@ func (s *Server) Serve(ctx context.Context, req *proto.Request) *proto.Response 
 		return s.applyReplica(t, req)
 	case proto.OpReadReplica:
 		return s.readLocal(req)
+	case proto.OpPGList:
+		return s.pgList(req)
+	}
+	if req.Flags&proto.FlagLocal != 0 && !isWrite(req.Op) && req.Op != proto.OpScrub {
+		if req.Op == proto.OpList {
+			return s.listLocal(req)
+		}
+		return s.readObject(req.PG.String(), req)
 	}
 	pool, ok := t.Map().Pool(req.PG.Pool)
 	if !ok {
 		return s.fail(proto.StatusNotFound, "pool %d does not exist", req.PG.Pool)
 	}
-	if req.Op != proto.OpList {
+	if strings.HasPrefix(req.Key, proto.ReservedPrefix) {
+		return s.fail(proto.StatusInvalid, "xattr name %q: names starting with NUL are reserved", req.Key)
+	}
+	if req.Op != proto.OpList && req.Op != proto.OpScrub {
 		if err := proto.ValidateObjectName(req.Object); err != nil {
 			return s.fail(proto.StatusInvalid, "%v", err)
 		}
@@ -53,10 +65,17 @@ func (s *Server) Serve(ctx context.Context, req *proto.Request) *proto.Response 
 	if len(acting) == 0 || acting[0] != s.id {
 		return s.fail(proto.StatusNotPrimary, "%s is not the primary of pg %s at epoch %d", s.id, req.PG, t.Map().Epoch)
 	}
-	if isWrite(req.Op) {
-		return s.write(ctx, pool, req)
+	p, resp := s.activePG(ctx, req.PG, acting)
+	if resp != nil {
+		return resp
 	}
-	return s.read(ctx, pool, acting, req)
+	switch {
+	case isWrite(req.Op):
+		return s.write(ctx, pool, p, req)
+	case req.Op == proto.OpScrub:
+		return s.scrub(ctx, p, req)
+	}
+	return s.read(ctx, pool, p, acting, req)
 }
 
 func isWrite(op proto.Op) bool {
@@ -113,33 +132,30 @@ func (s *Server) checkEpoch(ctx context.Context, e clustermap.Epoch) (*placement
 }
 
 // read serves a read-only op on the primary.
-func (s *Server) read(ctx context.Context, pool *clustermap.Pool, acting []clustermap.OSDID, req *proto.Request) *proto.Response {
+func (s *Server) read(ctx context.Context, pool *clustermap.Pool, p *pgState, acting []clustermap.OSDID, req *proto.Request) *proto.Response {
 	coll := req.PG.String()
+	if req.Op == proto.OpList && p.selfMissing(s.id) {
+		// This copy is being recovered: list the authoritative one.
+		return s.listFrom(ctx, p, req)
+	}
 	if req.Op == proto.OpList {
-		names, more, err := s.store.List(coll, string(req.Start), limit(req.Limit, 1000))
-		if err != nil {
-			return s.failErr(err)
-		}
-		out := names[:0]
-		for _, n := range names {
-			if len(n) > 0 && n[0] != proto.ReservedPrefix[0] {
-				out = append(out, n)
-			}
-		}
-		r := s.ok()
-		r.Names, r.More = out, more
-		if more && len(names) > 0 {
-			// The client resumes after the last name we looked at, even if we hid it.
-			r.Data = []byte(names[len(names)-1])
-		}
-		return r
+		return s.listLocal(req)
 	}
 	l := s.lock(req.PG, req.Object)
+	if p.nMissing.Load() > 0 {
+		// Bring this copy up to date before reading it.
+		l.Lock()
+		err := s.ensureObject(ctx, req.PG, p, req.Object, false)
+		l.Unlock()
+		if err != nil {
+			return s.fail(proto.StatusUnavailable, "pg %s: recovering %q: %v", req.PG, req.Object, err)
+		}
+	}
 	l.RLock()
 	defer l.RUnlock()
 	r := s.readObject(coll, req)
 	if r.Status == proto.StatusCorrupt {
-		return s.readFromReplica(ctx, pool, acting, req, r)
+		return s.readFromReplica(ctx, pool, p, req, r)
 	}
 	return r
 }
@@ -182,6 +198,9 @@ func (s *Server) readObject(coll string, req *proto.Request) *proto.Response {
 		}
 		r := s.ok()
 		for k, v := range m {
+			if strings.HasPrefix(k, proto.ReservedPrefix) && req.Flags&proto.FlagLocal == 0 {
+				continue // the OSD's own, e.g. the version
+			}
 			r.KVs = append(r.KVs, proto.KV{Key: []byte(k), Value: v})
 		}
 		return r
@@ -255,7 +274,7 @@ func (s *Server) repairFrom(ctx context.Context, coll string, pg clustermap.PGID
 // readFromReplica answers a read whose local copy failed its checksum: the
 // data comes from a replica whose copy verifies, the local copy is rewritten
 // from it, and the event is reported. Corrupted bytes are never returned.
-func (s *Server) readFromReplica(ctx context.Context, pool *clustermap.Pool, acting []clustermap.OSDID, req *proto.Request, bad *proto.Response) *proto.Response {
+func (s *Server) readFromReplica(ctx context.Context, pool *clustermap.Pool, p *pgState, req *proto.Request, bad *proto.Response) *proto.Response {
 	coll := req.PG.String()
 	s.logf("%s: checksum error in pg %s object %q: %s", s.id, req.PG, req.Object, bad.Message)
 	detail := bad.Message
@@ -267,7 +286,15 @@ func (s *Server) readFromReplica(ctx context.Context, pool *clustermap.Pool, act
 		}
 	}()
 	m := s.view.Map()
-	for _, r := range acting[1:] {
+	p.mu.Lock()
+	var sources []clustermap.OSDID
+	for _, r := range p.prim.writeSet {
+		if _, missing := p.prim.missing[r][req.Object]; r != s.id && !missing {
+			sources = append(sources, r)
+		}
+	}
+	p.mu.Unlock()
+	for _, r := range sources {
 		osd, ok := m.OSD(r)
 		if !ok {
 			continue
@@ -293,4 +320,25 @@ func (s *Server) readFromReplica(ctx context.Context, pool *clustermap.Pool, act
 	}
 	detail += "; no replica had a good copy"
 	return bad
+}
+
+// listLocal lists the client objects of this OSD's copy of a PG.
+func (s *Server) listLocal(req *proto.Request) *proto.Response {
+	names, more, err := s.store.List(req.PG.String(), string(req.Start), limit(req.Limit, 1000))
+	if err != nil {
+		return s.failErr(err)
+	}
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		if len(n) > 0 && n[0] != proto.ReservedPrefix[0] {
+			out = append(out, n)
+		}
+	}
+	r := s.ok()
+	r.Names, r.More = out, more
+	if more && len(names) > 0 {
+		// The client resumes after the last name we looked at, even if we hid it.
+		r.Data = []byte(names[len(names)-1])
+	}
+	return r
 }

@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairn-storage/cairn/internal/clustermap"
@@ -44,6 +45,12 @@ type Options struct {
 	// ReserveBytes and CacheBytes are passed to the object store (0: its defaults).
 	ReserveBytes int64
 	CacheBytes   int64
+	// RecoveryParallel bounds the objects recovery copies at once (0: 4).
+	RecoveryParallel int
+	// ScrubInterval and DeepScrubInterval: how often each PG is scrubbed
+	// (0: daily and weekly; negative: never).
+	ScrubInterval     time.Duration
+	DeepScrubInterval time.Duration
 }
 
 // identity is stored in the data dir so that the OSD keeps its id and can
@@ -70,6 +77,11 @@ type Server struct {
 
 	locks [1024]sync.RWMutex // object locks, by hash of (pg, name)
 	seed  maphash.Seed
+
+	kick         chan struct{} // wakes the peering loop
+	recoveryWake chan struct{}
+	recovery     recoveryStats
+	scrubs       scrubStats
 }
 
 // pgState is the in-memory state of a placement group on this OSD.
@@ -78,6 +90,16 @@ type pgState struct {
 	loaded  bool
 	version uint64 // last PG version written here
 	trimmed uint64 // log entries below this version were trimmed
+
+	// Primary only (see peering.go).
+	phase    pgPhase
+	changed  chan struct{} // closed and replaced on every phase change
+	peering  bool          // a peering attempt is running
+	prim     primaryState
+	poolSize int
+	nMissing atomic.Int64 // objects some member lacks; 0 lets the IO path skip the check
+	scrubDue time.Time
+	deepDue  time.Time
 }
 
 // trimRange returns the log versions [lo, hi) to trim when writing ver:
@@ -113,6 +135,15 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if o.Weight == 0 {
 		o.Weight = 1
+	}
+	if o.RecoveryParallel <= 0 {
+		o.RecoveryParallel = 4
+	}
+	if o.ScrubInterval == 0 {
+		o.ScrubInterval = 24 * time.Hour
+	}
+	if o.DeepScrubInterval == 0 {
+		o.DeepScrubInterval = 7 * 24 * time.Hour
 	}
 	if o.Host == "" {
 		h, _ := os.Hostname()
@@ -151,6 +182,7 @@ func Run(ctx context.Context, o Options) error {
 		logf:  o.Logf,
 		pgs:   map[clustermap.PGID]*pgState{},
 		seed:  maphash.MakeSeed(),
+		kick:  make(chan struct{}, 1), recoveryWake: make(chan struct{}, 1),
 	}
 	defer s.peers.Close()
 	srv := rpc.NewServer(o.Conf.ClusterKey, s, rpc.ServerOptions{Logf: o.Logf})
@@ -166,6 +198,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	o.Logf("%s: serving on %s (data %s)", id, addr, o.DataDir)
 	go ms.RunKeeper(ctx, id.String(), o.Logf)
+	go s.peeringLoop(ctx)
+	go s.recoveryLoop(ctx)
+	go s.scrubLoop(ctx)
 	for ctx.Err() == nil {
 		sctx, stopStats := context.WithCancel(ctx)
 		go s.publishStats(sctx, lease)
@@ -295,13 +330,15 @@ func claimIdentity(ctx context.Context, ms *meta.Store, o Options) (clustermap.O
 }
 
 func (s *Server) publishStats(ctx context.Context, lease *meta.Lease) {
-	t := time.NewTicker(5 * time.Second)
+	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
 	for {
 		if u, err := s.store.Usage(); err == nil {
+			states, down := s.pgSummary()
 			lease.PublishStats(ctx, meta.OSDStats{
 				TotalBytes: u.TotalBytes, FreeBytes: u.FreeBytes, UsedBytes: u.TotalBytes - u.FreeBytes,
 				Objects: u.Objects, Updated: time.Now().UTC(),
+				PGStates: states, DownPGs: down, Work: s.workProgress(),
 			})
 		}
 		select {
@@ -318,7 +355,7 @@ func (s *Server) pg(id clustermap.PGID) (*pgState, error) {
 	s.pgMu.Lock()
 	p := s.pgs[id]
 	if p == nil {
-		p = &pgState{}
+		p = &pgState{changed: make(chan struct{})}
 		s.pgs[id] = p
 	}
 	s.pgMu.Unlock()
@@ -327,7 +364,7 @@ func (s *Server) pg(id clustermap.PGID) (*pgState, error) {
 	if !p.loaded {
 		var start []byte
 		for {
-			kvs, more, err := s.store.OmapList(id.String(), pgMetaObject, start, nil, 1024)
+			kvs, more, err := s.store.OmapList(id.String(), pgMetaObject, start, logEnd, 1024)
 			if err != nil && !errors.Is(err, objstore.ErrNotFound) {
 				return nil, err
 			}

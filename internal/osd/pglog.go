@@ -26,6 +26,9 @@ func logKey(v uint64) []byte {
 	return b[:]
 }
 
+// logEnd bounds the log's keys: other PG metadata keys start with 0xff.
+var logEnd = []byte{0xff}
+
 // logEntry records one write in the PG log.
 //
 // Encoding (version 1): [1 format][1 op][uvarint epoch][uvarint len][object name].

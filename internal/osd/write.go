@@ -84,42 +84,45 @@ func (s *Server) buildTxn(coll string, req *proto.Request) (*objstore.Txn, *prot
 }
 
 // write runs a client write on the primary: order it, log it, apply it here
-// and on every up replica in parallel, and answer only when every copy that
-// counts is durable.
-func (s *Server) write(ctx context.Context, pool *clustermap.Pool, req *proto.Request) *proto.Response {
+// and on every other member of the write set in parallel, and answer only
+// when every copy that counts is durable.
+func (s *Server) write(ctx context.Context, pool *clustermap.Pool, p *pgState, req *proto.Request) *proto.Response {
 	coll := req.PG.String()
 	l := s.lock(req.PG, req.Object)
 	l.Lock()
 	defer l.Unlock()
 
+	if err := s.ensureObject(ctx, req.PG, p, req.Object, true); err != nil {
+		return s.fail(proto.StatusUnavailable, "pg %s: recovering %q before writing it: %v", req.PG, req.Object, err)
+	}
 	txn, bad := s.buildTxn(coll, req)
 	if bad != nil {
 		return bad
 	}
-	pg, err := s.pg(req.PG)
-	if err != nil {
-		return s.failErr(err)
-	}
-	ver := pg.nextVersion()
-	entry := logEntry{Op: req.Op, Epoch: req.Epoch, Object: req.Object}
-	txn.OmapSet(coll, pgMetaObject, logKey(ver), entry.encode())
-	if lo, hi, ok := pg.trimRange(ver); ok {
-		txn.OmapRmRange(coll, pgMetaObject, logKey(lo), logKey(hi))
-	}
-	payload := txn.Marshal()
-
-	t := s.view.Table()
-	acting := t.Acting(pool, req.PG)
+	p.mu.Lock()
+	interval, writeSet, acting := p.prim.epoch, p.prim.writeSet, p.prim.acting
+	p.mu.Unlock()
 	if len(acting) < pool.MinSize {
 		return s.fail(proto.StatusUnavailable, "pg %s has %d of %d copies up, fewer than min_size %d: writes wait for an OSD to return",
 			req.PG, len(acting), pool.Size, pool.MinSize)
 	}
+	ver := p.nextVersion()
+	if req.Op != proto.OpDelete {
+		txn.SetXattr(coll, req.Object, versionXattr, eversion{uint64(interval), ver}.encode())
+	}
+	entry := logEntry{Op: req.Op, Epoch: interval, Object: req.Object}
+	txn.OmapSet(coll, pgMetaObject, logKey(ver), entry.encode())
+	if lo, hi, ok := p.trimRange(ver); ok {
+		txn.OmapRmRange(coll, pgMetaObject, logKey(lo), logKey(hi))
+	}
+	payload := txn.Marshal()
+
 	type result struct {
 		osd  clustermap.OSDID
 		resp *proto.Response
 		err  error
 	}
-	results := make(chan result, len(acting))
+	results := make(chan result, len(writeSet))
 	send := func(t *placement.Table, osd clustermap.OSDID) {
 		o, ok := t.Map().OSD(osd)
 		if !ok {
@@ -131,38 +134,42 @@ func (s *Server) write(ctx context.Context, pool *clustermap.Pool, req *proto.Re
 		})
 		results <- result{osd: osd, resp: resp, err: err}
 	}
+	t := s.view.Table()
 	pending := 0
-	for _, r := range acting[1:] {
-		pending++
-		go send(t, r)
+	for _, r := range writeSet {
+		if r != s.id {
+			pending++
+			go send(t, r)
+		}
 	}
-	if err := s.store.Apply(txn); err != nil {
-		// Drain the replicas before answering so no goroutine outlives the request.
+	drain := func() {
 		for ; pending > 0; pending-- {
 			<-results
 		}
+	}
+	if err := s.store.Apply(txn); err != nil {
+		drain() // no goroutine outlives the request
 		return s.failErr(err)
 	}
-	durable := []clustermap.OSDID{s.id}
 	deadline := time.Now().Add(replicaWait)
 	for pending > 0 {
 		res := <-results
 		pending--
 		if res.err == nil && res.resp.Status == proto.StatusOK {
-			durable = append(durable, res.osd)
 			continue
 		}
 		if res.err == nil {
 			switch res.resp.Status {
 			case proto.StatusNoSpace, proto.StatusInvalid, proto.StatusIOError:
-				for ; pending > 0; pending-- {
-					<-results
-				}
+				// This copy now differs from the others: recovery brings
+				// it back in line once it can take writes again.
+				p.markMissing(res.osd, req.Object, interval)
+				drain()
 				return s.fail(res.resp.Status, "replica %s: %s", res.osd, res.resp.Message)
 			}
 		}
-		// The replica failed or has another map. Wait for a map in which
-		// it is down (lease expired) or whose epoch it accepts, then go on.
+		// The member failed or has another map. Wait for a map in which it
+		// is down (lease expired) or whose epoch it accepts.
 		epoch := t.Map().Epoch
 		if res.err == nil && res.resp.Status == proto.StatusWrongEpoch && res.resp.Epoch > epoch {
 			s.view.WaitFor(ctx, res.resp.Epoch, epochWait)
@@ -170,34 +177,18 @@ func (s *Server) write(ctx context.Context, pool *clustermap.Pool, req *proto.Re
 			s.view.WaitFor(ctx, epoch+1, time.Until(deadline))
 		}
 		if ctx.Err() != nil || time.Now().After(deadline) {
-			for ; pending > 0; pending-- {
-				<-results
-			}
-			return s.fail(proto.StatusUnavailable, "replica %s of pg %s did not take the write and was not marked down: %v", res.osd, req.PG, errOr(res))
+			drain()
+			return s.fail(proto.StatusUnavailable, "member %s of pg %s did not take the write and was not marked down: %v", res.osd, req.PG, errOr(res))
 		}
 		t = s.view.Table()
-		acting = t.Acting(pool, req.PG)
-		if len(acting) == 0 || acting[0] != s.id {
-			for ; pending > 0; pending-- {
-				<-results
-			}
-			return s.fail(proto.StatusNotPrimary, "pg %s moved away from %s at epoch %d", req.PG, s.id, t.Map().Epoch)
+		if a := t.Acting(pool, req.PG); !slices.Equal(a, acting) {
+			// A new interval: the PG peers again and the client retries
+			// the write there. This attempt is not acknowledged.
+			drain()
+			return s.fail(proto.StatusUnavailable, "pg %s changed during the write (member %s failed); retry", req.PG, res.osd)
 		}
-		// Send to every acting member that has not got the write yet and is
-		// not still in flight (the failed one, if it is still up).
-		if slices.Contains(acting, res.osd) {
-			pending++
-			go send(t, res.osd)
-		}
-	}
-	// Every member of the newest acting set must hold the write.
-	for _, r := range acting {
-		if !slices.Contains(durable, r) {
-			return s.fail(proto.StatusUnavailable, "pg %s changed during the write; retry", req.PG)
-		}
-	}
-	if len(durable) < pool.MinSize {
-		return s.fail(proto.StatusUnavailable, "pg %s: only %d copies durable, min_size is %d", req.PG, len(durable), pool.MinSize)
+		pending++
+		go send(t, res.osd)
 	}
 	r := s.ok()
 	r.Version = ver
@@ -216,15 +207,18 @@ func errOr(r struct {
 	return r.resp.Message
 }
 
-// applyReplica applies a transaction the primary of a PG sent us.
+// applyReplica applies a transaction the primary of a PG sent us: a client
+// write at PGVersion, or a recovery copy (PGVersion 0).
 func (s *Server) applyReplica(t *placement.Table, req *proto.Request) *proto.Response {
 	pool, ok := t.Map().Pool(req.PG.Pool)
 	if !ok {
 		return s.fail(proto.StatusNotFound, "pool %d does not exist", req.PG.Pool)
 	}
+	// The primary sends to its write set: the acting set and, while it
+	// recovers, the authoritative copy outside it.
 	acting := t.Acting(pool, req.PG)
-	if !slices.Contains(acting, s.id) || acting[0] == s.id {
-		return s.fail(proto.StatusWrongEpoch, "%s is not a replica of pg %s at epoch %d", s.id, req.PG, t.Map().Epoch)
+	if len(acting) > 0 && acting[0] == s.id {
+		return s.fail(proto.StatusWrongEpoch, "%s is the primary of pg %s at epoch %d, not a replica", s.id, req.PG, t.Map().Epoch)
 	}
 	txn, err := objstore.UnmarshalTxn(req.Txn)
 	if err != nil {

@@ -49,6 +49,7 @@ var opNames = [...]string{
 	OpListXattrs: "listxattrs", OpOmapSet: "omap-set", OpOmapGet: "omap-get",
 	OpOmapRm: "omap-rm", OpOmapList: "omap-list", OpOmapRmRange: "omap-rm-range",
 	OpList: "list", OpReplicate: "replicate", OpReadReplica: "read-replica", OpStatus: "status",
+	OpPGList: "pg-list", OpScrub: "scrub",
 }
 
 // String names the op for logs and errors.

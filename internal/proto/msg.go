@@ -37,6 +37,14 @@ const (
 	// Any client to an OSD: the OSD's own figures as KVs (keys StatusKey*,
 	// decimal values); no epoch check, so it works during map changes.
 	OpStatus
+	// OSD to OSD: list the objects of PG held by this OSD after Start, at
+	// most Limit, each as a KV of name → encoded ObjectState; Version of
+	// the reply is the OSD's last PG version. FlagDeep reads every object
+	// (verifying checksums) and adds a digest of its data.
+	OpPGList
+	// Client to the primary of PG: scrub it now (FlagDeep: deep scrub);
+	// the reply's KVs are the scrub's counts (keys ScrubKey*).
+	OpScrub
 	opMax
 )
 
@@ -47,6 +55,18 @@ func (op Op) Valid() bool { return op >= OpPing && op < opMax }
 const (
 	FlagExclusive uint32 = 1 << iota // OpCreate/OpPut: fail with StatusExists if the object exists
 	FlagBalanced                     // reserved: reads may go to any up replica
+	// FlagLocal: OSD to OSD, serve a read op from this OSD's own copy even
+	// if it is not the primary (recovery reads the authoritative copy).
+	FlagLocal
+	FlagDeep // OpPGList, OpScrub: read and verify all data
+)
+
+// Keys of an OpScrub reply (decimal values).
+const (
+	ScrubKeyObjects  = "objects"  // objects compared
+	ScrubKeyBytes    = "bytes"    // bytes read (deep) on the primary
+	ScrubKeyErrors   = "errors"   // inconsistencies found
+	ScrubKeyRepaired = "repaired" // of those, repaired
 )
 
 // Request is one operation on one object of one placement group. Fields an

@@ -1,0 +1,487 @@
+package osd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cairn-storage/cairn/internal/clustermap"
+	"github.com/cairn-storage/cairn/internal/meta"
+	"github.com/cairn-storage/cairn/internal/objstore"
+	"github.com/cairn-storage/cairn/internal/placement"
+	"github.com/cairn-storage/cairn/internal/proto"
+)
+
+// Peering: whenever the acting set of a PG changes, its primary compares
+// the copies (object names and eversions) of every acting member and of the
+// OSDs the PG's etcd record names as complete, picks an authoritative copy
+// from the latter, and goes active with the list of objects each member
+// lacks. Until then the PG serves nothing. Recovery then copies those objects
+// in the background; an operation on an object that some member still lacks
+// copies it first. So a member that missed writes never serves them stale,
+// and no acknowledged write is rolled back:
+//
+//   - a write is acknowledged only when every member of the write set (the
+//     acting set, plus the authoritative copy while it is not in the acting
+//     set) applied it;
+//   - the record's Complete list holds only OSDs that hold every
+//     acknowledged write (the authoritative copy and members with nothing
+//     missing), and is written before the PG goes active;
+//   - a primary may go active only after it heard from a member of Complete.
+
+type pgPhase int
+
+const (
+	phaseIdle    pgPhase = iota // not primary here, or not peered yet
+	phasePeering                // peering is running
+	phaseActive                 // serving
+	phaseDown                   // cannot go active: reason says why
+)
+
+func (p pgPhase) String() string {
+	return [...]string{"idle", "peering", "active", "down"}[p]
+}
+
+// primaryState is what the primary of a PG knows after peering.
+type primaryState struct {
+	epoch    clustermap.Epoch // the interval: the map epoch peering ran at
+	acting   []clustermap.OSDID
+	writeSet []clustermap.OSDID // acting, plus auth while it is not acting
+	auth     clustermap.OSDID   // holds every acknowledged write
+	complete []clustermap.OSDID
+	missing  map[clustermap.OSDID]map[string]struct{}
+	recRev   int64
+	reason   string // phaseDown: why
+}
+
+func (ps *primaryState) missingCount() int {
+	n := 0
+	for _, m := range ps.missing {
+		n += len(m)
+	}
+	return n
+}
+
+// peerRetry is how often a PG that could not go active tries again.
+const peerRetry = 2 * time.Second
+
+// peeringLoop starts peering for every PG this OSD is primary of whose
+// acting set changed, on every map and every peerRetry.
+func (s *Server) peeringLoop(ctx context.Context) {
+	t := time.NewTicker(peerRetry)
+	defer t.Stop()
+	for {
+		ch := s.view.Changed()
+		s.checkPGs(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		case <-t.C:
+		case <-s.kick:
+		}
+	}
+}
+
+func (s *Server) checkPGs(ctx context.Context) {
+	t := s.view.Table()
+	m := t.Map()
+	for i := range m.Pools {
+		pool := &m.Pools[i]
+		for seed := uint32(0); seed < pool.PGNum; seed++ {
+			id := clustermap.PGID{Pool: pool.ID, Seed: seed}
+			acting := t.Acting(pool, id)
+			primary := len(acting) > 0 && acting[0] == s.id
+			s.pgMu.Lock()
+			p := s.pgs[id]
+			if p == nil && primary {
+				p = &pgState{changed: make(chan struct{})}
+				s.pgs[id] = p
+			}
+			s.pgMu.Unlock()
+			if p == nil {
+				continue
+			}
+			p.mu.Lock()
+			switch {
+			case !primary:
+				if p.phase != phaseIdle {
+					p.setPhase(phaseIdle)
+					p.prim = primaryState{}
+				}
+			case p.peering:
+			case p.phase == phaseIdle, !slices.Equal(p.prim.acting, acting), p.phase == phaseDown:
+				p.peering = true
+				p.setPhase(phasePeering)
+				go s.peer(ctx, id, p)
+			}
+			p.mu.Unlock()
+		}
+	}
+	// PGs of pools that are gone.
+	s.pgMu.Lock()
+	for id, p := range s.pgs {
+		if _, ok := m.Pool(id.Pool); !ok {
+			p.mu.Lock()
+			p.setPhase(phaseIdle)
+			p.mu.Unlock()
+		}
+	}
+	s.pgMu.Unlock()
+}
+
+// setPhase changes the phase and wakes waiters; the caller holds p.mu.
+func (p *pgState) setPhase(ph pgPhase) {
+	p.phase = ph
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// peer runs one peering attempt and records its outcome in p.
+func (s *Server) peer(ctx context.Context, id clustermap.PGID, p *pgState) {
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ps, err := s.doPeer(pctx, id)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.peering = false
+	if err != nil {
+		p.prim = primaryState{acting: ps.acting, reason: err.Error()}
+		if p.phase != phaseDown || p.prim.reason != err.Error() {
+			s.logf("%s: pg %s cannot go active: %v", s.id, id, err)
+		}
+		p.setPhase(phaseDown)
+		return
+	}
+	if ps.lastUpdate > p.version {
+		p.version = ps.lastUpdate
+	}
+	p.prim = ps.primaryState
+	if pool, ok := s.view.Map().Pool(id.Pool); ok {
+		p.poolSize = pool.Size
+	}
+	p.nMissing.Store(int64(ps.missingCount()))
+	p.setPhase(phaseActive)
+	if n := ps.missingCount(); n > 0 {
+		s.logf("%s: pg %s active at epoch %d, %d objects to recover (authoritative copy on %s)", s.id, id, ps.epoch, n, ps.auth)
+		s.wakeRecovery()
+	}
+}
+
+type peerResult struct {
+	primaryState
+	lastUpdate uint64
+}
+
+// pgListing is one OSD's copy of a PG, as peering sees it.
+type pgListing struct {
+	objs       map[string]objState
+	lastUpdate uint64
+}
+
+func (s *Server) doPeer(ctx context.Context, id clustermap.PGID) (peerResult, error) {
+	t := s.view.Table()
+	m := t.Map()
+	var res peerResult
+	pool, ok := m.Pool(id.Pool)
+	if !ok {
+		return res, fmt.Errorf("pool %d is gone", id.Pool)
+	}
+	acting := t.Acting(pool, id)
+	res.acting, res.epoch = acting, m.Epoch
+	if len(acting) == 0 || acting[0] != s.id {
+		return res, errors.New("no longer primary")
+	}
+	rec, rev, err := s.meta.PGRecord(ctx, id.String())
+	if err != nil {
+		return res, err
+	}
+	if rec != nil && rec.Epoch > m.Epoch {
+		return res, fmt.Errorf("a primary with map epoch %d already peered it (this OSD has %d)", rec.Epoch, m.Epoch)
+	}
+	probe := slices.Clone(acting)
+	if rec != nil {
+		for _, o := range rec.Complete {
+			if osd, ok := m.OSD(o); ok && osd.Up && !slices.Contains(probe, o) {
+				probe = append(probe, o)
+			}
+		}
+	}
+	lists := make(map[clustermap.OSDID]*pgListing, len(probe))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make(map[clustermap.OSDID]error)
+	for _, o := range probe {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := s.listPG(ctx, t, o, id, false)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs[o] = err
+				return
+			}
+			lists[o] = l
+		}()
+	}
+	wg.Wait()
+	for _, o := range acting {
+		if err := errs[o]; err != nil {
+			return res, fmt.Errorf("acting member %s did not answer: %v", o, err)
+		}
+	}
+	// Who may be the authoritative copy.
+	var candidates []clustermap.OSDID
+	if rec != nil && len(rec.Complete) > 0 {
+		for _, o := range rec.Complete {
+			if lists[o] != nil {
+				candidates = append(candidates, o)
+			}
+		}
+		if len(candidates) == 0 {
+			return res, fmt.Errorf("waiting for %s, which hold(s) the newest writes", osdList(rec.Complete))
+		}
+	} else {
+		candidates = slices.Clone(probe)
+	}
+	auth := candidates[0]
+	for _, o := range candidates {
+		lo, la := lists[o].lastUpdate, lists[auth].lastUpdate
+		if lo > la || lo == la && o == s.id {
+			auth = o
+		}
+	}
+	for _, l := range lists {
+		res.lastUpdate = max(res.lastUpdate, l.lastUpdate)
+	}
+	res.auth = auth
+	res.missing = map[clustermap.OSDID]map[string]struct{}{}
+	res.complete = []clustermap.OSDID{auth}
+	ref := lists[auth].objs
+	for _, o := range acting {
+		if o == auth {
+			continue
+		}
+		miss := diffCopies(ref, lists[o].objs)
+		if len(miss) > 0 {
+			res.missing[o] = miss
+		} else {
+			res.complete = append(res.complete, o)
+		}
+	}
+	res.writeSet = slices.Clone(acting)
+	if !slices.Contains(acting, auth) {
+		res.writeSet = append(res.writeSet, auth)
+	}
+	newRec := meta.PGRecord{Epoch: m.Epoch, Acting: acting, Complete: res.complete}
+	if res.recRev, err = s.meta.PutPGRecord(ctx, id.String(), newRec, rev); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// diffCopies returns the names whose copy in have differs from ref, or
+// exists in only one of them.
+func diffCopies(ref, have map[string]objState) map[string]struct{} {
+	out := map[string]struct{}{}
+	for n, a := range ref {
+		b, ok := have[n]
+		if !ok || a.Ver != b.Ver || a.Size != b.Size || a.Meta != b.Meta {
+			out[n] = struct{}{}
+		}
+	}
+	for n := range have {
+		if _, ok := ref[n]; !ok {
+			out[n] = struct{}{}
+		}
+	}
+	return out
+}
+
+func osdList(ids []clustermap.OSDID) string {
+	s := make([]string, len(ids))
+	for i, o := range ids {
+		s[i] = o.String()
+	}
+	return strings.Join(s, ", ")
+}
+
+// pgListPage bounds one OpPGList reply: objects, and bytes read when deep.
+const (
+	pgListPage      = 1000
+	pgListDeepBytes = 64 << 20
+)
+
+// listPG returns the copy of a PG on osd (this one or a peer).
+func (s *Server) listPG(ctx context.Context, t *placement.Table, osd clustermap.OSDID, id clustermap.PGID, deep bool) (*pgListing, error) {
+	l := &pgListing{objs: map[string]objState{}}
+	var start []byte
+	for {
+		req := &proto.Request{Op: proto.OpPGList, Epoch: t.Map().Epoch, PG: id, Start: start, Limit: pgListPage}
+		if deep {
+			req.Flags |= proto.FlagDeep
+		}
+		var resp *proto.Response
+		if osd == s.id {
+			resp = s.pgList(req)
+		} else {
+			o, ok := t.Map().OSD(osd)
+			if !ok {
+				return nil, fmt.Errorf("%s is not in the map", osd)
+			}
+			var err error
+			if resp, err = s.peers.Call(ctx, o.Addr, req); err != nil {
+				return nil, err
+			}
+		}
+		if resp.Status != proto.StatusOK {
+			return nil, fmt.Errorf("%s: %s", resp.Status, resp.Message)
+		}
+		l.lastUpdate = max(l.lastUpdate, resp.Version)
+		for _, kv := range resp.KVs {
+			st, err := decodeObjState(kv.Value)
+			if err != nil {
+				return nil, fmt.Errorf("%s sent a bad object state for %q", osd, kv.Key)
+			}
+			l.objs[string(kv.Key)] = st
+		}
+		if !resp.More || len(resp.Data) == 0 {
+			return l, nil
+		}
+		start = resp.Data
+	}
+}
+
+// pgList serves OpPGList: this OSD's copy of a PG, a page at a time. With
+// req.Object set it describes that one object (KVs empty if absent).
+func (s *Server) pgList(req *proto.Request) *proto.Response {
+	coll := req.PG.String()
+	deep := req.Flags&proto.FlagDeep != 0
+	pg, err := s.pg(req.PG)
+	if err != nil {
+		return s.failErr(err)
+	}
+	r := s.ok()
+	pg.mu.Lock()
+	r.Version = pg.version
+	pg.mu.Unlock()
+	var names []string
+	more := false
+	if req.Object != "" {
+		names = []string{req.Object}
+	} else {
+		names, more, err = s.store.List(coll, string(req.Start), limit(req.Limit, pgListPage))
+		if err != nil {
+			return s.failErr(err)
+		}
+	}
+	var read int64
+	for i, n := range names {
+		if strings.HasPrefix(n, proto.ReservedPrefix) {
+			continue
+		}
+		st, nread, err := s.localState(coll, n, deep)
+		if errors.Is(err, objstore.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return s.failErr(err)
+		}
+		r.KVs = append(r.KVs, proto.KV{Key: []byte(n), Value: st.encode()})
+		if read += nread; deep && read >= pgListDeepBytes && i < len(names)-1 {
+			names, more = names[:i+1], true
+			break
+		}
+	}
+	r.More = more
+	if more && len(names) > 0 {
+		r.Data = []byte(names[len(names)-1])
+	}
+	return r
+}
+
+// activeWait bounds how long an operation waits for its PG to go active
+// before it is answered StatusUnavailable (the client retries).
+const activeWait = 5 * time.Second
+
+// activePG returns the PG's state once it is active for acting.
+func (s *Server) activePG(ctx context.Context, id clustermap.PGID, acting []clustermap.OSDID) (*pgState, *proto.Response) {
+	p, err := s.pg(id)
+	if err != nil {
+		return nil, s.failErr(err)
+	}
+	timer := time.NewTimer(activeWait)
+	defer timer.Stop()
+	for {
+		p.mu.Lock()
+		phase, ch, same, reason := p.phase, p.changed, slices.Equal(p.prim.acting, acting), p.prim.reason
+		p.mu.Unlock()
+		if same && phase == phaseActive {
+			return p, nil
+		}
+		if same && phase == phaseDown {
+			return nil, s.fail(proto.StatusUnavailable, "pg %s is down: %s", id, reason)
+		}
+		s.kickPeering()
+		select {
+		case <-ch:
+		case <-s.view.Changed():
+			return nil, s.fail(proto.StatusUnavailable, "pg %s: the map changed while it was peering; retry", id)
+		case <-timer.C:
+			return nil, s.fail(proto.StatusUnavailable, "pg %s is %s", id, phase)
+		case <-ctx.Done():
+			return nil, s.fail(proto.StatusUnavailable, "pg %s: %v", id, ctx.Err())
+		}
+	}
+}
+
+func (s *Server) kickPeering() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// pgSummary counts this OSD's primary PGs by state, for status.
+func (s *Server) pgSummary() (map[string]int, map[string]string) {
+	states := map[string]int{}
+	down := map[string]string{}
+	s.pgMu.Lock()
+	defer s.pgMu.Unlock()
+	for id, p := range s.pgs {
+		p.mu.Lock()
+		switch p.phase {
+		case phaseActive:
+			if p.prim.missingCount() > 0 {
+				states["active+recovering"]++
+			} else if len(p.prim.acting) < p.poolSize {
+				states["active+undersized"]++
+			} else {
+				states["active+clean"]++
+			}
+		case phasePeering:
+			states["peering"]++
+		case phaseDown:
+			states["down"]++
+			down[id.String()] = p.prim.reason
+		}
+		p.mu.Unlock()
+	}
+	return states, down
+}
+
+// sortedNames returns a set's names in order.
+func sortedNames(set map[string]struct{}) []string {
+	out := make([]string, 0, len(set))
+	for n := range set {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,394 @@
+package osd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cairn-storage/cairn/internal/clustermap"
+	"github.com/cairn-storage/cairn/internal/meta"
+	"github.com/cairn-storage/cairn/internal/objstore"
+	"github.com/cairn-storage/cairn/internal/proto"
+)
+
+// Recovery copies the objects peering found missing from the members of a
+// PG, in the background, a bounded number at a time, so client operations
+// keep priority. An operation on a missing object recovers that object
+// first (ensureObject).
+
+// copyChunk is how much of an object one recovery message carries.
+const copyChunk = 4 << 20
+
+// recoveryStats counts recovery work for status.
+type recoveryStats struct {
+	objects atomic.Int64
+	bytes   atomic.Int64
+	started atomic.Int64 // unix nanos of the current burst; 0 when idle
+}
+
+func (s *Server) wakeRecovery() {
+	select {
+	case s.recoveryWake <- struct{}{}:
+	default:
+	}
+}
+
+// recoveryLoop drains the missing sets of this OSD's active primary PGs.
+func (s *Server) recoveryLoop(ctx context.Context) {
+	for ctx.Err() == nil {
+		did := s.recoverSome(ctx)
+		if did {
+			continue
+		}
+		s.recovery.started.Store(0)
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.recoveryWake:
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// recoverSome recovers up to one batch of objects of one PG and says whether
+// there was work.
+func (s *Server) recoverSome(ctx context.Context) bool {
+	var id clustermap.PGID
+	var p *pgState
+	s.pgMu.Lock()
+	for pid, ps := range s.pgs {
+		if ps.nMissing.Load() > 0 {
+			id, p = pid, ps
+			break
+		}
+	}
+	s.pgMu.Unlock()
+	if p == nil {
+		return false
+	}
+	if s.recovery.started.Load() == 0 {
+		s.recovery.objects.Store(0)
+		s.recovery.bytes.Store(0)
+		s.recovery.started.Store(time.Now().UnixNano())
+	}
+	p.mu.Lock()
+	if p.phase != phaseActive {
+		p.mu.Unlock()
+		time.Sleep(50 * time.Millisecond)
+		return true
+	}
+	var names []string
+	seen := map[string]bool{}
+	for _, set := range p.prim.missing {
+		for n := range set {
+			if !seen[n] {
+				seen[n] = true
+				names = append(names, n)
+			}
+			if len(names) >= 64 {
+				break
+			}
+		}
+	}
+	epoch := p.prim.epoch
+	p.mu.Unlock()
+
+	sem := make(chan struct{}, s.opts.RecoveryParallel)
+	var wg sync.WaitGroup
+	var failed atomic.Bool
+	for _, n := range names {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			l := s.lock(id, n)
+			l.Lock()
+			defer l.Unlock()
+			if err := s.ensureObject(ctx, id, p, n, true); err != nil {
+				if !failed.Swap(true) {
+					s.logf("%s: pg %s: recovering %q: %v", s.id, id, n, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if failed.Load() {
+		// Most likely a member went down: wait for the map to say so.
+		s.view.WaitFor(ctx, s.view.Epoch()+1, time.Second)
+	}
+	s.noteRecovered(ctx, id, p, epoch)
+	return true
+}
+
+// ensureObject brings name up to date on this OSD (from the authoritative
+// copy) and, if all is set, on every member of the write set that lacks it.
+// The caller holds the object's lock for writing.
+func (s *Server) ensureObject(ctx context.Context, id clustermap.PGID, p *pgState, name string, all bool) error {
+	if p.nMissing.Load() == 0 {
+		return nil
+	}
+	p.mu.Lock()
+	auth, epoch := p.prim.auth, p.prim.epoch
+	_, selfMissing := p.prim.missing[s.id][name]
+	var targets []clustermap.OSDID
+	if all {
+		for _, o := range p.prim.writeSet {
+			if _, ok := p.prim.missing[o][name]; ok && o != s.id {
+				targets = append(targets, o)
+			}
+		}
+	}
+	p.mu.Unlock()
+	if selfMissing {
+		if err := s.copyObject(ctx, id, name, auth, s.id); err != nil {
+			return fmt.Errorf("from %s: %w", auth, err)
+		}
+		p.clearMissing(s.id, name, epoch)
+	}
+	for _, o := range targets {
+		if err := s.copyObject(ctx, id, name, s.id, o); err != nil {
+			return fmt.Errorf("to %s: %w", o, err)
+		}
+		p.clearMissing(o, name, epoch)
+	}
+	return nil
+}
+
+// clearMissing notes that osd now has name, if the PG is still in the
+// interval the copy was made for.
+func (p *pgState) clearMissing(osd clustermap.OSDID, name string, epoch clustermap.Epoch) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.prim.epoch != epoch {
+		return
+	}
+	if set, ok := p.prim.missing[osd]; ok {
+		if _, ok := set[name]; ok {
+			delete(set, name)
+			p.nMissing.Add(-1)
+		}
+	}
+}
+
+// noteRecovered records members that have nothing missing any more as
+// complete in the PG's record; once every acting member is, the
+// authoritative copy outside the acting set stops receiving writes.
+func (s *Server) noteRecovered(ctx context.Context, id clustermap.PGID, p *pgState, epoch clustermap.Epoch) {
+	p.mu.Lock()
+	if p.prim.epoch != epoch || p.phase != phaseActive {
+		p.mu.Unlock()
+		return
+	}
+	complete := slices.Clone(p.prim.complete)
+	changed := false
+	for _, o := range p.prim.acting {
+		if len(p.prim.missing[o]) == 0 && !slices.Contains(complete, o) {
+			complete = append(complete, o)
+			changed = true
+		}
+	}
+	allActing := true
+	for _, o := range p.prim.acting {
+		allActing = allActing && slices.Contains(complete, o)
+	}
+	writeSet := p.prim.writeSet
+	if allActing && !slices.Equal(complete, p.prim.acting) {
+		complete, writeSet, changed = slices.Clone(p.prim.acting), slices.Clone(p.prim.acting), true
+	}
+	rec := meta.PGRecord{Epoch: epoch, Acting: p.prim.acting, Complete: complete}
+	rev := p.prim.recRev
+	p.mu.Unlock()
+	if !changed {
+		return
+	}
+	newRev, err := s.meta.PutPGRecord(ctx, id.String(), rec, rev)
+	if err != nil {
+		s.logf("%s: pg %s: recording recovery: %v", s.id, id, err)
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.prim.epoch == epoch {
+		p.prim.complete, p.prim.writeSet, p.prim.recRev = complete, writeSet, newRev
+		if allActing {
+			p.prim.auth = s.id
+		}
+	}
+	if allActing {
+		s.logf("%s: pg %s recovered: every acting member holds every object", s.id, id)
+	}
+}
+
+// copyObject makes dst's copy of name equal to src's: the data, xattrs and
+// omap, and the version last, so a copy cut short by a crash still differs
+// from the source at the next peering. src or dst may be this OSD.
+func (s *Server) copyObject(ctx context.Context, id clustermap.PGID, name string, src, dst clustermap.OSDID) error {
+	if src == dst {
+		return nil
+	}
+	coll := id.String()
+	t := s.view.Table()
+	m := t.Map()
+	addr := func(o clustermap.OSDID) string {
+		osd, _ := m.OSD(o)
+		if osd == nil {
+			return ""
+		}
+		return osd.Addr
+	}
+	read := func(req *proto.Request) (*proto.Response, error) {
+		req.Epoch, req.PG, req.Object = m.Epoch, id, name
+		req.Flags |= proto.FlagLocal
+		var r *proto.Response
+		if src == s.id {
+			r = s.readObject(coll, req)
+		} else {
+			var err error
+			if r, err = s.peers.Call(ctx, addr(src), req); err != nil {
+				return nil, err
+			}
+		}
+		if r.Status != proto.StatusOK && r.Status != proto.StatusNotFound {
+			return nil, fmt.Errorf("%s: %s", r.Status, r.Message)
+		}
+		return r, nil
+	}
+	apply := func(txn *objstore.Txn) error {
+		if dst == s.id {
+			return s.store.Apply(txn)
+		}
+		resp, err := s.peers.Call(ctx, addr(dst), &proto.Request{Op: proto.OpReplicate, Epoch: m.Epoch, PG: id, Object: name, Txn: txn.Marshal()})
+		if err != nil {
+			return err
+		}
+		if resp.Status != proto.StatusOK {
+			return fmt.Errorf("%s: %s", resp.Status, resp.Message)
+		}
+		return nil
+	}
+	xr, err := read(&proto.Request{Op: proto.OpListXattrs})
+	if err != nil {
+		return err
+	}
+	txn := &objstore.Txn{}
+	txn.Delete(coll, name)
+	if xr.Status == proto.StatusNotFound {
+		return apply(txn)
+	}
+	var version []byte
+	txn.Create(coll, name)
+	for _, kv := range xr.KVs {
+		if string(kv.Key) == versionXattr {
+			version = kv.Value
+			continue
+		}
+		txn.SetXattr(coll, name, string(kv.Key), kv.Value)
+	}
+	var size uint64
+	var copied int64
+	for off := uint64(0); ; {
+		r, err := read(&proto.Request{Op: proto.OpRead, Offset: off, Length: copyChunk})
+		if err != nil {
+			return err
+		}
+		if r.Status == proto.StatusNotFound {
+			return errors.New("the source copy vanished during the copy")
+		}
+		size = r.Size
+		if len(r.Data) > 0 {
+			txn.Write(coll, name, off, r.Data)
+			copied += int64(len(r.Data))
+			off += uint64(len(r.Data))
+		}
+		if err := apply(txn); err != nil {
+			return err
+		}
+		txn = &objstore.Txn{}
+		if off >= size || len(r.Data) == 0 {
+			break
+		}
+	}
+	var start []byte
+	for {
+		r, err := read(&proto.Request{Op: proto.OpOmapList, Start: start, Limit: 1000})
+		if err != nil {
+			return err
+		}
+		for _, kv := range r.KVs {
+			txn.OmapSet(coll, name, kv.Key, kv.Value)
+		}
+		if !r.More || len(r.KVs) == 0 {
+			break
+		}
+		if err := apply(txn); err != nil {
+			return err
+		}
+		txn = &objstore.Txn{}
+		start = append(append([]byte(nil), r.KVs[len(r.KVs)-1].Key...), 0)
+	}
+	txn.Truncate(coll, name, size)
+	if version != nil {
+		txn.SetXattr(coll, name, versionXattr, version)
+	}
+	if err := apply(txn); err != nil {
+		return err
+	}
+	s.recovery.objects.Add(1)
+	s.recovery.bytes.Add(copied)
+	return nil
+}
+
+// markMissing notes that osd's copy of name is stale (a write failed on it).
+func (p *pgState) markMissing(osd clustermap.OSDID, name string, epoch clustermap.Epoch) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.prim.epoch != epoch {
+		return
+	}
+	if p.prim.missing == nil {
+		p.prim.missing = map[clustermap.OSDID]map[string]struct{}{}
+	}
+	set := p.prim.missing[osd]
+	if set == nil {
+		set = map[string]struct{}{}
+		p.prim.missing[osd] = set
+	}
+	if _, ok := set[name]; !ok {
+		set[name] = struct{}{}
+		p.nMissing.Add(1)
+	}
+	p.prim.complete = slices.DeleteFunc(p.prim.complete, func(o clustermap.OSDID) bool { return o == osd })
+}
+
+// selfMissing reports whether this OSD's copy of the PG lacks objects.
+func (p *pgState) selfMissing(self clustermap.OSDID) bool {
+	if p.nMissing.Load() == 0 {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.prim.missing[self]) > 0
+}
+
+// listFrom answers OpList from the authoritative copy while this one recovers.
+func (s *Server) listFrom(ctx context.Context, p *pgState, req *proto.Request) *proto.Response {
+	p.mu.Lock()
+	auth := p.prim.auth
+	p.mu.Unlock()
+	m := s.view.Map()
+	o, ok := m.OSD(auth)
+	if !ok {
+		return s.fail(proto.StatusUnavailable, "pg %s: authoritative copy %s left the map", req.PG, auth)
+	}
+	fwd := *req
+	fwd.Epoch, fwd.Flags = m.Epoch, req.Flags|proto.FlagLocal
+	resp, err := s.peers.Call(ctx, o.Addr, &fwd)
+	if err != nil {
+		return s.fail(proto.StatusUnavailable, "pg %s: listing from %s: %v", req.PG, auth, err)
+	}
+	return resp
+}

@@ -1,0 +1,420 @@
+package osd
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cairn-storage/cairn/internal/clustermap"
+	"github.com/cairn-storage/cairn/internal/meta"
+	"github.com/cairn-storage/cairn/internal/objstore"
+	"github.com/cairn-storage/cairn/internal/proto"
+)
+
+// Scrub compares the copies of every object of a PG across its acting
+// members: light scrub the names, versions, sizes and a digest of xattrs and
+// omap; deep scrub also reads every byte (verifying each block's checksum)
+// and compares data digests. Every inconsistency is repaired at once from
+// the copy most members agree on (a copy that fails its checksums never
+// counts), and reported; one with no good copy left is reported as
+// corruption, which `cairn status` shows as HEALTH_ERR.
+
+// scrubStats is the scrub running now, for status.
+type scrubStats struct {
+	mu      sync.Mutex
+	kind    string // "" when idle
+	pg      string
+	done    int64
+	left    int64
+	bytes   atomic.Int64
+	started time.Time
+}
+
+// scrubResult counts what one PG scrub found.
+type scrubResult struct {
+	Objects, Bytes, Errors, Repaired int64
+	Unrepaired                       []string
+}
+
+// Omap keys of the PG metadata object that hold the last scrub times. They
+// sort after every PG log key (which are 8-byte versions).
+var (
+	keyLastScrub     = []byte{0xff, 's'}
+	keyLastDeepScrub = []byte{0xff, 'd'}
+)
+
+// scrub serves OpScrub on the primary.
+func (s *Server) scrub(ctx context.Context, p *pgState, req *proto.Request) *proto.Response {
+	res, err := s.scrubPG(ctx, req.PG, p, req.Flags&proto.FlagDeep != 0)
+	if err != nil {
+		return s.fail(proto.StatusUnavailable, "scrub pg %s: %v", req.PG, err)
+	}
+	r := s.ok()
+	for _, kv := range [][2]string{
+		{proto.ScrubKeyObjects, strconv.FormatInt(res.Objects, 10)},
+		{proto.ScrubKeyBytes, strconv.FormatInt(res.Bytes, 10)},
+		{proto.ScrubKeyErrors, strconv.FormatInt(res.Errors, 10)},
+		{proto.ScrubKeyRepaired, strconv.FormatInt(res.Repaired, 10)},
+	} {
+		r.KVs = append(r.KVs, proto.KV{Key: []byte(kv[0]), Value: []byte(kv[1])})
+	}
+	if len(res.Unrepaired) > 0 {
+		r.Message = fmt.Sprintf("no good copy of %d object(s): %v", len(res.Unrepaired), res.Unrepaired)
+	}
+	return r
+}
+
+func (s *Server) scrubPG(ctx context.Context, id clustermap.PGID, p *pgState, deep bool) (scrubResult, error) {
+	var res scrubResult
+	if p.nMissing.Load() > 0 {
+		return res, errors.New("it is recovering; scrub runs when recovery is done")
+	}
+	p.mu.Lock()
+	members, epoch := slices.Clone(p.prim.acting), p.prim.epoch
+	p.mu.Unlock()
+	kind := "scrub"
+	if deep {
+		kind = "deep-scrub"
+	}
+	s.scrubs.mu.Lock()
+	s.scrubs.kind, s.scrubs.pg, s.scrubs.done, s.scrubs.left, s.scrubs.started = kind, id.String(), 0, 0, time.Now()
+	s.scrubs.mu.Unlock()
+	defer func() {
+		s.scrubs.mu.Lock()
+		s.scrubs.kind = ""
+		s.scrubs.mu.Unlock()
+	}()
+
+	t := s.view.Table()
+	lists := make([]*pgListing, len(members))
+	errs := make([]error, len(members))
+	var wg sync.WaitGroup
+	for i, o := range members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lists[i], errs[i] = s.listPG(ctx, t, o, id, deep)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return res, fmt.Errorf("listing %s: %w", members[i], err)
+		}
+	}
+	names := map[string]struct{}{}
+	for _, l := range lists {
+		for n := range l.objs {
+			names[n] = struct{}{}
+		}
+	}
+	s.scrubs.mu.Lock()
+	s.scrubs.left = int64(len(names))
+	s.scrubs.mu.Unlock()
+	for _, n := range sortedNames(names) {
+		res.Objects++
+		if st, ok := lists[0].objs[n]; ok {
+			res.Bytes += int64(st.Size)
+		}
+		s.scrubs.mu.Lock()
+		s.scrubs.done++
+		s.scrubs.left--
+		s.scrubs.mu.Unlock()
+		if consistent(lists, n) {
+			continue
+		}
+		// Look again under the object's lock: a write may have raced the listing.
+		found, repaired, err := s.scrubObject(ctx, id, p, epoch, members, n, deep)
+		if err != nil {
+			return res, err
+		}
+		if found {
+			res.Errors++
+			if repaired {
+				res.Repaired++
+			} else {
+				res.Unrepaired = append(res.Unrepaired, n)
+			}
+		}
+	}
+	if deep {
+		s.scrubs.bytes.Add(res.Bytes)
+	}
+	now := time.Now().Unix()
+	txn := &objstore.Txn{}
+	var stamp [8]byte
+	binary.BigEndian.PutUint64(stamp[:], uint64(now))
+	txn.OmapSet(id.String(), pgMetaObject, keyLastScrub, stamp[:])
+	if deep {
+		txn.OmapSet(id.String(), pgMetaObject, keyLastDeepScrub, stamp[:])
+	}
+	if err := s.store.Apply(txn); err != nil {
+		s.logf("%s: pg %s: recording the scrub time: %v", s.id, id, err)
+	}
+	if res.Errors > 0 {
+		s.logf("%s: pg %s %s: %d objects, %d inconsistent, %d repaired", s.id, id, kind, res.Objects, res.Errors, res.Repaired)
+	}
+	return res, nil
+}
+
+func consistent(lists []*pgListing, name string) bool {
+	first, ok0 := lists[0].objs[name]
+	for _, l := range lists[1:] {
+		st, ok := l.objs[name]
+		if ok != ok0 || ok && !sameCopy(first, st) {
+			return false
+		}
+	}
+	return !ok0 || !first.Corrupt
+}
+
+// scrubObject compares the copies of one object under its lock and repairs
+// the ones that differ from the copy most members agree on.
+func (s *Server) scrubObject(ctx context.Context, id clustermap.PGID, p *pgState, epoch clustermap.Epoch, members []clustermap.OSDID, name string, deep bool) (found, repaired bool, err error) {
+	l := s.lock(id, name)
+	l.Lock()
+	defer l.Unlock()
+	t := s.view.Table()
+	type copyState struct {
+		osd     clustermap.OSDID
+		present bool
+		st      objState
+	}
+	copies := make([]copyState, 0, len(members))
+	for _, o := range members {
+		st, present, err := s.objectState(ctx, t, o, id, name, deep)
+		if err != nil {
+			return false, false, fmt.Errorf("reading %q on %s: %w", name, o, err)
+		}
+		copies = append(copies, copyState{o, present, st})
+	}
+	// Group the good copies; absent counts as a copy too (a delete).
+	type group struct {
+		members []int
+		ver     eversion
+	}
+	var groups []*group
+	same := func(a, b copyState) bool {
+		if a.present != b.present {
+			return false
+		}
+		return !a.present || sameCopy(a.st, b.st)
+	}
+	for i, c := range copies {
+		if c.present && c.st.Corrupt {
+			continue
+		}
+		placed := false
+		for _, g := range groups {
+			if same(copies[g.members[0]], c) {
+				g.members = append(g.members, i)
+				placed = true
+				break
+			}
+		}
+		if !placed {
+			groups = append(groups, &group{members: []int{i}, ver: c.st.Ver})
+		}
+	}
+	if len(groups) == 1 && len(groups[0].members) == len(copies) {
+		return false, false, nil // it was a write racing the listing
+	}
+	detail := describeCopies(members, func(i int) string {
+		c := copies[i]
+		switch {
+		case !c.present:
+			return "absent"
+		case c.st.Corrupt:
+			return "checksum error"
+		}
+		return fmt.Sprintf("v%s size %d", c.st.Ver, c.st.Size)
+	})
+	if len(groups) == 0 {
+		s.report(id, name, "corruption", "scrub: no copy passes its checksums: "+detail)
+		return true, false, nil
+	}
+	sort.SliceStable(groups, func(a, b int) bool {
+		ga, gb := groups[a], groups[b]
+		if len(ga.members) != len(gb.members) {
+			return len(ga.members) > len(gb.members)
+		}
+		if ga.ver != gb.ver {
+			return gb.ver.less(ga.ver)
+		}
+		return ga.members[0] < gb.members[0] // the primary's copy first
+	})
+	good := copies[groups[0].members[0]].osd
+	for i, c := range copies {
+		if slices.Contains(groups[0].members, i) {
+			continue
+		}
+		if err := s.copyObject(ctx, id, name, good, c.osd); err != nil {
+			s.report(id, name, "inconsistent", fmt.Sprintf("scrub: %s; repair of %s from %s failed: %v", detail, c.osd, good, err))
+			return true, false, nil
+		}
+	}
+	s.report(id, name, "scrub-repaired", fmt.Sprintf("%s; repaired from %s", detail, good))
+	return true, true, nil
+}
+
+func describeCopies(members []clustermap.OSDID, f func(int) string) string {
+	out := ""
+	for i, o := range members {
+		if i > 0 {
+			out += ", "
+		}
+		out += o.String() + ": " + f(i)
+	}
+	return out
+}
+
+// objectState returns the state of one object's copy on osd.
+func (s *Server) objectState(ctx context.Context, t interface {
+	Map() *clustermap.Map
+}, osd clustermap.OSDID, id clustermap.PGID, name string, deep bool) (objState, bool, error) {
+	req := &proto.Request{Op: proto.OpPGList, Epoch: t.Map().Epoch, PG: id, Object: name}
+	if deep {
+		req.Flags |= proto.FlagDeep
+	}
+	var resp *proto.Response
+	if osd == s.id {
+		resp = s.pgList(req)
+	} else {
+		o, ok := t.Map().OSD(osd)
+		if !ok {
+			return objState{}, false, fmt.Errorf("%s is not in the map", osd)
+		}
+		var err error
+		if resp, err = s.peers.Call(ctx, o.Addr, req); err != nil {
+			return objState{}, false, err
+		}
+	}
+	if resp.Status != proto.StatusOK {
+		return objState{}, false, fmt.Errorf("%s: %s", resp.Status, resp.Message)
+	}
+	if len(resp.KVs) == 0 {
+		return objState{}, false, nil
+	}
+	st, err := decodeObjState(resp.KVs[0].Value)
+	return st, true, err
+}
+
+// report records a health event in etcd.
+func (s *Server) report(id clustermap.PGID, name, kind, detail string) {
+	s.logf("%s: pg %s object %q: %s: %s", s.id, id, name, kind, detail)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.meta.AddReport(ctx, meta.Report{Kind: kind, OSD: s.id, PG: id.String(), Object: name, Detail: detail, Time: time.Now().UTC()}); err != nil {
+		s.logf("%s: could not report: %v", s.id, err)
+	}
+}
+
+// scrubLoop scrubs this OSD's primary PGs when they are due, one at a time.
+// Each PG's first due time is spread over the interval so that a new
+// cluster does not scrub everything at once.
+func (s *Server) scrubLoop(ctx context.Context) {
+	if s.opts.ScrubInterval < 0 && s.opts.DeepScrubInterval < 0 {
+		return
+	}
+	tick := min(time.Minute, max(time.Second, s.opts.ScrubInterval/10))
+	if s.opts.ScrubInterval < 0 {
+		tick = min(time.Minute, max(time.Second, s.opts.DeepScrubInterval/10))
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(tick):
+		}
+		id, p, deep := s.dueScrub()
+		if p == nil {
+			continue
+		}
+		if _, err := s.scrubPG(ctx, id, p, deep); err != nil && ctx.Err() == nil {
+			s.logf("%s: scheduled scrub of pg %s: %v", s.id, id, err)
+		}
+	}
+}
+
+// dueScrub picks an active, clean primary PG whose scrub is due.
+func (s *Server) dueScrub() (clustermap.PGID, *pgState, bool) {
+	now := time.Now()
+	s.pgMu.Lock()
+	defer s.pgMu.Unlock()
+	for id, p := range s.pgs {
+		p.mu.Lock()
+		ok := p.phase == phaseActive && p.nMissing.Load() == 0
+		if ok && p.scrubDue.IsZero() {
+			p.scrubDue, p.deepDue = s.loadScrubTimes(id)
+		}
+		scrubDue, deepDue := p.scrubDue, p.deepDue
+		p.mu.Unlock()
+		if !ok {
+			continue
+		}
+		if s.opts.DeepScrubInterval > 0 && now.After(deepDue) {
+			p.mu.Lock()
+			p.deepDue, p.scrubDue = now.Add(s.opts.DeepScrubInterval), now.Add(s.opts.ScrubInterval)
+			p.mu.Unlock()
+			return id, p, true
+		}
+		if s.opts.ScrubInterval > 0 && now.After(scrubDue) {
+			p.mu.Lock()
+			p.scrubDue = now.Add(s.opts.ScrubInterval)
+			p.mu.Unlock()
+			return id, p, false
+		}
+	}
+	return clustermap.PGID{}, nil, false
+}
+
+// loadScrubTimes returns when a PG is next due for scrub and deep scrub:
+// its last times plus the intervals, or a random point within the
+// interval if it was never scrubbed here.
+func (s *Server) loadScrubTimes(id clustermap.PGID) (time.Time, time.Time) {
+	due := func(key []byte, every time.Duration) time.Time {
+		if every <= 0 {
+			return time.Time{}
+		}
+		v, err := s.store.OmapGet(id.String(), pgMetaObject, key)
+		if err == nil && len(v) == 8 {
+			return time.Unix(int64(binary.BigEndian.Uint64(v)), 0).Add(every)
+		}
+		return time.Now().Add(time.Duration(rand.Int64N(int64(every))))
+	}
+	return due(keyLastScrub, s.opts.ScrubInterval), due(keyLastDeepScrub, s.opts.DeepScrubInterval)
+}
+
+// workProgress reports the background work running now.
+func (s *Server) workProgress() []meta.WorkProgress {
+	var out []meta.WorkProgress
+	left := int64(0)
+	s.pgMu.Lock()
+	for _, p := range s.pgs {
+		left += p.nMissing.Load()
+	}
+	s.pgMu.Unlock()
+	if st := s.recovery.started.Load(); st != 0 || left > 0 {
+		out = append(out, meta.WorkProgress{
+			Kind: "recovery", ObjectsDone: s.recovery.objects.Load(), ObjectsLeft: left,
+			BytesDone: s.recovery.bytes.Load(), Started: time.Unix(0, st).UTC(),
+		})
+	}
+	s.scrubs.mu.Lock()
+	if s.scrubs.kind != "" {
+		out = append(out, meta.WorkProgress{
+			Kind: s.scrubs.kind + " " + s.scrubs.pg, ObjectsDone: s.scrubs.done, ObjectsLeft: s.scrubs.left,
+			Started: s.scrubs.started.UTC(),
+		})
+	}
+	s.scrubs.mu.Unlock()
+	return out
+}
