@@ -81,6 +81,7 @@ type clusterOpts struct {
 	leaseTTL       time.Duration // default 3 s
 	external       []string      // etcd endpoints to use instead of starting a mon
 	ipv6           bool
+	downOut        time.Duration // default: cairn dev's (30 s)
 }
 
 // freePorts finds n consecutive free TCP ports on 127.0.0.1.
@@ -137,6 +138,9 @@ func (c *cluster) start() {
 	}
 	if c.opts.ipv6 {
 		c.cmd.Args = append(c.cmd.Args, "--ipv6")
+	}
+	if c.opts.downOut > 0 {
+		c.cmd.Args = append(c.cmd.Args, "--down-out", c.opts.downOut.String())
 	}
 	pr, pw, err := os.Pipe()
 	if err != nil {

@@ -166,6 +166,27 @@ func computeStatus(m *clustermap.Map, stats map[clustermap.OSDID]meta.OSDStats, 
 	if st.PGStates != nil {
 		st.PGsOK = min(st.PGsOK, st.PGStates["active+clean"])
 	}
+	// Every PG with an OSD up has a primary that must report it for this map.
+	reported, expected := 0, 0
+	for _, s := range stats {
+		if s.Epoch == m.Epoch {
+			for _, n := range s.PGStates {
+				reported += n
+			}
+		}
+	}
+	for i := range m.Pools {
+		p := &m.Pools[i]
+		for seed := uint32(0); seed < p.PGNum; seed++ {
+			if len(t.Acting(p, clustermap.PGID{Pool: p.ID, Seed: seed})) > 0 {
+				expected++
+			}
+		}
+	}
+	if reported < expected {
+		add(Check{Code: "PG_UNKNOWN", Severity: healthWarn,
+			Summary: fmt.Sprintf("%d pg(s) not yet reported by their primaries for map epoch %d", expected-reported, m.Epoch)})
+	}
 	if len(downPGs) > 0 {
 		sort.Strings(downPGs)
 		add(Check{Code: "PG_DOWN", Severity: healthErr,

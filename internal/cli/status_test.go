@@ -8,6 +8,7 @@ import (
 
 	"github.com/cairn-storage/cairn/internal/clustermap"
 	"github.com/cairn-storage/cairn/internal/meta"
+	"github.com/cairn-storage/cairn/internal/placement"
 )
 
 func testMap() *clustermap.Map {
@@ -32,10 +33,70 @@ func find(st Status, code string) *Check {
 	return nil
 }
 
+// primaryStats is what the OSDs publish when each of their primary PGs is
+// in state (and the others say nothing).
+func primaryStats(m *clustermap.Map, state string) map[clustermap.OSDID]meta.OSDStats {
+	out := map[clustermap.OSDID]meta.OSDStats{}
+	t := placement.NewTable(m)
+	for i := range m.Pools {
+		p := &m.Pools[i]
+		for seed := uint32(0); seed < p.PGNum; seed++ {
+			a := t.Acting(p, clustermap.PGID{Pool: p.ID, Seed: seed})
+			if len(a) == 0 {
+				continue
+			}
+			st := out[a[0]]
+			st.Epoch = m.Epoch
+			if st.PGStates == nil {
+				st.PGStates = map[string]int{}
+			}
+			st.PGStates[state]++
+			out[a[0]] = st
+		}
+	}
+	return out
+}
+
 func TestStatusHealthy(t *testing.T) {
-	st := computeStatus(testMap(), nil, nil, time.Now())
+	m := testMap()
+	st := computeStatus(m, primaryStats(m, "active+clean"), nil, time.Now())
 	if st.Health != healthOK || len(st.Checks) != 0 || st.PGsOK != 64 || st.OSDsUp != 6 {
 		t.Fatalf("healthy map: %+v", st)
+	}
+}
+
+// Until every primary reported its PGs for the newest map, the cluster is
+// not called healthy: a returning OSD may still be peering.
+func TestStatusUnreportedPGs(t *testing.T) {
+	m := testMap()
+	stats := primaryStats(m, "active+clean")
+	o := stats[2]
+	o.Epoch = m.Epoch - 1
+	stats[2] = o
+	st := computeStatus(m, stats, nil, time.Now())
+	c := find(st, "PG_UNKNOWN")
+	if st.Health != healthWarn || c == nil || !strings.HasPrefix(c.Summary, fmt.Sprint(o.PGStates["active+clean"])) {
+		t.Fatalf("an OSD reporting an older epoch: want PG_UNKNOWN for its %d pgs, got %+v", o.PGStates["active+clean"], st)
+	}
+}
+
+func TestStatusRecoveringAndDown(t *testing.T) {
+	m := testMap()
+	stats := primaryStats(m, "active+recovering")
+	now := time.Now()
+	o := stats[0]
+	o.Work = []meta.WorkProgress{{Kind: "recovery", ObjectsDone: 10, ObjectsLeft: 30, BytesDone: 40e6, Started: now.Add(-10 * time.Second)}}
+	o.DownPGs = map[string]string{"1.3": "waiting for osd.4, which hold(s) the newest writes"}
+	stats[0] = o
+	st := computeStatus(m, stats, nil, now)
+	if st.Health != healthErr || find(st, "PG_RECOVERING") == nil {
+		t.Fatalf("recovering and down pgs: want HEALTH_ERR with PG_RECOVERING: %+v", st)
+	}
+	if c := find(st, "PG_DOWN"); c == nil || !strings.Contains(c.Detail[0], "1.3 (primary osd.0): waiting for osd.4") {
+		t.Fatalf("PG_DOWN does not say which pg waits for what: %+v", c)
+	}
+	if len(st.Work) != 1 || st.Work[0].MBps < 3.9 || st.Work[0].MBps > 4.1 || st.Work[0].ETASeconds < 29 || st.Work[0].ETASeconds > 31 {
+		t.Fatalf("work progress: want 4 MB/s and ETA 30 s, got %+v", st.Work)
 	}
 }
 

@@ -222,6 +222,8 @@ type OSDStats struct {
 	FreeBytes  int64     `json:"free_bytes"`
 	Objects    int64     `json:"objects"`
 	Updated    time.Time `json:"updated"`
+	// Epoch is the map epoch PGStates were computed at.
+	Epoch clustermap.Epoch `json:"epoch"`
 	// The placement groups this OSD is primary for, by state
 	// ("active+clean", "active+recovering", "peering", "down"), and the
 	// background work it runs.

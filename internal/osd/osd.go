@@ -79,6 +79,8 @@ type Server struct {
 	seed  maphash.Seed
 
 	kick         chan struct{} // wakes the peering loop
+	statsKick    chan struct{} // publishes stats now: PG states changed
+	checkedEpoch atomic.Uint64 // the map epoch the PG phases were last checked at
 	recoveryWake chan struct{}
 	recovery     recoveryStats
 	scrubs       scrubStats
@@ -182,7 +184,7 @@ func Run(ctx context.Context, o Options) error {
 		logf:  o.Logf,
 		pgs:   map[clustermap.PGID]*pgState{},
 		seed:  maphash.MakeSeed(),
-		kick:  make(chan struct{}, 1), recoveryWake: make(chan struct{}, 1),
+		kick:  make(chan struct{}, 1), recoveryWake: make(chan struct{}, 1), statsKick: make(chan struct{}, 1),
 	}
 	defer s.peers.Close()
 	srv := rpc.NewServer(o.Conf.ClusterKey, s, rpc.ServerOptions{Logf: o.Logf})
@@ -337,11 +339,12 @@ func (s *Server) publishStats(ctx context.Context, lease *meta.Lease) {
 			states, down := s.pgSummary()
 			lease.PublishStats(ctx, meta.OSDStats{
 				TotalBytes: u.TotalBytes, FreeBytes: u.FreeBytes, UsedBytes: u.TotalBytes - u.FreeBytes,
-				Objects: u.Objects, Updated: time.Now().UTC(),
+				Objects: u.Objects, Updated: time.Now().UTC(), Epoch: clustermap.Epoch(s.checkedEpoch.Load()),
 				PGStates: states, DownPGs: down, Work: s.workProgress(),
 			})
 		}
 		select {
+		case <-s.statsKick:
 		case <-ctx.Done():
 			return
 		case <-t.C:

@@ -123,6 +123,8 @@ func (s *Server) checkPGs(ctx context.Context) {
 			p.mu.Unlock()
 		}
 	}
+	s.checkedEpoch.Store(uint64(m.Epoch))
+	s.kickStats()
 	// PGs of pools that are gone.
 	s.pgMu.Lock()
 	for id, p := range s.pgs {
@@ -147,6 +149,7 @@ func (s *Server) peer(ctx context.Context, id clustermap.PGID, p *pgState) {
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	ps, err := s.doPeer(pctx, id)
+	defer s.kickStats()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.peering = false
@@ -438,6 +441,13 @@ func (s *Server) activePG(ctx context.Context, id clustermap.PGID, acting []clus
 		case <-ctx.Done():
 			return nil, s.fail(proto.StatusUnavailable, "pg %s: %v", id, ctx.Err())
 		}
+	}
+}
+
+func (s *Server) kickStats() {
+	select {
+	case s.statsKick <- struct{}{}:
+	default:
 	}
 }
 

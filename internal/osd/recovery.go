@@ -218,6 +218,7 @@ func (s *Server) noteRecovered(ctx context.Context, id clustermap.PGID, p *pgSta
 			p.prim.auth = s.id
 		}
 	}
+	s.kickStats()
 	if allActing {
 		s.logf("%s: pg %s recovered: every acting member holds every object", s.id, id)
 	}
