@@ -104,9 +104,11 @@ func (c *Client) CreatePool(ctx context.Context, spec PoolSpec) (PoolInfo, error
 // DeletePool removes a pool from the map. Its data becomes unreachable;
 // the OSDs reclaim it in the background.
 func (c *Client) DeletePool(ctx context.Context, name string) error {
+	var id clustermap.PoolID
 	nm, err := c.meta.Update(ctx, func(m *clustermap.Map) error {
 		for i := range m.Pools {
 			if m.Pools[i].Name == name {
+				id = m.Pools[i].ID
 				m.Pools = append(m.Pools[:i], m.Pools[i+1:]...)
 				return nil
 			}
@@ -114,6 +116,9 @@ func (c *Client) DeletePool(ctx context.Context, name string) error {
 		return fmt.Errorf("pool %q: %w", name, ErrPoolNotFound)
 	})
 	if err != nil {
+		return err
+	}
+	if err := c.meta.DeletePGRecords(ctx, id); err != nil {
 		return err
 	}
 	c.view.WaitFor(ctx, nm.Epoch, 10*time.Second)

@@ -203,6 +203,7 @@ func Run(ctx context.Context, o Options) error {
 	go s.peeringLoop(ctx)
 	go s.recoveryLoop(ctx)
 	go s.scrubLoop(ctx)
+	go s.strayLoop(ctx)
 	for ctx.Err() == nil {
 		sctx, stopStats := context.WithCancel(ctx)
 		go s.publishStats(sctx, lease)

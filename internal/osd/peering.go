@@ -153,11 +153,14 @@ func (s *Server) peer(ctx context.Context, id clustermap.PGID, p *pgState) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.peering = false
+	// The acting set may have changed while peering ran: check again now
+	// rather than at the next tick.
+	defer s.kickPeering()
 	if err != nil {
-		p.prim = primaryState{acting: ps.acting, reason: err.Error()}
 		if p.phase != phaseDown || p.prim.reason != err.Error() {
 			s.logf("%s: pg %s cannot go active: %v", s.id, id, err)
 		}
+		p.prim = primaryState{acting: ps.acting, reason: err.Error()}
 		p.setPhase(phaseDown)
 		return
 	}
@@ -462,11 +465,16 @@ func (s *Server) kickPeering() {
 func (s *Server) pgSummary() (map[string]int, map[string]string) {
 	states := map[string]int{}
 	down := map[string]string{}
+	t := s.view.Table()
 	s.pgMu.Lock()
 	defer s.pgMu.Unlock()
 	for id, p := range s.pgs {
 		p.mu.Lock()
-		switch p.phase {
+		phase := p.phase
+		if pool, ok := t.Map().Pool(id.Pool); ok && phase != phaseIdle && !slices.Equal(p.prim.acting, t.Acting(pool, id)) {
+			phase = phasePeering // peered for an older acting set: about to peer again
+		}
+		switch phase {
 		case phaseActive:
 			if p.prim.missingCount() > 0 {
 				states["active+recovering"]++
