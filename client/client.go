@@ -198,4 +198,3 @@ func (c *Client) call(ctx context.Context, poolID clustermap.PoolID, poolName st
 		return resp, statusErr(opName, poolName, req.Object, resp)
 	}
 }
-
