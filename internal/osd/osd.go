@@ -93,6 +93,12 @@ type pgState struct {
 	version uint64 // last PG version written here
 	trimmed uint64 // log entries below this version were trimmed
 
+	// fence orders this copy's writes against listings by a (new)
+	// primary's peering: writes hold it shared and check their epoch
+	// inside; a listing takes it exclusively first, so no write from an
+	// older interval lands after the listing saw the copy.
+	fence sync.RWMutex
+
 	// Primary only (see peering.go).
 	phase    pgPhase
 	changed  chan struct{} // closed and replaced on every phase change

@@ -242,7 +242,25 @@ func (s *Server) doPeer(ctx context.Context, id clustermap.PGID) (peerResult, er
 			return res, fmt.Errorf("acting member %s did not answer: %v", o, err)
 		}
 	}
-	// Who may be the authoritative copy.
+	res, err = decidePeering(s.id, m.Epoch, acting, rec, lists)
+	if err != nil {
+		return res, err
+	}
+	newRec := meta.PGRecord{Epoch: m.Epoch, Acting: acting, Complete: res.complete}
+	if res.recRev, err = s.meta.PutPGRecord(ctx, id.String(), newRec, rev); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// decidePeering is the heart of peering, kept pure so that the simulation
+// in peering_sim_test.go drives exactly this code: given the PG's record
+// and the copies that answered, it picks the authoritative copy (the newest
+// among those the record names complete), the objects each acting member
+// lacks, the members complete already, and the write set.
+func decidePeering(self clustermap.OSDID, epoch clustermap.Epoch, acting []clustermap.OSDID, rec *meta.PGRecord, lists map[clustermap.OSDID]*pgListing) (peerResult, error) {
+	res := peerResult{}
+	res.acting, res.epoch = acting, epoch
 	var candidates []clustermap.OSDID
 	if rec != nil && len(rec.Complete) > 0 {
 		for _, o := range rec.Complete {
@@ -254,12 +272,19 @@ func (s *Server) doPeer(ctx context.Context, id clustermap.PGID) (peerResult, er
 			return res, fmt.Errorf("waiting for %s, which hold(s) the newest writes", osdList(rec.Complete))
 		}
 	} else {
-		candidates = slices.Clone(probe)
+		for _, o := range acting {
+			if lists[o] != nil {
+				candidates = append(candidates, o)
+			}
+		}
+		if len(candidates) == 0 {
+			return res, errors.New("no copy answered")
+		}
 	}
 	auth := candidates[0]
 	for _, o := range candidates {
 		lo, la := lists[o].lastUpdate, lists[auth].lastUpdate
-		if lo > la || lo == la && o == s.id {
+		if lo > la || lo == la && o == self {
 			auth = o
 		}
 	}
@@ -284,10 +309,6 @@ func (s *Server) doPeer(ctx context.Context, id clustermap.PGID) (peerResult, er
 	res.writeSet = slices.Clone(acting)
 	if !slices.Contains(acting, auth) {
 		res.writeSet = append(res.writeSet, auth)
-	}
-	newRec := meta.PGRecord{Epoch: m.Epoch, Acting: acting, Complete: res.complete}
-	if res.recRev, err = s.meta.PutPGRecord(ctx, id.String(), newRec, rev); err != nil {
-		return res, err
 	}
 	return res, nil
 }
@@ -373,6 +394,10 @@ func (s *Server) pgList(req *proto.Request) *proto.Response {
 	if err != nil {
 		return s.failErr(err)
 	}
+	// Wait for writes in flight; later ones from older epochs are refused
+	// (this OSD's map is at least req.Epoch now).
+	pg.fence.Lock()
+	pg.fence.Unlock()
 	r := s.ok()
 	pg.mu.Lock()
 	r.Version = pg.version

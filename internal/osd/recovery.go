@@ -183,22 +183,7 @@ func (s *Server) noteRecovered(ctx context.Context, id clustermap.PGID, p *pgSta
 		p.mu.Unlock()
 		return
 	}
-	complete := slices.Clone(p.prim.complete)
-	changed := false
-	for _, o := range p.prim.acting {
-		if len(p.prim.missing[o]) == 0 && !slices.Contains(complete, o) {
-			complete = append(complete, o)
-			changed = true
-		}
-	}
-	allActing := true
-	for _, o := range p.prim.acting {
-		allActing = allActing && slices.Contains(complete, o)
-	}
-	writeSet := p.prim.writeSet
-	if allActing && !slices.Equal(complete, p.prim.acting) {
-		complete, writeSet, changed = slices.Clone(p.prim.acting), slices.Clone(p.prim.acting), true
-	}
+	complete, writeSet, allActing, changed := p.prim.afterRecovery()
 	rec := meta.PGRecord{Epoch: epoch, Acting: p.prim.acting, Complete: complete}
 	rev := p.prim.recRev
 	p.mu.Unlock()
@@ -222,6 +207,40 @@ func (s *Server) noteRecovered(ctx context.Context, id clustermap.PGID, p *pgSta
 	if allActing {
 		s.logf("%s: pg %s recovered: every acting member holds every object", s.id, id)
 	}
+}
+
+// afterRecovery returns the complete list and write set once the members
+// with nothing missing count as complete: when every acting member does,
+// the authoritative copy outside the acting set is dropped from both.
+func (ps *primaryState) afterRecovery() (complete, writeSet []clustermap.OSDID, allActing, changed bool) {
+	complete = slices.Clone(ps.complete)
+	for _, o := range ps.acting {
+		if len(ps.missing[o]) == 0 && !slices.Contains(complete, o) {
+			complete = append(complete, o)
+			changed = true
+		}
+	}
+	allActing = true
+	for _, o := range ps.acting {
+		allActing = allActing && slices.Contains(complete, o)
+	}
+	writeSet = ps.writeSet
+	if allActing && !sameSet(complete, ps.acting) {
+		complete, writeSet, changed = slices.Clone(ps.acting), slices.Clone(ps.acting), true
+	}
+	return complete, writeSet, allActing, changed
+}
+
+func sameSet(a, b []clustermap.OSDID) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, o := range a {
+		if !slices.Contains(b, o) {
+			return false
+		}
+	}
+	return true
 }
 
 // copyObject makes dst's copy of name equal to src's: the data, xattrs and

@@ -147,8 +147,11 @@ func (s *Server) write(ctx context.Context, pool *clustermap.Pool, p *pgState, r
 			<-results
 		}
 	}
-	if err := s.store.Apply(txn); err != nil {
+	if err := s.applyLocal(p, pool, req.PG, acting, txn); err != nil {
 		drain() // no goroutine outlives the request
+		if errors.Is(err, errIntervalChanged) {
+			return s.fail(proto.StatusUnavailable, "pg %s changed before the write applied; retry", req.PG)
+		}
 		return s.failErr(err)
 	}
 	deadline := time.Now().Add(replicaWait)
@@ -196,6 +199,20 @@ func (s *Server) write(ctx context.Context, pool *clustermap.Pool, p *pgState, r
 	return r
 }
 
+var errIntervalChanged = errors.New("the PG's acting set changed")
+
+// applyLocal applies a client write to the primary's own copy, unless the
+// acting set changed since the PG went active: then a newer primary may have
+// listed this copy already, and the write must not land behind its back.
+func (s *Server) applyLocal(p *pgState, pool *clustermap.Pool, id clustermap.PGID, acting []clustermap.OSDID, txn *objstore.Txn) error {
+	p.fence.RLock()
+	defer p.fence.RUnlock()
+	if !slices.Equal(s.view.Table().Acting(pool, id), acting) {
+		return errIntervalChanged
+	}
+	return s.store.Apply(txn)
+}
+
 func errOr(r struct {
 	osd  clustermap.OSDID
 	resp *proto.Response
@@ -230,6 +247,13 @@ func (s *Server) applyReplica(t *placement.Table, req *proto.Request) *proto.Res
 	pg, err := s.pg(req.PG)
 	if err != nil {
 		return s.failErr(err)
+	}
+	pg.fence.RLock()
+	defer pg.fence.RUnlock()
+	if e := s.view.Epoch(); req.Epoch < e {
+		// A newer map arrived while this waited: a newer primary may
+		// already have listed this copy, so it must not change behind it.
+		return s.fail(proto.StatusWrongEpoch, "sender has map epoch %d, %s has %d", req.Epoch, s.id, e)
 	}
 	if err := s.store.Apply(txn); err != nil {
 		return s.failErr(err)
