@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/cairn
 DEVDIR  ?= cairn-dev
 
-.PHONY: build dev test test-short fuzz bench vet clean
+.PHONY: build dev test test-short fuzz bench bench-heal vet clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/cairn
@@ -34,6 +34,11 @@ fuzz:
 # Cluster benchmark: 4 KiB and 4 MiB objects, 16 in flight, against a dev cluster.
 bench:
 	$(GO) test -run '^$$' -bench BenchmarkCluster -benchtime 10s -timeout 30m ./e2e/
+
+# Self-healing benchmark: kill an OSD of a cluster holding 1 GiB, time the
+# backfill to HEALTH_OK and client 4 KiB write IOPS during it.
+bench-heal:
+	$(GO) test -run '^$$' -bench BenchmarkRecovery -benchtime 1x -timeout 30m ./e2e/
 
 clean:
 	rm -rf bin $(DEVDIR)

@@ -65,6 +65,7 @@ func (s *Server) Serve(ctx context.Context, req *proto.Request) *proto.Response 
 	if len(acting) == 0 || acting[0] != s.id {
 		return s.fail(proto.StatusNotPrimary, "%s is not the primary of pg %s at epoch %d", s.id, req.PG, t.Map().Epoch)
 	}
+	s.lastClientOp.Store(time.Now().UnixNano())
 	p, resp := s.activePG(ctx, req.PG, acting)
 	if resp != nil {
 		return resp

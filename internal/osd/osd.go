@@ -83,6 +83,7 @@ type Server struct {
 	checkedEpoch atomic.Uint64 // the map epoch the PG phases were last checked at
 	recoveryWake chan struct{}
 	recovery     recoveryStats
+	lastClientOp atomic.Int64 // unix nanos of the last client operation: recovery yields to clients
 	scrubs       scrubStats
 }
 

@@ -30,6 +30,15 @@ type recoveryStats struct {
 	started atomic.Int64 // unix nanos of the current burst; 0 when idle
 }
 
+// clientIdle is how long after the last client operation recovery runs at
+// full speed again.
+const clientIdle = 200 * time.Millisecond
+
+// clientBusy reports whether clients used this OSD in the last clientIdle.
+func (s *Server) clientBusy() bool {
+	return time.Since(time.Unix(0, s.lastClientOp.Load())) < clientIdle
+}
+
 func (s *Server) wakeRecovery() {
 	select {
 	case s.recoveryWake <- struct{}{}:
@@ -101,17 +110,26 @@ func (s *Server) recoverSome(ctx context.Context) bool {
 	var wg sync.WaitGroup
 	var failed atomic.Bool
 	for _, n := range names {
+		busy := s.clientBusy()
+		if busy {
+			// Clients first: one object at a time, and idle as long as
+			// each copy took, so recovery takes at most half of one stream.
+			wg.Wait()
+		}
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			start := time.Now()
 			l := s.lock(id, n)
 			l.Lock()
-			defer l.Unlock()
-			if err := s.ensureObject(ctx, id, p, n, true); err != nil {
-				if !failed.Swap(true) {
-					s.logf("%s: pg %s: recovering %q: %v", s.id, id, n, err)
-				}
+			err := s.ensureObject(ctx, id, p, n, true)
+			l.Unlock()
+			if err != nil && !failed.Swap(true) {
+				s.logf("%s: pg %s: recovering %q: %v", s.id, id, n, err)
+			}
+			if busy {
+				time.Sleep(time.Since(start))
 			}
 		}()
 	}
