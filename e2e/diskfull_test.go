@@ -35,6 +35,9 @@ func TestDiskFull(t *testing.T) {
 	t.Cleanup(func() { exec.Command("umount", "-l", small).Run() })
 	c := startCluster(t, clusterOpts{dir: dir})
 	ctx := context.Background()
+	// A small reserve, so the 95% full mark is what stops writes.
+	c.kill("osd.0")
+	c.restart("osd.0", "--reserve", fmt.Sprint(2<<20))
 	p := c.pool("default")
 
 	var acked, onOSD0 []string
@@ -61,6 +64,39 @@ func TestDiskFull(t *testing.T) {
 		t.Errorf("the disk-full error should name the OSD and say full: %v", fullErr)
 	}
 	t.Logf("after %d acknowledged writes (%d on osd.0): %v", len(acked), len(onOSD0), fullErr)
+	// Smaller writes still fit, until the disk is 95% used and osd.0 is
+	// flagged full.
+	for i := 0; i < 400; i++ {
+		name := fmt.Sprintf("top-%04d", i)
+		if !slices.Contains(actingOf(t, c, "default", name), 0) {
+			continue
+		}
+		err := p.Put(ctx, name, payload(name, 0, 128<<10))
+		if err == nil {
+			acked = append(acked, name)
+			continue
+		}
+		if strings.Contains(err.Error(), "is full (over 95%") {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.waitStatus(10*time.Second, "OSD_FULL", func(st map[string]any, raw string) bool {
+		return st["health"] == "HEALTH_ERR" && strings.Contains(raw, "OSD_FULL") && strings.Contains(raw, "osd.0 is")
+	})
+	// Once flagged full in the map, primaries refuse new data for osd.0's
+	// PGs before any copy is touched, saying why.
+	for i := 0; ; i++ {
+		name := fmt.Sprintf("refused-%04d", i)
+		if !slices.Contains(actingOf(t, c, "default", name), 0) {
+			continue
+		}
+		err := p.Put(ctx, name, payload(name, 0, 4<<10))
+		if !errors.Is(err, client.ErrNoSpace) || !strings.Contains(err.Error(), "osd.0 is full (over 95%") || !strings.Contains(err.Error(), "reads and deletes go on") {
+			t.Fatalf("write to a full OSD's PG: want the full-flag refusal, got %v", err)
+		}
+		break
+	}
 
 	// Reads keep working, from osd.0 too, and nothing acknowledged is lost.
 	for _, name := range acked {
@@ -68,7 +104,7 @@ func TestDiskFull(t *testing.T) {
 		if err != nil {
 			t.Fatalf("read %s after the disk filled: %v", name, err)
 		}
-		if !bytes.Equal(got, payload(name, 0, 2<<20)) {
+		if want := payload(name, 0, len(got)); !bytes.Equal(got, want) || len(got) != 2<<20 && len(got) != 128<<10 {
 			t.Fatalf("%s reads back wrong after the disk filled", name)
 		}
 	}

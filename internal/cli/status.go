@@ -23,8 +23,8 @@ const (
 
 // Usage thresholds of an OSD's disk.
 const (
-	nearFullRatio = 0.85
-	fullRatio     = 0.95
+	nearFullRatio = clustermap.NearFullRatio
+	fullRatio     = clustermap.FullRatio
 )
 
 // Check is one health finding in plain words.
@@ -218,7 +218,7 @@ func computeStatus(m *clustermap.Map, stats map[clustermap.OSDID]meta.OSDStats, 
 	sort.Strings(full)
 	sort.Strings(nearfull)
 	if len(full) > 0 {
-		add(Check{Code: "OSD_FULL", Severity: healthErr, Summary: fmt.Sprintf("%d OSD(s) full: writes to their placement groups fail; delete data or add OSDs", len(full)), Detail: full})
+		add(Check{Code: "OSD_FULL", Severity: healthErr, Summary: fmt.Sprintf("%d OSD(s) full: new writes to their placement groups are refused (reads, deletes and recovery go on); delete data or add OSDs", len(full)), Detail: full})
 	}
 	if len(nearfull) > 0 {
 		add(Check{Code: "OSD_NEARFULL", Severity: healthWarn, Summary: fmt.Sprintf("%d OSD(s) nearly full (over %.0f%%): add capacity soon", len(nearfull), nearFullRatio*100), Detail: nearfull})

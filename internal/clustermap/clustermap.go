@@ -99,7 +99,19 @@ type OSD struct {
 	// AutoOut: marked out by the keeper because it stayed down; it is
 	// marked in again when it returns. An operator's `osd out` clears it.
 	AutoOut bool `json:"auto_out,omitempty"`
+	// Full: the OSD's disk is FullRatio used. Primaries refuse new data
+	// for PGs it holds; reads, deletes and recovery go on.
+	Full bool `json:"full,omitempty"`
 }
+
+// Disk usage thresholds of an OSD: nearly full is a warning; full stops new
+// writes before the disk itself runs out, leaving room for deletes and
+// recovery. An OSD's full flag clears below FullRatio - FullHysteresis.
+const (
+	NearFullRatio  = 0.85
+	FullRatio      = 0.95
+	FullHysteresis = 0.02
+)
 
 // Pool is a named set of placement groups with a replication rule.
 type Pool struct {

@@ -211,6 +211,7 @@ func Run(ctx context.Context, o Options) error {
 	go s.recoveryLoop(ctx)
 	go s.scrubLoop(ctx)
 	go s.strayLoop(ctx)
+	go s.watchFull(ctx)
 	for ctx.Err() == nil {
 		sctx, stopStats := context.WithCancel(ctx)
 		go s.publishStats(sctx, lease)
@@ -356,6 +357,48 @@ func (s *Server) publishStats(ctx context.Context, lease *meta.Lease) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// watchFull keeps this OSD's full flag in the map true to its disk usage,
+// so that primaries stop sending it new data before the disk runs out.
+func (s *Server) watchFull(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+		u, err := s.store.Usage()
+		if err != nil || u.TotalBytes <= 0 {
+			continue
+		}
+		ratio := float64(u.TotalBytes-u.FreeBytes) / float64(u.TotalBytes)
+		o, ok := s.view.Map().OSD(s.id)
+		if !ok {
+			continue
+		}
+		want := o.Full
+		switch {
+		case !o.Full && ratio >= clustermap.FullRatio:
+			want = true
+		case o.Full && ratio < clustermap.FullRatio-clustermap.FullHysteresis:
+			want = false
+		}
+		if want == o.Full {
+			continue
+		}
+		_, err = s.meta.Update(ctx, func(m *clustermap.Map) error {
+			o, ok := m.OSD(s.id)
+			if !ok || o.Full == want {
+				return meta.ErrNoChange
+			}
+			o.Full = want
+			return nil
+		})
+		if err == nil {
+			s.logf("%s: disk %.1f%% used: marked %s", s.id, ratio*100, map[bool]string{true: "full (new writes refused)", false: "not full"}[want])
 		}
 	}
 }

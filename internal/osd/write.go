@@ -102,6 +102,15 @@ func (s *Server) write(ctx context.Context, pool *clustermap.Pool, p *pgState, r
 	p.mu.Lock()
 	interval, writeSet, acting := p.prim.epoch, p.prim.writeSet, p.prim.acting
 	p.mu.Unlock()
+	if !freesSpace(req.Op) {
+		m := s.view.Map()
+		for _, o := range writeSet {
+			if osd, ok := m.OSD(o); ok && osd.Full {
+				return s.fail(proto.StatusNoSpace, "%s is full (over %.0f%% of its disk used): new writes to pg %s are refused until data is deleted or OSDs are added; reads and deletes go on",
+					o, clustermap.FullRatio*100, req.PG)
+			}
+		}
+	}
 	if len(acting) < pool.MinSize {
 		return s.fail(proto.StatusUnavailable, "pg %s has %d of %d copies up, fewer than min_size %d: writes wait for an OSD to return",
 			req.PG, len(acting), pool.Size, pool.MinSize)
@@ -197,6 +206,16 @@ func (s *Server) write(ctx context.Context, pool *clustermap.Pool, p *pgState, r
 	r.Version = ver
 	r.Size = uint64(len(req.Data))
 	return r
+}
+
+// freesSpace reports whether an op only removes data, so it is allowed on
+// a full OSD.
+func freesSpace(op proto.Op) bool {
+	switch op {
+	case proto.OpDelete, proto.OpRmXattr, proto.OpOmapRm, proto.OpOmapRmRange:
+		return true
+	}
+	return false
 }
 
 var errIntervalChanged = errors.New("the PG's acting set changed")
