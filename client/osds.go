@@ -102,7 +102,14 @@ func (c *Client) RemoveOSD(ctx context.Context, id int) error {
 	}
 	var needed []string
 	for pg, r := range recs {
-		if slices.Contains(r.Complete, osd) && (len(r.Complete) == 1 || !slices.Equal(r.Complete, r.Acting)) {
+		if !slices.Contains(r.Complete, osd) {
+			continue
+		}
+		whole := len(r.Acting) > 0
+		for _, a := range r.Acting {
+			whole = whole && a != osd && slices.Contains(r.Complete, a)
+		}
+		if !whole {
 			needed = append(needed, pg)
 		}
 	}
@@ -111,7 +118,7 @@ func (c *Client) RemoveOSD(ctx context.Context, id int) error {
 		if len(needed) > 10 {
 			needed = append(needed[:10], "...")
 		}
-		return fmt.Errorf("%w: osd.%d still holds the only complete copy of %d pg(s) (%s); wait for recovery to finish", ErrInvalid, id, len(needed), strings.Join(needed, ", "))
+		return fmt.Errorf("%w: osd.%d still holds data of %d pg(s) whose new copies are not complete yet (%s); wait for HEALTH_OK", ErrInvalid, id, len(needed), strings.Join(needed, ", "))
 	}
 	nm, err := c.meta.Update(ctx, func(m *clustermap.Map) error {
 		for i := range m.OSDs {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cairn-storage/cairn/client"
+	"github.com/cairn-storage/cairn/internal/placement"
 )
 
 const mib = 1 << 20
@@ -317,6 +318,20 @@ func TestCorruptionServedFromReplica(t *testing.T) {
 	c.waitStatus(10*time.Second, "HEALTH_ERR for the unrepairable object", func(st map[string]any, raw string) bool {
 		return st["health"] == "HEALTH_ERR" && strings.Contains(raw, "OBJECT_CORRUPT") && strings.Contains(raw, "doomed")
 	})
+	// A deep scrub of the large object's PG repairs what the read left.
+	pool, _ := currentMap(t, c).PoolByName("default")
+	pg := placement.PGOf(pool, "large").String()
+	out, err := c.cli(nil, "scrub", "--deep", "--json", pg)
+	if err != nil {
+		t.Fatalf("deep scrub of %s: %v", pg, err)
+	}
+	if !strings.Contains(string(out), `"repaired": 1`) {
+		t.Fatalf("deep scrub of %s should repair the large object once:\n%s", pg, out)
+	}
+	out, err = c.cli(nil, "scrub", "--deep", "--json", pg)
+	if err != nil || !strings.Contains(string(out), `"errors": 0`) {
+		t.Fatalf("second deep scrub of %s should find nothing: %v\n%s", pg, err, out)
+	}
 }
 
 // flipByteInDataFile finds the one data file of the given size under dir

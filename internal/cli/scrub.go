@@ -45,6 +45,7 @@ cairn status. Scrubs also run by themselves (--scrub-interval and
 			var results []client.ScrubResult
 			var total client.ScrubResult
 			start := time.Now()
+			var shown time.Time
 			for i, seed := range seeds {
 				r, err := p.Scrub(ctx, seed, deep)
 				if err != nil {
@@ -55,7 +56,8 @@ cairn status. Scrubs also run by themselves (--scrub-interval and
 				total.Bytes += r.Bytes
 				total.Errors += r.Errors
 				total.Repaired += r.Repaired
-				if !g.json {
+				if !g.json && (time.Since(shown) >= 250*time.Millisecond || i == len(seeds)-1) {
+					shown = time.Now()
 					el := time.Since(start)
 					fmt.Fprintf(g.err, "\r%s %s: %s %d/%d pgs, %d objects, %s, %d inconsistent, %d repaired, %s   ",
 						kind, poolName, bar(i+1, len(seeds), 20), i+1, len(seeds), total.Objects, humanBytes(total.Bytes), total.Errors, total.Repaired, el.Round(time.Second))
