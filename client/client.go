@@ -17,6 +17,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cairn-storage/cairn/internal/clustermap"
@@ -65,6 +67,9 @@ type Client struct {
 	// OpTimeout bounds how long one operation keeps retrying when its context
 	// has no deadline.
 	OpTimeout time.Duration
+
+	suspectMu sync.Mutex
+	suspected map[clustermap.OSDID]clustermap.Epoch
 }
 
 // Dial connects to the cluster described by cfg.
@@ -172,6 +177,9 @@ func (c *Client) call(ctx context.Context, poolID clustermap.PoolID, poolName st
 		req.Epoch, req.PG = m.Epoch, pg
 		resp, err := c.peers.Call(ctx, osd.Addr, req)
 		if err != nil {
+			if errors.Is(err, syscall.ECONNREFUSED) {
+				c.suspect(m.Epoch, acting[0], osd.Addr)
+			}
 			lastErr = fmt.Errorf("%s (%s): %w", acting[0], osd.Addr, err)
 			c.view.WaitFor(ctx, m.Epoch+1, time.Second)
 			continue
@@ -197,4 +205,25 @@ func (c *Client) call(ctx context.Context, poolID clustermap.PoolID, poolName st
 		}
 		return resp, statusErr(opName, poolName, req.Object, resp)
 	}
+}
+
+// suspect ends the liveness lease of an OSD whose address refuses
+// connections (its process is gone), once per OSD and map epoch, so that
+// it is marked down now rather than when its lease runs out.
+func (c *Client) suspect(epoch clustermap.Epoch, osd clustermap.OSDID, addr string) {
+	c.suspectMu.Lock()
+	if c.suspected == nil {
+		c.suspected = map[clustermap.OSDID]clustermap.Epoch{}
+	}
+	if c.suspected[osd] >= epoch {
+		c.suspectMu.Unlock()
+		return
+	}
+	c.suspected[osd] = epoch
+	c.suspectMu.Unlock()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c.meta.ExpireIfAt(ctx, osd, addr)
+	}()
 }

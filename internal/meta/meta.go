@@ -361,6 +361,25 @@ func (l *Lease) Revoke(ctx context.Context) error {
 	return err
 }
 
+// ExpireIfAt ends osd's liveness lease now if its alive key still names
+// addr. Callers use it when a connection to addr was refused: nothing
+// listens there, so the OSD process is gone, and waiting for its lease to
+// run out would only stall IO. The keeper then marks it down at once. An
+// OSD that is in fact alive registers again (as after any lost lease).
+func (s *Store) ExpireIfAt(ctx context.Context, osd clustermap.OSDID, addr string) (bool, error) {
+	resp, err := s.cli.Get(ctx, prefixAlive+strconv.Itoa(int(osd)))
+	if err != nil {
+		return false, err
+	}
+	if len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != addr || resp.Kvs[0].Lease == 0 {
+		return false, nil
+	}
+	if _, err := s.cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // Alive returns the OSDs that currently hold a live lease.
 func (s *Store) Alive(ctx context.Context) (map[clustermap.OSDID]bool, error) {
 	resp, err := s.cli.Get(ctx, prefixAlive, clientv3.WithPrefix())

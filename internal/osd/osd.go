@@ -83,7 +83,9 @@ type Server struct {
 	checkedEpoch atomic.Uint64 // the map epoch the PG phases were last checked at
 	recoveryWake chan struct{}
 	recovery     recoveryStats
-	lastClientOp atomic.Int64 // unix nanos of the last client operation: recovery yields to clients
+	suspectMu    sync.Mutex
+	suspected    map[clustermap.OSDID]clustermap.Epoch // last epoch each was reported unreachable
+	lastClientOp atomic.Int64                          // unix nanos of the last client operation: recovery yields to clients
 	scrubs       scrubStats
 }
 
@@ -192,6 +194,7 @@ func Run(ctx context.Context, o Options) error {
 		pgs:   map[clustermap.PGID]*pgState{},
 		seed:  maphash.MakeSeed(),
 		kick:  make(chan struct{}, 1), recoveryWake: make(chan struct{}, 1), statsKick: make(chan struct{}, 1),
+		suspected: map[clustermap.OSDID]clustermap.Epoch{},
 	}
 	defer s.peers.Close()
 	srv := rpc.NewServer(o.Conf.ClusterKey, s, rpc.ServerOptions{Logf: o.Logf})

@@ -364,6 +364,9 @@ func (s *Server) listPG(ctx context.Context, t *placement.Table, osd clustermap.
 			}
 			var err error
 			if resp, err = s.peers.Call(ctx, o.Addr, req); err != nil {
+				if isRefused(err) {
+					s.suspect(osd, o.Addr)
+				}
 				return nil, err
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/cairn-storage/cairn/internal/clustermap"
@@ -138,9 +139,17 @@ func (s *Server) write(ctx context.Context, pool *clustermap.Pool, p *pgState, r
 			results <- result{osd: osd, err: fmt.Errorf("%s not in map", osd)}
 			return
 		}
-		resp, err := s.peers.Call(ctx, o.Addr, &proto.Request{
-			Op: proto.OpReplicate, Epoch: t.Map().Epoch, PG: req.PG, Object: req.Object, PGVersion: ver, Txn: payload,
-		})
+		rr := &proto.Request{Op: proto.OpReplicate, Epoch: t.Map().Epoch, PG: req.PG, Object: req.Object, PGVersion: ver, Txn: payload}
+		resp, err := s.peers.Call(ctx, o.Addr, rr)
+		if err != nil && !isRefused(err) && ctx.Err() == nil {
+			// The connection broke: dial again at once. A refused dial
+			// means the process is gone; say so rather than wait for its
+			// lease to run out.
+			resp, err = s.peers.Call(ctx, o.Addr, rr)
+		}
+		if isRefused(err) {
+			s.suspect(osd, o.Addr)
+		}
 		results <- result{osd: osd, resp: resp, err: err}
 	}
 	t := s.view.Table()
@@ -206,6 +215,32 @@ func (s *Server) write(ctx context.Context, pool *clustermap.Pool, p *pgState, r
 	r.Version = ver
 	r.Size = uint64(len(req.Data))
 	return r
+}
+
+// isRefused reports whether err is a refused connection: nothing listens
+// at the address.
+func isRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
+
+// suspect ends the liveness lease of an OSD whose address refuses
+// connections, once per OSD and map epoch, so the keeper marks it down now.
+func (s *Server) suspect(osd clustermap.OSDID, addr string) {
+	e := s.view.Epoch()
+	s.suspectMu.Lock()
+	if s.suspected[osd] >= e {
+		s.suspectMu.Unlock()
+		return
+	}
+	s.suspected[osd] = e
+	s.suspectMu.Unlock()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if ok, err := s.meta.ExpireIfAt(ctx, osd, addr); ok {
+			s.logf("%s: %s refuses connections at %s: ended its lease so it is marked down now", s.id, osd, addr)
+		} else if err != nil {
+			s.logf("%s: %s refuses connections, but its lease could not be ended: %v", s.id, osd, err)
+		}
+	}()
 }
 
 // freesSpace reports whether an op only removes data, so it is allowed on
