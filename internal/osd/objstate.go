@@ -113,15 +113,32 @@ func sameCopy(a, b objState) bool {
 // scrubChunk is how much of an object a deep read takes at once.
 const scrubChunk = 4 << 20
 
-// localState computes the state of this OSD's copy of an object; deep reads
-// every byte (verifying each block's checksum) and digests it. It returns
-// objstore.ErrNotFound if there is no copy.
-func (s *Server) localState(coll, name string, deep bool) (objState, int64, error) {
+// stateLevel says how much of an object's copy localState looks at.
+type stateLevel int
+
+const (
+	stateVersion stateLevel = iota // eversion and size: two index lookups (peering)
+	stateDigest                    // and a digest of xattrs and omap (light scrub)
+	stateDeep                      // and every byte, checksums verified (deep scrub)
+)
+
+// localState computes the state of this OSD's copy of an object. It
+// returns objstore.ErrNotFound if there is no copy.
+func (s *Server) localState(coll, name string, level stateLevel) (objState, int64, error) {
 	info, err := s.store.Stat(coll, name)
 	if err != nil {
 		return objState{}, 0, err
 	}
 	st := objState{Size: info.Size}
+	deep := level == stateDeep
+	if level == stateVersion {
+		v, err := s.store.GetXattr(coll, name, versionXattr)
+		if err != nil && !errors.Is(err, objstore.ErrNotFound) {
+			return s.corruptState(st, deep, err)
+		}
+		st.Ver, _ = decodeEversion(v)
+		return st, 0, nil
+	}
 	xs, err := s.store.Xattrs(coll, name)
 	if err != nil {
 		return s.corruptState(st, deep, err)

@@ -226,7 +226,7 @@ func (s *Server) doPeer(ctx context.Context, id clustermap.PGID) (peerResult, er
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l, err := s.listPG(ctx, t, o, id, false)
+			l, err := s.listPG(ctx, t, o, id, 0)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -346,14 +346,11 @@ const (
 )
 
 // listPG returns the copy of a PG on osd (this one or a peer).
-func (s *Server) listPG(ctx context.Context, t *placement.Table, osd clustermap.OSDID, id clustermap.PGID, deep bool) (*pgListing, error) {
+func (s *Server) listPG(ctx context.Context, t *placement.Table, osd clustermap.OSDID, id clustermap.PGID, flags uint32) (*pgListing, error) {
 	l := &pgListing{objs: map[string]objState{}}
 	var start []byte
 	for {
-		req := &proto.Request{Op: proto.OpPGList, Epoch: t.Map().Epoch, PG: id, Start: start, Limit: pgListPage}
-		if deep {
-			req.Flags |= proto.FlagDeep
-		}
+		req := &proto.Request{Op: proto.OpPGList, Flags: flags, Epoch: t.Map().Epoch, PG: id, Start: start, Limit: pgListPage}
 		var resp *proto.Response
 		if osd == s.id {
 			resp = s.pgList(req)
@@ -393,6 +390,13 @@ func (s *Server) listPG(ctx context.Context, t *placement.Table, osd clustermap.
 func (s *Server) pgList(req *proto.Request) *proto.Response {
 	coll := req.PG.String()
 	deep := req.Flags&proto.FlagDeep != 0
+	level := stateVersion
+	switch {
+	case deep:
+		level = stateDeep
+	case req.Flags&proto.FlagDigest != 0:
+		level = stateDigest
+	}
 	pg, err := s.pg(req.PG)
 	if err != nil {
 		return s.failErr(err)
@@ -420,7 +424,7 @@ func (s *Server) pgList(req *proto.Request) *proto.Response {
 		if strings.HasPrefix(n, proto.ReservedPrefix) {
 			continue
 		}
-		st, nread, err := s.localState(coll, n, deep)
+		st, nread, err := s.localState(coll, n, level)
 		if errors.Is(err, objstore.ErrNotFound) {
 			continue
 		}

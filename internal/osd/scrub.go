@@ -101,7 +101,7 @@ func (s *Server) scrubPG(ctx context.Context, id clustermap.PGID, p *pgState, de
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			lists[i], errs[i] = s.listPG(ctx, t, o, id, deep)
+			lists[i], errs[i] = s.listPG(ctx, t, o, id, scrubFlags(deep))
 		}()
 	}
 	wg.Wait()
@@ -163,6 +163,13 @@ func (s *Server) scrubPG(ctx context.Context, id clustermap.PGID, p *pgState, de
 		s.logf("%s: pg %s %s: %d objects, %d inconsistent, %d repaired", s.id, id, kind, res.Objects, res.Errors, res.Repaired)
 	}
 	return res, nil
+}
+
+func scrubFlags(deep bool) uint32 {
+	if deep {
+		return proto.FlagDeep
+	}
+	return proto.FlagDigest
 }
 
 func consistent(lists []*pgListing, name string) bool {
@@ -280,10 +287,7 @@ func describeCopies(members []clustermap.OSDID, f func(int) string) string {
 func (s *Server) objectState(ctx context.Context, t interface {
 	Map() *clustermap.Map
 }, osd clustermap.OSDID, id clustermap.PGID, name string, deep bool) (objState, bool, error) {
-	req := &proto.Request{Op: proto.OpPGList, Epoch: t.Map().Epoch, PG: id, Object: name}
-	if deep {
-		req.Flags |= proto.FlagDeep
-	}
+	req := &proto.Request{Op: proto.OpPGList, Flags: scrubFlags(deep), Epoch: t.Map().Epoch, PG: id, Object: name}
 	var resp *proto.Response
 	if osd == s.id {
 		resp = s.pgList(req)

@@ -38,8 +38,9 @@ const (
 	// decimal values); no epoch check, so it works during map changes.
 	OpStatus
 	// OSD to OSD: list the objects of PG held by this OSD after Start, at
-	// most Limit, each as a KV of name → encoded ObjectState; Version of
-	// the reply is the OSD's last PG version. FlagDeep reads every object
+	// most Limit, each as a KV of name → encoded ObjectState (version and
+	// size); Version of the reply is the OSD's last PG version. FlagDigest
+	// adds a digest of xattrs and omap; FlagDeep also reads every object
 	// (verifying checksums) and adds a digest of its data.
 	OpPGList
 	// Client to the primary of PG: scrub it now (FlagDeep: deep scrub);
@@ -58,7 +59,8 @@ const (
 	// FlagLocal: OSD to OSD, serve a read op from this OSD's own copy even
 	// if it is not the primary (recovery reads the authoritative copy).
 	FlagLocal
-	FlagDeep // OpPGList, OpScrub: read and verify all data
+	FlagDeep   // OpPGList, OpScrub: read and verify all data (implies FlagDigest)
+	FlagDigest // OpPGList: also digest each object's xattrs and omap (light scrub)
 )
 
 // Keys of an OpScrub reply (decimal values).
