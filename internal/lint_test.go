@@ -21,7 +21,9 @@ var forbidden = map[string][]string{
 	"internal/mon":        {"internal/osd", "internal/objstore", "internal/cli", "client"},
 	"internal/bench":      {"internal/", "client"},
 	"internal/baseline":   {"internal/", "client"},
-	"client":              {"internal/osd", "internal/mon", "internal/objstore", "internal/cli"},
+	"client":              {"internal/osd", "internal/mon", "internal/objstore", "internal/cli", "internal/volume", "internal/nbd"},
+	"internal/volume":     {"internal/osd", "internal/mon", "internal/objstore", "internal/cli", "internal/nbd"},
+	"internal/nbd":        {"internal/", "client"},
 }
 
 // TestImportGraph keeps dependencies pointing one way.

@@ -36,7 +36,7 @@ func Main(args []string) int {
 	}
 	root.PersistentFlags().StringVar(&g.conf, "conf", "", "path of cairn.conf (default: $CAIRN_CONF, ./cairn.conf or ./cairn-dev/cairn.conf)")
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print the result as JSON")
-	root.AddCommand(devCmd(g), monCmd(g), osdCmd(g), poolCmd(g), objCmd(g), statusCmd(g), benchCmd(g), scrubCmd(g))
+	root.AddCommand(devCmd(g), monCmd(g), osdCmd(g), poolCmd(g), objCmd(g), statusCmd(g), benchCmd(g), scrubCmd(g), volumeCmd(g), nbdCmd(g))
 	root.SetArgs(args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

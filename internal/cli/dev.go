@@ -48,6 +48,7 @@ type devOptions struct {
 	external    []string
 	ipv6        bool
 	downOut     time.Duration
+	nbdPort     int
 }
 
 func devCmd(g *globals) *cobra.Command {
@@ -72,6 +73,7 @@ Running it again on the same --dir restarts the same cluster with its data.`,
 	f.DurationVar(&o.leaseTTL, "lease-ttl", 5*time.Second, "how long an OSD may be silent before it is marked down")
 	f.StringSliceVar(&o.external, "etcd-endpoints", nil, "use this existing etcd cluster instead of starting a mon")
 	f.BoolVar(&o.ipv6, "ipv6", false, "run IPv6-only: etcd and every OSD on [::1]")
+	f.IntVar(&o.nbdPort, "nbd-port", 10809, "port of the NBD server for volumes on 127.0.0.1 (0: none)")
 	f.DurationVar(&o.downOut, "down-out", 30*time.Second, "how long an OSD may stay down before it is marked out and its data re-replicated")
 	return cmd
 }
@@ -227,6 +229,12 @@ func runDev(ctx context.Context, g *globals, o devOptions) error {
 		return err
 	}
 
+	if o.nbdPort > 0 {
+		addr := fmt.Sprintf("%s:%d", o.loopback(0), o.nbdPort)
+		if err := start("nbd", addr, "", []string{"nbd", "--conf", confPath, "--listen", addr}); err != nil {
+			return err
+		}
+	}
 	b, _ := json.MarshalIndent(info, "", "  ")
 	if err := os.WriteFile(filepath.Join(dir, "dev.json"), append(b, '\n'), 0o644); err != nil {
 		return err
@@ -248,7 +256,11 @@ func runDev(ctx context.Context, g *globals, o devOptions) error {
 	fmt.Fprintf(w, "Try it from another terminal:\n")
 	fmt.Fprintf(w, "  export CAIRN_CONF=%s\n", confPath)
 	fmt.Fprintf(w, "  cairn status\n  cairn osd tree\n")
-	fmt.Fprintf(w, "  echo hello | cairn obj put default greeting && cairn obj get default greeting\n\n")
+	fmt.Fprintf(w, "  echo hello | cairn obj put default greeting && cairn obj get default greeting\n")
+	if o.nbdPort > 0 {
+		fmt.Fprintf(w, "  cairn volume create default/vm1 --size 10G && qemu-img info nbd://%s/default/vm1\n", fmt.Sprintf("%s:%d", o.loopback(0), o.nbdPort))
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "Ctrl-C stops the cluster; cairn dev --dir %s starts it again with its data.\n", o.dir)
 	<-ctx.Done()
 	fmt.Fprintf(w, "stopping %d processes...\n", len(procs))
@@ -266,6 +278,9 @@ func checkDevPorts(o devOptions) error {
 		for j := 0; j < o.osdsPerHost; j++ {
 			addrs = append(addrs, fmt.Sprintf("%s:%d", o.loopback(h), o.osdPort+h*o.osdsPerHost+j))
 		}
+	}
+	if o.nbdPort > 0 {
+		addrs = append(addrs, fmt.Sprintf("%s:%d", o.loopback(0), o.nbdPort))
 	}
 	for _, a := range addrs {
 		ln, err := net.Listen("tcp", a)

@@ -1,0 +1,470 @@
+package nbd
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"sync"
+)
+
+// Chunk is a piece of a read: data, or a hole of Hole bytes that reads as
+// zeros (never written, so it costs nothing to send).
+type Chunk struct {
+	Data []byte
+	Hole uint32
+}
+
+func (c Chunk) len() uint32 {
+	if c.Data != nil {
+		return uint32(len(c.Data))
+	}
+	return c.Hole
+}
+
+// Device is one exported block device. Every method may be called
+// concurrently. A write returns only when it is durable.
+type Device interface {
+	Size() uint64
+	ReadOnly() bool
+	// Read returns length bytes at off as data and holes, in order.
+	Read(ctx context.Context, off uint64, length uint32) ([]Chunk, error)
+	Write(ctx context.Context, off uint64, data []byte) error
+	// Zero makes the range read as zeros; punch allows freeing the space.
+	Zero(ctx context.Context, off uint64, length uint32, punch bool) error
+	// Trim says the range is no longer needed (it may then read as anything).
+	Trim(ctx context.Context, off uint64, length uint32) error
+	Flush(ctx context.Context) error
+	Close() error
+}
+
+// Exports resolves export names to devices.
+type Exports interface {
+	Open(ctx context.Context, name string) (Device, error)
+	List(ctx context.Context) ([]string, error)
+}
+
+// ErrUnknownExport is returned by Exports.Open for a name that does not exist.
+var ErrUnknownExport = errors.New("no such export")
+
+// ErrNoSpace from a Device is sent to the client as ENOSPC.
+var ErrNoSpace = errors.New("no space left")
+
+// Server serves NBD connections.
+type Server struct {
+	Exports Exports
+	// Logf reports connection-level events (nil: silent).
+	Logf func(string, ...any)
+	// MaxInFlight bounds the requests one connection runs at once (0: 64).
+	MaxInFlight int
+
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// Serve accepts connections on ln until Close.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	s.ln = ln
+	if s.conns == nil {
+		s.conns = map[net.Conn]struct{}{}
+	}
+	s.mu.Unlock()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed {
+				return nil
+			}
+			return err
+		}
+		s.mu.Lock()
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer func() {
+				s.mu.Lock()
+				delete(s.conns, c)
+				s.mu.Unlock()
+				c.Close()
+			}()
+			if err := s.serveConn(c); err != nil && !errors.Is(err, io.EOF) {
+				s.logf("nbd: %s: %v", c.RemoteAddr(), err)
+			}
+		}()
+	}
+}
+
+// Close stops accepting, closes every connection and waits for them.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.Logf != nil {
+		s.Logf(format, args...)
+	}
+}
+
+// conn is one client connection.
+type conn struct {
+	s          *Server
+	c          net.Conn
+	r          *bufio.Reader
+	wmu        sync.Mutex // one reply at a time
+	w          *bufio.Writer
+	structured bool
+	dev        Device
+	name       string
+}
+
+func (s *Server) serveConn(nc net.Conn) error {
+	c := &conn{s: s, c: nc, r: bufio.NewReaderSize(nc, 64<<10), w: bufio.NewWriterSize(nc, 64<<10)}
+	var b []byte
+	b = binary.BigEndian.AppendUint64(b, magicInit)
+	b = binary.BigEndian.AppendUint64(b, magicOpt)
+	b = binary.BigEndian.AppendUint16(b, flagFixedNewstyle|flagNoZeroes)
+	if err := c.send(b); err != nil {
+		return err
+	}
+	var cf [4]byte
+	if _, err := io.ReadFull(c.r, cf[:]); err != nil {
+		return err
+	}
+	cflags := binary.BigEndian.Uint32(cf[:])
+	if cflags&^(flagFixedNewstyle|flagNoZeroes) != 0 {
+		return fmt.Errorf("%w: unknown client flags %#x", errMalformed, cflags)
+	}
+	noZeroes := cflags&flagNoZeroes != 0
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for c.dev == nil {
+		o, err := readOption(c.r)
+		if err != nil {
+			return err
+		}
+		done, err := c.option(ctx, o, noZeroes)
+		if err != nil || done {
+			return err
+		}
+	}
+	defer c.dev.Close()
+	return c.transmit(ctx)
+}
+
+func (c *conn) send(b []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if _, err := c.w.Write(b); err != nil {
+		return err
+	}
+	return c.w.Flush()
+}
+
+func (c *conn) reply(opt, typ uint32, data []byte) error {
+	return c.send(appendOptReply(nil, opt, typ, data))
+}
+
+func (c *conn) replyErr(opt, typ uint32, format string, args ...any) error {
+	return c.reply(opt, typ, []byte(fmt.Sprintf(format, args...)))
+}
+
+// transmissionFlags says what dev supports. Multi-conn is safe: a write is
+// durable when answered and nothing is cached here, so every connection
+// sees every answered write.
+func transmissionFlags(dev Device) uint16 {
+	f := uint16(tflagHasFlags | tflagFlush | tflagFUA | tflagTrim | tflagWriteZeroes | tflagCanMultiConn)
+	if dev.ReadOnly() {
+		f |= tflagReadOnly
+	}
+	return f
+}
+
+// option handles one option; done means the connection ends (abort).
+func (c *conn) option(ctx context.Context, o option, noZeroes bool) (done bool, err error) {
+	switch o.code {
+	case optExportName:
+		// No way to report an error: the connection just closes.
+		dev, err := c.s.Exports.Open(ctx, string(o.data))
+		if err != nil {
+			return true, fmt.Errorf("export %q: %v", o.data, err)
+		}
+		c.dev, c.name = dev, string(o.data)
+		var b []byte
+		b = binary.BigEndian.AppendUint64(b, dev.Size())
+		b = binary.BigEndian.AppendUint16(b, transmissionFlags(dev))
+		if !noZeroes {
+			b = append(b, make([]byte, 124)...)
+		}
+		return false, c.send(b)
+	case optAbort:
+		c.reply(o.code, repAck, nil)
+		return true, nil
+	case optList:
+		if len(o.data) != 0 {
+			return false, c.replyErr(o.code, repErrInvalid, "NBD_OPT_LIST takes no data")
+		}
+		names, err := c.s.Exports.List(ctx)
+		if err != nil {
+			return false, c.replyErr(o.code, repErrPolicy, "listing exports: %v", err)
+		}
+		for _, n := range names {
+			d := binary.BigEndian.AppendUint32(nil, uint32(len(n)))
+			if err := c.reply(o.code, repServer, append(d, n...)); err != nil {
+				return false, err
+			}
+		}
+		return false, c.reply(o.code, repAck, nil)
+	case optInfo, optGo:
+		req, err := decodeInfoRequest(o.data)
+		if err != nil {
+			return false, c.replyErr(o.code, repErrInvalid, "%v", err)
+		}
+		dev, err := c.s.Exports.Open(ctx, req.name)
+		if errors.Is(err, ErrUnknownExport) {
+			return false, c.replyErr(o.code, repErrUnknown, "export %q: %v", req.name, err)
+		}
+		if err != nil {
+			return false, c.replyErr(o.code, repErrPolicy, "export %q: %v", req.name, err)
+		}
+		keep := false
+		defer func() {
+			if !keep {
+				dev.Close()
+			}
+		}()
+		info := binary.BigEndian.AppendUint16(nil, infoExport)
+		info = binary.BigEndian.AppendUint64(info, dev.Size())
+		info = binary.BigEndian.AppendUint16(info, transmissionFlags(dev))
+		if err := c.reply(o.code, repInfo, info); err != nil {
+			return false, err
+		}
+		bs := binary.BigEndian.AppendUint16(nil, infoBlockSize)
+		bs = binary.BigEndian.AppendUint32(bs, 1)
+		bs = binary.BigEndian.AppendUint32(bs, PreferredBlock)
+		bs = binary.BigEndian.AppendUint32(bs, MaxPayload)
+		if err := c.reply(o.code, repInfo, bs); err != nil {
+			return false, err
+		}
+		for _, t := range req.infos {
+			if t == infoName {
+				d := binary.BigEndian.AppendUint16(nil, infoName)
+				if err := c.reply(o.code, repInfo, append(d, req.name...)); err != nil {
+					return false, err
+				}
+			}
+		}
+		if err := c.reply(o.code, repAck, nil); err != nil {
+			return false, err
+		}
+		if o.code == optGo {
+			c.dev, c.name, keep = dev, req.name, true
+		}
+		return false, nil
+	case optStructuredReply:
+		if len(o.data) != 0 {
+			return false, c.replyErr(o.code, repErrInvalid, "NBD_OPT_STRUCTURED_REPLY takes no data")
+		}
+		c.structured = true
+		return false, c.reply(o.code, repAck, nil)
+	case optStartTLS:
+		return false, c.replyErr(o.code, repErrPolicy, "TLS is not offered by this server")
+	}
+	return false, c.replyErr(o.code, repErrUnsup, "option %d is not supported", o.code)
+}
+
+// transmit serves requests until the client disconnects.
+func (c *conn) transmit(ctx context.Context) error {
+	max := c.s.MaxInFlight
+	if max <= 0 {
+		max = 64
+	}
+	sem := make(chan struct{}, max)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var h [requestLen]byte
+	for {
+		if _, err := io.ReadFull(c.r, h[:]); err != nil {
+			return err
+		}
+		req, err := decodeRequest(h[:])
+		if err != nil {
+			return err
+		}
+		var data []byte
+		if req.typ == cmdWrite {
+			if req.length > MaxPayload {
+				// The payload cannot be skipped safely: give up on this client.
+				return fmt.Errorf("%w: write of %d bytes (limit %d)", errMalformed, req.length, MaxPayload)
+			}
+			data = make([]byte, req.length)
+			if _, err := io.ReadFull(c.r, data); err != nil {
+				return err
+			}
+		}
+		if req.typ == cmdDisc {
+			wg.Wait()
+			return nil
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			c.do(ctx, req, data)
+		}()
+	}
+}
+
+// do runs one request and sends its reply.
+func (c *conn) do(ctx context.Context, req request, data []byte) {
+	size := c.dev.Size()
+	end := req.offset + uint64(req.length)
+	inRange := end >= req.offset && end <= size
+	fail := func(errno uint32, msg string) {
+		if c.structured && req.typ == cmdRead {
+			p := binary.BigEndian.AppendUint32(nil, errno)
+			p = binary.BigEndian.AppendUint16(p, uint16(len(msg)))
+			p = append(p, msg...)
+			c.send(append(appendChunkHeader(nil, replyFlagDone, replyError, req.handle, uint32(len(p))), p...))
+			return
+		}
+		c.send(appendSimpleReply(nil, errno, req.handle))
+	}
+	ok := func() { c.send(appendSimpleReply(nil, 0, req.handle)) }
+	var err error
+	switch req.typ {
+	case cmdRead:
+		if req.length > MaxPayload {
+			fail(errOverflow, fmt.Sprintf("read of %d bytes exceeds the %d-byte limit", req.length, MaxPayload))
+			return
+		}
+		if !inRange {
+			fail(errInval, fmt.Sprintf("read of %d bytes at %d goes past the end (%d)", req.length, req.offset, size))
+			return
+		}
+		chunks, err := c.dev.Read(ctx, req.offset, req.length)
+		if err != nil {
+			fail(errnoOf(err), err.Error())
+			return
+		}
+		c.sendRead(req, chunks)
+		return
+	case cmdWrite:
+		switch {
+		case c.dev.ReadOnly():
+			fail(errPerm, "read-only export")
+			return
+		case !inRange:
+			fail(errNoSpace, "write past the end")
+			return
+		}
+		if err = c.dev.Write(ctx, req.offset, data); err == nil && req.flags&cmdFlagFUA != 0 {
+			err = c.dev.Flush(ctx)
+		}
+	case cmdFlush:
+		err = c.dev.Flush(ctx)
+	case cmdTrim:
+		switch {
+		case c.dev.ReadOnly():
+			fail(errPerm, "read-only export")
+			return
+		case !inRange:
+			fail(errInval, "trim past the end")
+			return
+		}
+		if err = c.dev.Trim(ctx, req.offset, req.length); err == nil && req.flags&cmdFlagFUA != 0 {
+			err = c.dev.Flush(ctx)
+		}
+	case cmdWriteZeroes:
+		switch {
+		case c.dev.ReadOnly():
+			fail(errPerm, "read-only export")
+			return
+		case !inRange:
+			fail(errNoSpace, "write past the end")
+			return
+		}
+		if err = c.dev.Zero(ctx, req.offset, req.length, req.flags&cmdFlagNoHole == 0); err == nil && req.flags&cmdFlagFUA != 0 {
+			err = c.dev.Flush(ctx)
+		}
+	default:
+		fail(errInval, fmt.Sprintf("command %d is not supported", req.typ))
+		return
+	}
+	if err != nil {
+		c.s.logf("nbd: %s: %s: command %d at %d+%d: %v", c.c.RemoteAddr(), c.name, req.typ, req.offset, req.length, err)
+		fail(errnoOf(err), err.Error())
+		return
+	}
+	ok()
+}
+
+// sendRead answers a successful read: structured (holes cost nothing) when
+// negotiated, else one simple reply with the data.
+func (c *conn) sendRead(req request, chunks []Chunk) {
+	var b []byte
+	if !c.structured {
+		b = appendSimpleReply(make([]byte, 0, 16+req.length), 0, req.handle)
+		for _, ch := range chunks {
+			if ch.Data != nil {
+				b = append(b, ch.Data...)
+			} else {
+				b = append(b, make([]byte, ch.Hole)...)
+			}
+		}
+		c.send(b)
+		return
+	}
+	chunks = slices.DeleteFunc(chunks, func(ch Chunk) bool { return ch.len() == 0 })
+	if len(chunks) == 0 {
+		c.send(appendChunkHeader(nil, replyFlagDone, replyNone, req.handle, 0))
+		return
+	}
+	off := req.offset
+	for i, ch := range chunks {
+		flags := uint16(0)
+		if i == len(chunks)-1 {
+			flags = replyFlagDone
+		}
+		if ch.Data != nil {
+			b = appendChunkHeader(b, flags, replyOffsetData, req.handle, 8+uint32(len(ch.Data)))
+			b = binary.BigEndian.AppendUint64(b, off)
+			b = append(b, ch.Data...)
+		} else {
+			b = appendChunkHeader(b, flags, replyOffsetHole, req.handle, 12)
+			b = binary.BigEndian.AppendUint64(b, off)
+			b = binary.BigEndian.AppendUint32(b, ch.Hole)
+		}
+		off += uint64(ch.len())
+	}
+	c.send(b)
+}
+
+func errnoOf(err error) uint32 {
+	if errors.Is(err, ErrNoSpace) {
+		return errNoSpace
+	}
+	return errIO
+}

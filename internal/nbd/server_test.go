@@ -1,0 +1,378 @@
+package nbd
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// memDevice is an in-memory device whose never-written 4 KiB blocks read as
+// holes.
+type memDevice struct {
+	mu      sync.Mutex
+	data    []byte
+	written map[uint64]bool
+	flushes int
+}
+
+func newMem(size int) *memDevice { return &memDevice{data: make([]byte, size), written: map[uint64]bool{}} }
+
+func (m *memDevice) Size() uint64   { return uint64(len(m.data)) }
+func (m *memDevice) ReadOnly() bool { return false }
+func (m *memDevice) Close() error   { return nil }
+func (m *memDevice) Flush(context.Context) error {
+	m.mu.Lock()
+	m.flushes++
+	m.mu.Unlock()
+	return nil
+}
+
+func (m *memDevice) Read(_ context.Context, off uint64, n uint32) ([]Chunk, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Chunk
+	for pos := off; pos < off+uint64(n); {
+		blk := pos / 4096
+		end := min((blk+1)*4096, off+uint64(n))
+		if m.written[blk] {
+			out = append(out, Chunk{Data: append([]byte(nil), m.data[pos:end]...)})
+		} else {
+			out = append(out, Chunk{Hole: uint32(end - pos)})
+		}
+		pos = end
+	}
+	return out, nil
+}
+
+func (m *memDevice) Write(_ context.Context, off uint64, b []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	copy(m.data[off:], b)
+	for blk := off / 4096; blk*4096 < off+uint64(len(b)); blk++ {
+		m.written[blk] = true
+	}
+	return nil
+}
+
+func (m *memDevice) Zero(ctx context.Context, off uint64, n uint32, _ bool) error {
+	return m.Write(ctx, off, make([]byte, n))
+}
+
+func (m *memDevice) Trim(context.Context, uint64, uint32) error { return nil }
+
+type memExports struct{ devs map[string]*memDevice }
+
+func (e memExports) Open(_ context.Context, name string) (Device, error) {
+	d, ok := e.devs[name]
+	if !ok {
+		return nil, ErrUnknownExport
+	}
+	return d, nil
+}
+
+func (e memExports) List(context.Context) ([]string, error) { return []string{"a", "b"}, nil }
+
+func startServer(t *testing.T) (string, *memDevice) {
+	t.Helper()
+	dev := newMem(1 << 20)
+	srv := &Server{Exports: memExports{map[string]*memDevice{"a": dev, "b": newMem(4096)}}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String(), dev
+}
+
+// client is a minimal NBD client for protocol tests.
+type client struct {
+	t *testing.T
+	c net.Conn
+}
+
+func dialClient(t *testing.T, addr string) *client {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	t.Cleanup(func() { c.Close() })
+	cl := &client{t: t, c: c}
+	var hello [18]byte
+	cl.read(hello[:])
+	if binary.BigEndian.Uint64(hello[:]) != magicInit || binary.BigEndian.Uint64(hello[8:]) != magicOpt ||
+		binary.BigEndian.Uint16(hello[16:]) != flagFixedNewstyle|flagNoZeroes {
+		t.Fatalf("server greeting %x", hello)
+	}
+	cl.write(binary.BigEndian.AppendUint32(nil, flagFixedNewstyle|flagNoZeroes))
+	return cl
+}
+
+func (c *client) read(b []byte) {
+	c.t.Helper()
+	if _, err := io.ReadFull(c.c, b); err != nil {
+		c.t.Fatalf("read: %v", err)
+	}
+}
+
+func (c *client) write(b []byte) {
+	c.t.Helper()
+	if _, err := c.c.Write(b); err != nil {
+		c.t.Fatalf("write: %v", err)
+	}
+}
+
+func (c *client) option(code uint32, data []byte) {
+	b := binary.BigEndian.AppendUint64(nil, magicOpt)
+	b = binary.BigEndian.AppendUint32(b, code)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(data)))
+	c.write(append(b, data...))
+}
+
+// optReply reads one option reply.
+func (c *client) optReply() (typ uint32, data []byte) {
+	c.t.Helper()
+	var h [20]byte
+	c.read(h[:])
+	if binary.BigEndian.Uint64(h[:]) != magicOptReply {
+		c.t.Fatalf("option reply magic %x", h[:8])
+	}
+	data = make([]byte, binary.BigEndian.Uint32(h[16:]))
+	c.read(data)
+	return binary.BigEndian.Uint32(h[12:]), data
+}
+
+// goExport runs NBD_OPT_GO and returns the size and flags from NBD_INFO_EXPORT.
+func (c *client) goExport(name string) (size uint64, flags uint16, typ uint32) {
+	d := binary.BigEndian.AppendUint32(nil, uint32(len(name)))
+	d = append(d, name...)
+	d = binary.BigEndian.AppendUint16(d, 1)
+	d = binary.BigEndian.AppendUint16(d, infoBlockSize)
+	c.option(optGo, d)
+	for {
+		typ, data := c.optReply()
+		switch typ {
+		case repInfo:
+			if binary.BigEndian.Uint16(data) == infoExport {
+				size, flags = binary.BigEndian.Uint64(data[2:]), binary.BigEndian.Uint16(data[10:])
+			}
+		default:
+			return size, flags, typ
+		}
+	}
+}
+
+func (c *client) request(typ, flags uint16, handle, off uint64, length uint32, data []byte) {
+	b := binary.BigEndian.AppendUint32(nil, magicRequest)
+	b = binary.BigEndian.AppendUint16(b, flags)
+	b = binary.BigEndian.AppendUint16(b, typ)
+	b = binary.BigEndian.AppendUint64(b, handle)
+	b = binary.BigEndian.AppendUint64(b, off)
+	b = binary.BigEndian.AppendUint32(b, length)
+	c.write(append(b, data...))
+}
+
+// simpleReply reads a simple reply (and n bytes of data if it succeeded).
+func (c *client) simpleReply(n int) (errno uint32, handle uint64, data []byte) {
+	c.t.Helper()
+	var h [16]byte
+	c.read(h[:])
+	if binary.BigEndian.Uint32(h[:]) != magicSimple {
+		c.t.Fatalf("reply magic %x", h[:4])
+	}
+	errno, handle = binary.BigEndian.Uint32(h[4:]), binary.BigEndian.Uint64(h[8:])
+	if errno == 0 && n > 0 {
+		data = make([]byte, n)
+		c.read(data)
+	}
+	return errno, handle, data
+}
+
+func TestHandshakeAndIO(t *testing.T) {
+	addr, dev := startServer(t)
+	c := dialClient(t, addr)
+	c.option(optList, nil)
+	var names []string
+	for {
+		typ, data := c.optReply()
+		if typ == repAck {
+			break
+		}
+		if typ != repServer {
+			t.Fatalf("list reply type %d", typ)
+		}
+		names = append(names, string(data[4:4+binary.BigEndian.Uint32(data)]))
+	}
+	if len(names) != 2 || names[0] != "a" {
+		t.Fatalf("exports listed: %v", names)
+	}
+	if _, _, typ := c.goExport("nope"); typ != repErrUnknown {
+		t.Fatalf("unknown export: reply %#x, want NBD_REP_ERR_UNKNOWN", typ)
+	}
+	size, flags, typ := c.goExport("a")
+	if typ != repAck || size != 1<<20 {
+		t.Fatalf("go: reply %#x size %d", typ, size)
+	}
+	for _, f := range []uint16{tflagFlush, tflagFUA, tflagTrim, tflagWriteZeroes, tflagCanMultiConn} {
+		if flags&f == 0 {
+			t.Errorf("transmission flags %#x lack %#x", flags, f)
+		}
+	}
+	payload := bytes.Repeat([]byte("cairn!"), 1000)
+	c.request(cmdWrite, cmdFlagFUA, 1, 12345, uint32(len(payload)), payload)
+	if errno, h, _ := c.simpleReply(0); errno != 0 || h != 1 {
+		t.Fatalf("write: errno %d handle %d", errno, h)
+	}
+	if dev.flushes != 1 {
+		t.Fatalf("a FUA write flushed %d times, want 1", dev.flushes)
+	}
+	c.request(cmdRead, 0, 2, 12345, uint32(len(payload)), nil)
+	if errno, _, data := c.simpleReply(len(payload)); errno != 0 || !bytes.Equal(data, payload) {
+		t.Fatalf("read back: errno %d, equal %v", errno, bytes.Equal(data, payload))
+	}
+	// Past the end: writes ENOSPC, reads EINVAL; the connection goes on.
+	c.request(cmdWrite, 0, 3, 1<<20-1, 2, []byte("xy"))
+	if errno, _, _ := c.simpleReply(0); errno != errNoSpace {
+		t.Fatalf("write past the end: errno %d, want ENOSPC", errno)
+	}
+	c.request(cmdRead, 0, 4, 1<<20, 1, nil)
+	if errno, _, _ := c.simpleReply(1); errno != errInval {
+		t.Fatalf("read past the end: errno %d, want EINVAL", errno)
+	}
+	c.request(cmdRead, 0, 5, 0, MaxPayload+1, nil)
+	if errno, _, _ := c.simpleReply(0); errno != errOverflow {
+		t.Fatalf("read over the size limit: errno %d, want EOVERFLOW", errno)
+	}
+	c.request(99, 0, 6, 0, 1, nil)
+	if errno, _, _ := c.simpleReply(0); errno != errInval {
+		t.Fatalf("unknown command: errno %d, want EINVAL", errno)
+	}
+	c.request(cmdFlush, 0, 7, 0, 0, nil)
+	if errno, _, _ := c.simpleReply(0); errno != 0 {
+		t.Fatalf("flush: errno %d", errno)
+	}
+	c.request(cmdDisc, 0, 8, 0, 0, nil)
+	if _, err := c.c.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("after NBD_CMD_DISC the server should close: %v", err)
+	}
+}
+
+// With structured replies, unwritten blocks come back as holes.
+func TestStructuredReadSendsHoles(t *testing.T) {
+	addr, _ := startServer(t)
+	c := dialClient(t, addr)
+	c.option(optStructuredReply, nil)
+	if typ, _ := c.optReply(); typ != repAck {
+		t.Fatalf("structured reply: %#x", typ)
+	}
+	if _, _, typ := c.goExport("a"); typ != repAck {
+		t.Fatalf("go: %#x", typ)
+	}
+	c.request(cmdWrite, 0, 1, 4096, 4096, bytes.Repeat([]byte{7}, 4096))
+	if errno, _, _ := c.simpleReply(0); errno != 0 {
+		t.Fatal(errno)
+	}
+	c.request(cmdRead, 0, 2, 0, 3*4096, nil)
+	var kinds []uint16
+	covered := uint32(0)
+	for done := false; !done; {
+		var h [20]byte
+		c.read(h[:])
+		if binary.BigEndian.Uint32(h[:]) != magicStructured {
+			t.Fatalf("chunk magic %x", h[:4])
+		}
+		flags, typ, n := binary.BigEndian.Uint16(h[4:]), binary.BigEndian.Uint16(h[6:]), binary.BigEndian.Uint32(h[16:])
+		body := make([]byte, n)
+		c.read(body)
+		kinds = append(kinds, typ)
+		switch typ {
+		case replyOffsetData:
+			covered += n - 8
+			if !bytes.Equal(body[8:], bytes.Repeat([]byte{7}, 4096)) {
+				t.Fatal("data chunk content")
+			}
+		case replyOffsetHole:
+			covered += binary.BigEndian.Uint32(body[8:])
+		}
+		done = flags&replyFlagDone != 0
+	}
+	if covered != 3*4096 || len(kinds) != 3 || kinds[0] != replyOffsetHole || kinds[1] != replyOffsetData || kinds[2] != replyOffsetHole {
+		t.Fatalf("chunks %v covering %d bytes; want hole, data, hole over 12288", kinds, covered)
+	}
+}
+
+// Garbage on one connection closes that connection only.
+func TestGarbageClosesOnlyThatConnection(t *testing.T) {
+	addr, _ := startServer(t)
+	good := dialClient(t, addr)
+	if _, _, typ := good.goExport("a"); typ != repAck {
+		t.Fatal(typ)
+	}
+	bad := dialClient(t, addr)
+	if _, _, typ := bad.goExport("a"); typ != repAck {
+		t.Fatal(typ)
+	}
+	bad.write(bytes.Repeat([]byte{0xee}, 28))
+	if _, err := bad.c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("a request with a bad magic should close the connection")
+	}
+	// A client that vanishes in the middle of a write payload.
+	gone := dialClient(t, addr)
+	gone.goExport("a")
+	gone.request(cmdWrite, 0, 1, 0, 4096, []byte("only part"))
+	gone.c.Close()
+
+	good.request(cmdRead, 0, 9, 0, 16, nil)
+	if errno, h, _ := good.simpleReply(16); errno != 0 || h != 9 {
+		t.Fatalf("the other connection stopped working: errno %d handle %d", errno, h)
+	}
+}
+
+func FuzzReadOption(f *testing.F) {
+	b := binary.BigEndian.AppendUint64(nil, magicOpt)
+	b = binary.BigEndian.AppendUint32(b, optGo)
+	b = binary.BigEndian.AppendUint32(b, 9)
+	f.Add(append(b, 0, 0, 0, 1, 'a', 0, 1, 0, 3))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		o, err := readOption(bytes.NewReader(b))
+		if err != nil {
+			return
+		}
+		if req, err := decodeInfoRequest(o.data); err == nil && len(req.name) > len(o.data) {
+			t.Fatalf("name of %d bytes from %d", len(req.name), len(o.data))
+		}
+	})
+}
+
+func FuzzDecodeRequest(f *testing.F) {
+	h := binary.BigEndian.AppendUint32(nil, magicRequest)
+	h = append(h, make([]byte, 24)...)
+	f.Add(h)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := decodeRequest(b)
+		if err != nil {
+			if !errors.Is(err, errMalformed) {
+				t.Fatalf("error not marked malformed: %v", err)
+			}
+			return
+		}
+		var back []byte
+		back = binary.BigEndian.AppendUint32(back, magicRequest)
+		back = binary.BigEndian.AppendUint16(back, r.flags)
+		back = binary.BigEndian.AppendUint16(back, r.typ)
+		back = binary.BigEndian.AppendUint64(back, r.handle)
+		back = binary.BigEndian.AppendUint64(back, r.offset)
+		back = binary.BigEndian.AppendUint32(back, r.length)
+		if !bytes.Equal(back, b) {
+			t.Fatalf("decode/encode not stable: %x vs %x", back, b)
+		}
+	})
+}

@@ -1,0 +1,245 @@
+// Package volume implements block volumes (the RBD of cairn) on top of the
+// client library: a volume is a header object plus data objects of
+// ObjectSize bytes, created only when written (thin). It imports client
+// only, like every gateway.
+//
+// Layout in the pool:
+//
+//	volumes                  directory: omap name → volume id
+//	volume.<name>            header: omap id, size, object_size, created, format
+//	vol.<id>.<index, 16 hex> data objects; absent = zeros
+package volume
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cairn-storage/cairn/client"
+)
+
+const (
+	directoryObject = "volumes"
+	headerPrefix    = "volume."
+	format          = "1"
+
+	// DefaultObjectSize stripes volumes over 4 MiB objects.
+	DefaultObjectSize = 4 << 20
+	minObjectSize     = 64 << 10
+	maxObjectSize     = 64 << 20
+)
+
+// Errors.
+var (
+	ErrNotFound = errors.New("volume does not exist")
+	ErrExists   = errors.New("volume exists")
+	ErrInvalid  = errors.New("invalid volume request")
+)
+
+var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// Info describes a volume.
+type Info struct {
+	Pool       string    `json:"pool"`
+	Name       string    `json:"name"`
+	ID         string    `json:"id"`
+	Size       uint64    `json:"size"`
+	ObjectSize uint64    `json:"object_size"`
+	Created    time.Time `json:"created"`
+}
+
+// Create makes a thin volume: nothing but its header is written.
+func Create(ctx context.Context, p *client.Pool, name string, size, objectSize uint64) (Info, error) {
+	if !validName.MatchString(name) {
+		return Info{}, fmt.Errorf("%w: name %q: use up to 128 letters, digits, '.', '_' or '-', starting with a letter or digit", ErrInvalid, name)
+	}
+	if objectSize == 0 {
+		objectSize = DefaultObjectSize
+	}
+	if objectSize < minObjectSize || objectSize > maxObjectSize || objectSize&(objectSize-1) != 0 {
+		return Info{}, fmt.Errorf("%w: object size %d: want a power of two from 64 KiB to 64 MiB", ErrInvalid, objectSize)
+	}
+	if size == 0 || size%512 != 0 {
+		return Info{}, fmt.Errorf("%w: size %d: want a positive multiple of 512 bytes", ErrInvalid, size)
+	}
+	var idb [8]byte
+	rand.Read(idb[:])
+	info := Info{Pool: p.Name(), Name: name, ID: hex.EncodeToString(idb[:]), Size: size, ObjectSize: objectSize, Created: time.Now().UTC().Truncate(time.Second)}
+	if err := p.Create(ctx, headerPrefix+name, true); err != nil {
+		if errors.Is(err, client.ErrExists) {
+			return Info{}, fmt.Errorf("%w: %s/%s", ErrExists, p.Name(), name)
+		}
+		return Info{}, err
+	}
+	if err := p.OmapSet(ctx, headerPrefix+name, map[string][]byte{
+		"id": []byte(info.ID), "size": []byte(strconv.FormatUint(size, 10)),
+		"object_size": []byte(strconv.FormatUint(objectSize, 10)),
+		"created":     []byte(info.Created.Format(time.RFC3339)), "format": []byte(format),
+	}); err != nil {
+		return Info{}, err
+	}
+	if err := p.OmapSet(ctx, directoryObject, map[string][]byte{name: []byte(info.ID)}); err != nil {
+		return Info{}, err
+	}
+	return info, nil
+}
+
+// Stat reads a volume's header.
+func Stat(ctx context.Context, p *client.Pool, name string) (Info, error) {
+	kv, err := p.OmapGet(ctx, headerPrefix+name, "id", "size", "object_size", "created", "format")
+	if errors.Is(err, client.ErrNotFound) || err == nil && len(kv) == 0 {
+		return Info{}, fmt.Errorf("%w: %s/%s", ErrNotFound, p.Name(), name)
+	}
+	if err != nil {
+		return Info{}, err
+	}
+	if f := string(kv["format"]); f != format {
+		return Info{}, fmt.Errorf("volume %s/%s has header format %q; this cairn reads %q", p.Name(), name, f, format)
+	}
+	info := Info{Pool: p.Name(), Name: name, ID: string(kv["id"])}
+	info.Size, err = strconv.ParseUint(string(kv["size"]), 10, 64)
+	if err == nil {
+		info.ObjectSize, err = strconv.ParseUint(string(kv["object_size"]), 10, 64)
+	}
+	if err != nil || info.ObjectSize == 0 || info.ID == "" {
+		return Info{}, fmt.Errorf("volume %s/%s: damaged header", p.Name(), name)
+	}
+	info.Created, _ = time.Parse(time.RFC3339, string(kv["created"]))
+	return info, nil
+}
+
+// List returns the volumes of a pool, by name.
+func List(ctx context.Context, p *client.Pool) ([]Info, error) {
+	var out []Info
+	start := ""
+	for {
+		kvs, more, err := p.OmapList(ctx, directoryObject, start, "", 1000)
+		if errors.Is(err, client.ErrNotFound) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, kv := range kvs {
+			info, err := Stat(ctx, p, kv.Key)
+			if errors.Is(err, ErrNotFound) {
+				continue // a create or remove cut short
+			}
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, info)
+		}
+		if !more || len(kvs) == 0 {
+			return out, nil
+		}
+		start = kvs[len(kvs)-1].Key + "\x00"
+	}
+}
+
+// objectName is the data object holding byte off of the volume.
+func (i *Info) objectName(index uint64) string {
+	return fmt.Sprintf("vol.%s.%016x", i.ID, index)
+}
+
+// objects returns how many data objects a volume of size can have.
+func (i *Info) objects(size uint64) uint64 {
+	return (size + i.ObjectSize - 1) / i.ObjectSize
+}
+
+// forEachObject runs fn on object indexes [from, to) with limited parallelism.
+func forEachObject(ctx context.Context, from, to uint64, fn func(uint64) error) error {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	var mu sync.Mutex
+	var first error
+	for i := from; i < to && ctx.Err() == nil; i++ {
+		mu.Lock()
+		stop := first != nil
+		mu.Unlock()
+		if stop {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := fn(i); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if first == nil {
+		first = ctx.Err()
+	}
+	return first
+}
+
+// Resize changes a volume's size; shrinking deletes the data beyond it.
+func Resize(ctx context.Context, p *client.Pool, name string, size uint64) (Info, error) {
+	info, err := Stat(ctx, p, name)
+	if err != nil {
+		return Info{}, err
+	}
+	if size == 0 || size%512 != 0 {
+		return Info{}, fmt.Errorf("%w: size %d: want a positive multiple of 512 bytes", ErrInvalid, size)
+	}
+	if size < info.Size {
+		// Record the smaller size first: data beyond it is then unreachable
+		// even if the deletes below are cut short.
+		if err := p.OmapSet(ctx, headerPrefix+name, map[string][]byte{"size": []byte(strconv.FormatUint(size, 10))}); err != nil {
+			return Info{}, err
+		}
+		last := size / info.ObjectSize
+		if tail := size % info.ObjectSize; tail != 0 {
+			if err := p.Truncate(ctx, info.objectName(last), tail); err != nil && !errors.Is(err, client.ErrNotFound) {
+				return Info{}, err
+			}
+			last++
+		}
+		if err := forEachObject(ctx, last, info.objects(info.Size), func(i uint64) error {
+			return ignoreNotFound(p.Delete(ctx, info.objectName(i)))
+		}); err != nil {
+			return Info{}, err
+		}
+	} else if err := p.OmapSet(ctx, headerPrefix+name, map[string][]byte{"size": []byte(strconv.FormatUint(size, 10))}); err != nil {
+		return Info{}, err
+	}
+	info.Size = size
+	return info, nil
+}
+
+// Remove deletes a volume and all its data.
+func Remove(ctx context.Context, p *client.Pool, name string) error {
+	info, err := Stat(ctx, p, name)
+	if err != nil {
+		return err
+	}
+	if err := forEachObject(ctx, 0, info.objects(info.Size), func(i uint64) error {
+		return ignoreNotFound(p.Delete(ctx, info.objectName(i)))
+	}); err != nil {
+		return err
+	}
+	if err := ignoreNotFound(p.Delete(ctx, headerPrefix+name)); err != nil {
+		return err
+	}
+	return ignoreNotFound(p.OmapRm(ctx, directoryObject, name))
+}
+
+func ignoreNotFound(err error) error {
+	if errors.Is(err, client.ErrNotFound) {
+		return nil
+	}
+	return err
+}
