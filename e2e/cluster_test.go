@@ -69,6 +69,7 @@ type cluster struct {
 	extra    []*exec.Cmd // processes the test restarted itself
 	etcdPort int
 	osdPort  int
+	nbdPort  int
 	hosts    int
 	perHost  int
 	leaseTTL time.Duration
@@ -121,6 +122,7 @@ func startCluster(t testing.TB, o clusterOpts) *cluster {
 	}
 	c.etcdPort = freePorts(t, 2)
 	c.osdPort = freePorts(t, o.hosts*o.perHost)
+	c.nbdPort = freePorts(t, 1)
 	c.start()
 	t.Cleanup(c.stop)
 	return c
@@ -132,7 +134,8 @@ func (c *cluster) start() {
 	c.out = &bytes.Buffer{}
 	c.cmd = exec.Command(cairnBin, "dev", "--dir", c.dir,
 		"--hosts", fmt.Sprint(c.hosts), "--osds-per-host", fmt.Sprint(c.perHost),
-		"--etcd-port", fmt.Sprint(c.etcdPort), "--osd-port", fmt.Sprint(c.osdPort), "--lease-ttl", c.leaseTTL.String())
+		"--etcd-port", fmt.Sprint(c.etcdPort), "--osd-port", fmt.Sprint(c.osdPort), "--lease-ttl", c.leaseTTL.String(),
+		"--nbd-port", fmt.Sprint(c.nbdPort))
 	if len(c.opts.external) > 0 {
 		c.cmd.Args = append(c.cmd.Args, "--etcd-endpoints", strings.Join(c.opts.external, ","))
 	}
@@ -198,8 +201,8 @@ func (c *cluster) start() {
 	if len(c.opts.external) > 0 {
 		mons = 0
 	}
-	if len(c.procs) != mons+c.hosts*c.perHost {
-		t.Fatalf("dev.json lists %d processes, want %d", len(c.procs), mons+c.hosts*c.perHost)
+	if len(c.procs) != mons+c.hosts*c.perHost+1 {
+		t.Fatalf("dev.json lists %d processes, want %d (mon, OSDs, nbd)", len(c.procs), mons+c.hosts*c.perHost+1)
 	}
 }
 
