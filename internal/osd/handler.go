@@ -144,12 +144,13 @@ func (s *Server) read(ctx context.Context, pool *clustermap.Pool, p *pgState, ac
 	}
 	l := s.lock(req.PG, req.Object)
 	if p.nMissing.Load() > 0 {
-		// Bring this copy up to date before reading it.
+		// Bring this copy up to date before reading it; if that fails (this
+		// disk is full, say), the read is served by the authoritative copy.
 		l.Lock()
 		err := s.ensureObject(ctx, req.PG, p, req.Object, false)
 		l.Unlock()
 		if err != nil {
-			return s.fail(proto.StatusUnavailable, "pg %s: recovering %q: %v", req.PG, req.Object, err)
+			return s.readFrom(ctx, p, req, err)
 		}
 	}
 	l.RLock()
@@ -321,6 +322,26 @@ func (s *Server) readFromReplica(ctx context.Context, pool *clustermap.Pool, p *
 	}
 	detail += "; no replica had a good copy"
 	return bad
+}
+
+// readFrom serves a read from the PG's authoritative copy when this one
+// could not be brought up to date (why).
+func (s *Server) readFrom(ctx context.Context, p *pgState, req *proto.Request, why error) *proto.Response {
+	p.mu.Lock()
+	auth := p.prim.auth
+	p.mu.Unlock()
+	m := s.view.Map()
+	o, ok := m.OSD(auth)
+	if !ok || auth == s.id {
+		return s.fail(proto.StatusUnavailable, "pg %s: recovering %q: %v", req.PG, req.Object, why)
+	}
+	fwd := *req
+	fwd.Epoch, fwd.Flags = m.Epoch, req.Flags|proto.FlagLocal
+	resp, err := s.peers.Call(ctx, o.Addr, &fwd)
+	if err != nil {
+		return s.fail(proto.StatusUnavailable, "pg %s: recovering %q failed (%v) and %s did not answer: %v", req.PG, req.Object, why, auth, err)
+	}
+	return resp
 }
 
 // listLocal lists the client objects of this OSD's copy of a PG.
