@@ -38,6 +38,7 @@ func TestDiskFull(t *testing.T) {
 	// A small reserve, so the 95% full mark is what stops writes.
 	c.kill("osd.0")
 	c.restart("osd.0", "--reserve", fmt.Sprint(2<<20))
+	c.waitHealthy(60*time.Second, "with osd.0 back")
 	p := c.pool("default")
 
 	var acked, onOSD0 []string

@@ -172,7 +172,9 @@ func (s *sim) write(name string, del bool) {
 	if ps == nil || len(ps.acting) < s.minSize {
 		return
 	}
-	if !s.ensure(name, true) {
+	// A delete copies nothing first (as osd.write): it leaves every member
+	// without the object.
+	if !del && !s.ensure(name, true) {
 		s.crashDetected()
 		return
 	}
@@ -199,6 +201,11 @@ func (s *sim) write(name string, del bool) {
 		s.osds[o].lastUpdate = max(s.osds[o].lastUpdate, s.version)
 	}
 	if ok {
+		if del {
+			for _, set := range ps.missing {
+				delete(set, name)
+			}
+		}
 		s.acked[name] = simAck{ver: ver, value: val, deleted: del}
 		s.logf("ack %s %s del=%v", name, ver, del)
 	} else {

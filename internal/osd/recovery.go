@@ -380,6 +380,36 @@ func (s *Server) copyObject(ctx context.Context, id clustermap.PGID, name string
 	return nil
 }
 
+// isMissing reports whether osd's copy of name is stale.
+func (p *pgState) isMissing(osd clustermap.OSDID, name string) bool {
+	if p.nMissing.Load() == 0 {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.prim.missing[osd][name]
+	return ok
+}
+
+// clearMissingAll notes that every member agrees on name (it was deleted
+// everywhere).
+func (p *pgState) clearMissingAll(name string, epoch clustermap.Epoch) {
+	if p.nMissing.Load() == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.prim.epoch != epoch {
+		return
+	}
+	for _, set := range p.prim.missing {
+		if _, ok := set[name]; ok {
+			delete(set, name)
+			p.nMissing.Add(-1)
+		}
+	}
+}
+
 // markMissing notes that osd's copy of name is stale (a write failed on it).
 func (p *pgState) markMissing(osd clustermap.OSDID, name string, epoch clustermap.Epoch) {
 	p.mu.Lock()

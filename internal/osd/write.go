@@ -20,7 +20,9 @@ const replicaWait = 30 * time.Second
 
 // buildTxn turns a client write into an object-store transaction, checking
 // preconditions (existence) under the object lock.
-func (s *Server) buildTxn(coll string, req *proto.Request) (*objstore.Txn, *proto.Response) {
+// stale says this copy lacks the object's newest state (existence was
+// checked on the authoritative copy instead).
+func (s *Server) buildTxn(coll string, req *proto.Request, stale bool) (*objstore.Txn, *proto.Response) {
 	txn := &objstore.Txn{}
 	exists := func() (bool, *proto.Response) {
 		_, err := s.store.Stat(coll, req.Object)
@@ -53,12 +55,14 @@ func (s *Server) buildTxn(coll string, req *proto.Request) (*objstore.Txn, *prot
 	case proto.OpTruncate:
 		txn.Truncate(coll, req.Object, req.Offset)
 	case proto.OpDelete:
-		ok, r := exists()
-		if r != nil {
-			return nil, r
-		}
-		if !ok {
-			return nil, s.fail(proto.StatusNotFound, "object %q does not exist", req.Object)
+		if !stale {
+			ok, r := exists()
+			if r != nil {
+				return nil, r
+			}
+			if !ok {
+				return nil, s.fail(proto.StatusNotFound, "object %q does not exist", req.Object)
+			}
 		}
 		txn.Delete(coll, req.Object)
 	case proto.OpSetXattr:
@@ -93,10 +97,17 @@ func (s *Server) write(ctx context.Context, pool *clustermap.Pool, p *pgState, r
 	l.Lock()
 	defer l.Unlock()
 
-	if err := s.ensureObject(ctx, req.PG, p, req.Object, true); err != nil {
+	if req.Op == proto.OpDelete {
+		// A delete needs no copy of the object anywhere: it leaves every
+		// member without it, whatever each had. Only its existence is
+		// checked, on the authoritative copy if this one is stale.
+		if r := s.checkExistsForDelete(ctx, p, req); r != nil {
+			return r
+		}
+	} else if err := s.ensureObject(ctx, req.PG, p, req.Object, true); err != nil {
 		return s.fail(proto.StatusUnavailable, "pg %s: recovering %q before writing it: %v", req.PG, req.Object, err)
 	}
-	txn, bad := s.buildTxn(coll, req)
+	txn, bad := s.buildTxn(coll, req, req.Op == proto.OpDelete && p.isMissing(s.id, req.Object))
 	if bad != nil {
 		return bad
 	}
@@ -211,10 +222,34 @@ func (s *Server) write(ctx context.Context, pool *clustermap.Pool, p *pgState, r
 		pending++
 		go send(t, res.osd)
 	}
+	if req.Op == proto.OpDelete {
+		p.clearMissingAll(req.Object, interval)
+	}
 	r := s.ok()
 	r.Version = ver
 	r.Size = uint64(len(req.Data))
 	return r
+}
+
+// checkExistsForDelete answers NotFound for a delete of an object the PG
+// does not hold, asking the authoritative copy if this one is stale.
+func (s *Server) checkExistsForDelete(ctx context.Context, p *pgState, req *proto.Request) *proto.Response {
+	if !p.isMissing(s.id, req.Object) {
+		return nil // buildTxn checks the local copy
+	}
+	p.mu.Lock()
+	auth := p.prim.auth
+	p.mu.Unlock()
+	st := *req
+	st.Op, st.Data = proto.OpStat, nil
+	r := s.readFrom(ctx, p, &st, errors.New("this copy is stale"))
+	switch {
+	case r.Status == proto.StatusOK:
+		return nil
+	case r.Status == proto.StatusNotFound:
+		return s.fail(proto.StatusNotFound, "object %q does not exist", req.Object)
+	}
+	return s.fail(proto.StatusUnavailable, "pg %s: checking %q on %s before deleting it: %s", req.PG, req.Object, auth, r.Message)
 }
 
 // isRefused reports whether err is a refused connection: nothing listens
