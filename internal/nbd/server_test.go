@@ -21,7 +21,9 @@ type memDevice struct {
 	flushes int
 }
 
-func newMem(size int) *memDevice { return &memDevice{data: make([]byte, size), written: map[uint64]bool{}} }
+func newMem(size int) *memDevice {
+	return &memDevice{data: make([]byte, size), written: map[uint64]bool{}}
+}
 
 func (m *memDevice) Size() uint64   { return uint64(len(m.data)) }
 func (m *memDevice) ReadOnly() bool { return false }
