@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/cairn-storage/cairn/client"
 	"github.com/cairn-storage/cairn/internal/nbd"
@@ -129,8 +132,131 @@ func volumeCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	cmd.AddCommand(create, ls, info, resize, rm)
+	export := &cobra.Command{
+		Use:   "export POOL/NAME FILE|-",
+		Short: "write a volume's data as a checksummed stream (written parts only), to a file or stdout",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withVolumePool(cmd.Context(), g, args[0], func(p *client.Pool, name string) error {
+				v, err := volume.Open(cmd.Context(), p, name)
+				if err != nil {
+					return err
+				}
+				w, done, err := createOutput(args[1])
+				if err != nil {
+					return err
+				}
+				bar := newByteBar(g, "export "+args[0])
+				if err := v.Export(cmd.Context(), w, bar.update); err != nil {
+					done(false)
+					return err
+				}
+				bar.finish()
+				return done(true)
+			})
+		},
+	}
+	imp := &cobra.Command{
+		Use:   "import FILE|- POOL/NAME",
+		Short: "create a volume from a stream made by export; a damaged stream is refused and leaves nothing behind",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := openInput(args[0])
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			return withVolumePool(cmd.Context(), g, args[1], func(p *client.Pool, name string) error {
+				bar := newByteBar(g, "import "+args[1])
+				info, err := volume.Import(cmd.Context(), p, r, name, bar.update)
+				if err != nil {
+					return err
+				}
+				bar.finish()
+				return printVolume(g, info)
+			})
+		},
+	}
+	cmd.AddCommand(create, ls, info, resize, rm, export, imp)
 	return cmd
+}
+
+// createOutput opens FILE (via a temporary name, renamed on success) or stdout.
+func createOutput(path string) (io.Writer, func(ok bool) error, error) {
+	if path == "-" {
+		return os.Stdout, func(bool) error { return nil }, nil
+	}
+	tmp := path + ".partial"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, func(ok bool) error {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+			return nil
+		}
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		return os.Rename(tmp, path)
+	}, nil
+}
+
+func openInput(path string) (io.ReadCloser, error) {
+	if path == "-" {
+		return io.NopCloser(os.Stdin), nil
+	}
+	return os.Open(path)
+}
+
+// byteBar draws a progress bar on stderr, at most 4 times a second.
+type byteBar struct {
+	g     *globals
+	what  string
+	start time.Time
+	shown time.Time
+	done  uint64
+	total uint64
+}
+
+func newByteBar(g *globals, what string) *byteBar {
+	return &byteBar{g: g, what: what, start: time.Now()}
+}
+
+func (b *byteBar) update(done, total uint64) {
+	b.done, b.total = done, total
+	if time.Since(b.shown) < 250*time.Millisecond {
+		return
+	}
+	b.shown = time.Now()
+	b.draw()
+}
+
+func (b *byteBar) draw() {
+	if b.g.json {
+		return
+	}
+	el := time.Since(b.start).Seconds()
+	rate := float64(b.done) / max(el, 1e-3) / 1e6
+	eta := ""
+	if b.done > 0 && b.done < b.total {
+		eta = " ETA " + (time.Duration(el/float64(b.done)*float64(b.total-b.done)) * time.Second).Round(time.Second).String()
+	}
+	fmt.Fprintf(b.g.err, "\r%s %s %s / %s, %.0f MB/s%s   ", b.what, bar(int(b.done>>20), int(max(b.total>>20, 1)), 30),
+		humanBytes(int64(b.done)), humanBytes(int64(b.total)), rate, eta)
+}
+
+func (b *byteBar) finish() {
+	b.draw()
+	if !b.g.json {
+		fmt.Fprintln(b.g.err)
+	}
 }
 
 func printVolume(g *globals, info volume.Info) error {
