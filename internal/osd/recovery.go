@@ -112,8 +112,9 @@ func (s *Server) recoverSome(ctx context.Context) bool {
 	for _, n := range names {
 		busy := s.clientBusy()
 		if busy {
-			// Clients first: one object at a time, and idle as long as
-			// each copy took, so recovery takes at most half of one stream.
+			// Clients first: one object at a time, and idle twice as long
+			// as each copy took, so recovery takes at most a third of one
+			// stream.
 			wg.Wait()
 		}
 		sem <- struct{}{}
@@ -129,7 +130,7 @@ func (s *Server) recoverSome(ctx context.Context) bool {
 				s.logf("%s: pg %s: recovering %q: %v", s.id, id, n, err)
 			}
 			if busy {
-				time.Sleep(time.Since(start))
+				time.Sleep(2 * time.Since(start))
 			}
 		}()
 	}
