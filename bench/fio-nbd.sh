@@ -87,7 +87,8 @@ python3 - "$WORKDIR" "${JOBS[@]}" <<'EOF'
 import json, sys
 work, jobs = sys.argv[1], [j.split()[0] for j in sys.argv[2:]]
 def stats(name, target):
-    j = json.load(open(f"{work}/{name}-{target}.json"))["jobs"][0]
+    text = open(f"{work}/{name}-{target}.json").read()
+    j = json.loads(text[text.index("{"):])["jobs"][0]  # fio may print notes first
     side = j["write"] if j["write"]["io_bytes"] else j["read"]
     lat = side["clat_ns"]["percentile"]
     return side["iops"], side["bw_bytes"] / 1e6, lat["50.000000"] / 1e3, lat["99.000000"] / 1e3
