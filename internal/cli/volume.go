@@ -315,7 +315,7 @@ func parseVolumeSize(s string) (uint64, error) {
 }
 
 func nbdCmd(g *globals) *cobra.Command {
-	var listen string
+	var listen, debugListen string
 	cmd := &cobra.Command{
 		Use:   "nbd",
 		Short: "serve volumes over NBD: export name POOL/NAME",
@@ -330,6 +330,11 @@ durable on every copy, so FLUSH has nothing left to do.
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if debugListen != "" {
+				if err := serveDebug(debugListen); err != nil {
+					return err
+				}
+			}
 			c, err := g.dial(ctx)
 			if err != nil {
 				return err
@@ -349,6 +354,7 @@ durable on every copy, so FLUSH has nothing left to do.
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:10809", "address to serve NBD on")
+	cmd.Flags().StringVar(&debugListen, "debug-listen", "", "serve Go profiling (/debug/pprof) on this address")
 	return cmd
 }
 

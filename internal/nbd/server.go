@@ -138,6 +138,7 @@ type conn struct {
 	structured bool
 	dev        Device
 	name       string
+	flushReq   chan struct{} // transmission: replies are waiting in w
 }
 
 func (s *Server) serveConn(nc net.Conn) error {
@@ -295,15 +296,39 @@ func (c *conn) option(ctx context.Context, o option, noZeroes bool) (done bool, 
 	return false, c.replyErr(o.code, repErrUnsup, "option %d is not supported", o.code)
 }
 
-// transmit serves requests until the client disconnects.
+// transmit serves requests until the client disconnects. A fixed set of
+// workers runs the requests (no goroutine, and no stack growth, per
+// request), and one flusher writes out the replies they queue, so replies
+// finishing together share a system call.
 func (c *conn) transmit(ctx context.Context) error {
 	max := c.s.MaxInFlight
 	if max <= 0 {
 		max = 64
 	}
-	sem := make(chan struct{}, max)
+	type job struct {
+		req  request
+		data []byte
+	}
+	jobs := make(chan job)
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	for range max {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				c.do(ctx, j.req, j.data)
+			}
+		}()
+	}
+	c.flushReq = make(chan struct{}, 1)
+	flusherDone := make(chan struct{})
+	go c.flusher(flusherDone)
+	defer func() {
+		close(jobs)
+		wg.Wait()
+		close(c.flushReq)
+		<-flusherDone
+	}()
 	var h [requestLen]byte
 	for {
 		if _, err := io.ReadFull(c.r, h[:]); err != nil {
@@ -325,15 +350,36 @@ func (c *conn) transmit(ctx context.Context) error {
 			}
 		}
 		if req.typ == cmdDisc {
-			wg.Wait()
-			return nil
+			return nil // the deferred close waits for the requests in flight
 		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			c.do(ctx, req, data)
-		}()
+		jobs <- job{req, data}
+	}
+}
+
+// queue adds a reply to the write buffer and asks the flusher to send it.
+func (c *conn) queue(b []byte) {
+	c.wmu.Lock()
+	_, err := c.w.Write(b)
+	c.wmu.Unlock()
+	if err != nil {
+		return // the connection is gone; the reader sees it too
+	}
+	select {
+	case c.flushReq <- struct{}{}:
+	default: // a flush is already due and will carry this reply
+	}
+}
+
+// flusher writes queued replies out until flushReq is closed.
+func (c *conn) flusher(done chan<- struct{}) {
+	defer close(done)
+	for range c.flushReq {
+		c.wmu.Lock()
+		err := c.w.Flush()
+		c.wmu.Unlock()
+		if err != nil {
+			c.c.Close()
+		}
 	}
 }
 
@@ -347,12 +393,12 @@ func (c *conn) do(ctx context.Context, req request, data []byte) {
 			p := binary.BigEndian.AppendUint32(nil, errno)
 			p = binary.BigEndian.AppendUint16(p, uint16(len(msg)))
 			p = append(p, msg...)
-			c.send(append(appendChunkHeader(nil, replyFlagDone, replyError, req.handle, uint32(len(p))), p...))
+			c.queue(append(appendChunkHeader(nil, replyFlagDone, replyError, req.handle, uint32(len(p))), p...))
 			return
 		}
-		c.send(appendSimpleReply(nil, errno, req.handle))
+		c.queue(appendSimpleReply(nil, errno, req.handle))
 	}
-	ok := func() { c.send(appendSimpleReply(nil, 0, req.handle)) }
+	ok := func() { c.queue(appendSimpleReply(nil, 0, req.handle)) }
 	var err error
 	switch req.typ {
 	case cmdRead:
@@ -434,12 +480,12 @@ func (c *conn) sendRead(req request, chunks []Chunk) {
 				b = append(b, make([]byte, ch.Hole)...)
 			}
 		}
-		c.send(b)
+		c.queue(b)
 		return
 	}
 	chunks = slices.DeleteFunc(chunks, func(ch Chunk) bool { return ch.len() == 0 })
 	if len(chunks) == 0 {
-		c.send(appendChunkHeader(nil, replyFlagDone, replyNone, req.handle, 0))
+		c.queue(appendChunkHeader(nil, replyFlagDone, replyNone, req.handle, 0))
 		return
 	}
 	off := req.offset
@@ -459,7 +505,7 @@ func (c *conn) sendRead(req request, chunks []Chunk) {
 		}
 		off += uint64(ch.len())
 	}
-	c.send(b)
+	c.queue(b)
 }
 
 func errnoOf(err error) uint32 {
