@@ -254,6 +254,17 @@ func TestOSDLostForGood(t *testing.T) {
 	}
 	exp.verify(t, p, "after backfill")
 
+	// The lost OSD can now be removed; one that is in cannot.
+	if _, err := c.cli(nil, "osd", "rm", "0"); err == nil || !strings.Contains(err.Error(), "osd out 0") {
+		t.Fatalf("osd rm of an OSD that is in: want a refusal saying to mark it out, got %v", err)
+	}
+	if out, err := c.cli(nil, "osd", "rm", "3"); err != nil {
+		t.Fatalf("osd rm of the backfilled-away osd.3: %v\n%s", err, out)
+	}
+	if tree, _ := c.cli(nil, "osd", "tree"); strings.Contains(string(tree), "osd.3") {
+		t.Fatalf("osd.3 still in the tree after rm:\n%s", tree)
+	}
+
 	// Full redundancy again: losing a whole other host (osd.0 and osd.1)
 	// leaves two copies of everything.
 	c.kill("osd.0")

@@ -98,3 +98,70 @@ func TestVolumeExportImport(t *testing.T) {
 		t.Fatalf("volume ls after the imports: %v\n%s", err, out)
 	}
 }
+
+// TestVolumeResizeAndRemove: growing keeps the data, shrinking drops what
+// lies past the new end (it reads as zeros after growing again), and rm
+// deletes every data object.
+func TestVolumeResizeAndRemove(t *testing.T) {
+	c := startCluster(t, clusterOpts{hosts: 3, perHost: 1})
+	ctx := context.Background()
+	if out, err := c.cli(nil, "volume", "create", "default/r", "--size", "8M", "--object-size", "1M"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	p := c.pool("default")
+	v, err := volume.Open(ctx, p, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := payload("r", 0, 8<<20)
+	if err := v.WriteAt(ctx, all, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.WriteAt(ctx, []byte("x"), 8<<20); err == nil {
+		t.Fatal("a write past the end succeeded")
+	}
+	for _, step := range []struct {
+		size string
+		want []byte
+	}{
+		{"16M", append(append([]byte(nil), all...), make([]byte, 8<<20)...)},
+		{"2560K", all[:2560<<10]}, // mid-object: the tail of object 2 goes
+		{"8M", append(append([]byte(nil), all[:2560<<10]...), make([]byte, 8<<20-2560<<10)...)},
+	} {
+		if out, err := c.cli(nil, "volume", "resize", "default/r", "--size", step.size); err != nil {
+			t.Fatalf("resize to %s: %v\n%s", step.size, err, out)
+		}
+		v, err := volume.Open(ctx, p, "r")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, v.Size)
+		if err := v.ReadAt(ctx, got, 0); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, step.want) {
+			t.Fatalf("after resizing to %s the volume does not read back as expected", step.size)
+		}
+	}
+	if _, err := c.cli(nil, "volume", "resize", "default/r", "--size", "0"); err == nil {
+		t.Fatal("resize to 0 was accepted")
+	}
+	if out, err := c.cli(nil, "volume", "rm", "default/r"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var left []string
+	if err := p.List(ctx, func(name string) error {
+		if strings.HasPrefix(name, "vol.") || name == "volume.r" {
+			left = append(left, name)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(left) > 0 {
+		t.Fatalf("volume rm left %d objects behind: %v", len(left), left)
+	}
+	if _, err := c.cli(nil, "volume", "info", "default/r"); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("info after rm: %v", err)
+	}
+}

@@ -508,7 +508,7 @@ func (s *Server) pgSummary() (map[string]int, map[string]string) {
 		}
 		switch phase {
 		case phaseActive:
-			if p.prim.missingCount() > 0 {
+			if p.prim.missingCount() > 0 || !p.prim.recordComplete() {
 				states["active+recovering"]++
 			} else if len(p.prim.acting) < p.poolSize {
 				states["active+undersized"]++

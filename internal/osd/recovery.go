@@ -68,15 +68,29 @@ func (s *Server) recoveryLoop(ctx context.Context) {
 func (s *Server) recoverSome(ctx context.Context) bool {
 	var id clustermap.PGID
 	var p *pgState
+	var settle []clustermap.PGID
+	var settlePGs []*pgState
 	s.pgMu.Lock()
 	for pid, ps := range s.pgs {
 		if ps.nMissing.Load() > 0 {
 			id, p = pid, ps
 			break
 		}
+		if ps.needsRecord() {
+			settle, settlePGs = append(settle, pid), append(settlePGs, ps)
+		}
 	}
 	s.pgMu.Unlock()
 	if p == nil {
+		// Client writes and deletes can empty the missing sets too; the
+		// record must then say so, as after a recovery pass.
+		for i, pid := range settle {
+			ps := settlePGs[i]
+			ps.mu.Lock()
+			epoch := ps.prim.epoch
+			ps.mu.Unlock()
+			s.noteRecovered(ctx, pid, ps, epoch)
+		}
 		return false
 	}
 	if s.recovery.started.Load() == 0 {
@@ -226,6 +240,23 @@ func (s *Server) noteRecovered(ctx context.Context, id clustermap.PGID, p *pgSta
 	if allActing {
 		s.logf("%s: pg %s recovered: every acting member holds every object", s.id, id)
 	}
+}
+
+// needsRecord reports whether an active PG with nothing missing still has a
+// record that does not name every acting member complete.
+func (p *pgState) needsRecord() bool {
+	if p.nMissing.Load() != 0 {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.phase == phaseActive && !p.prim.recordComplete()
+}
+
+// recordComplete reports whether the record names every acting member
+// complete and nothing else (no stray authoritative copy left).
+func (ps *primaryState) recordComplete() bool {
+	return sameSet(ps.complete, ps.acting)
 }
 
 // afterRecovery returns the complete list and write set once the members
