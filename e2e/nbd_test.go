@@ -114,6 +114,19 @@ func TestNBDWithRealClients(t *testing.T) {
 	if strings.Contains(io, "fail") || strings.Count(io, "wrote ") != 3 || strings.Count(io, "read ") != 3 {
 		t.Fatalf("qemu-io:\n%s", io)
 	}
+	// Block status: the allocation map comes from which objects exist.
+	// A fresh volume is one hole; a write in its 2nd object makes that
+	// object's written part data.
+	if out, err := c.cli(nil, "volume", "create", "default/sparse", "--size", "64M"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	sparse := c.nbdURI("default/sparse")
+	runTool(t, "qemu-io", "-f", "raw", "-c", "write -P 0x11 4194304 1048576", sparse)
+	m := runTool(t, "nbdinfo", "--map", sparse)
+	if !strings.Contains(m, "4194304     1048576    0  data") || !strings.Contains(m, "0     4194304    3  hole,zero") {
+		t.Fatalf("nbdinfo --map of a volume with 1 MiB written at 4 MiB:\n%s", m)
+	}
+
 	// Past the end: a clean error, and the server goes on serving.
 	if out, _ := exec.Command("qemu-io", "-f", "raw", "-c", fmt.Sprintf("write %d 2", size-1), conv).CombinedOutput(); !strings.Contains(string(out), "failed") {
 		t.Fatalf("write past the end did not fail:\n%s", out)

@@ -322,7 +322,8 @@ func nbdCmd(g *globals) *cobra.Command {
 		Long: `Serves every volume of the cluster over the NBD protocol (fixed newstyle
 handshake; NBD_OPT_LIST, INFO and GO with block sizes; read, write, flush,
 trim, write-zeroes, FUA; structured replies with holes for unwritten areas;
-safe with several connections per export). Writes are acknowledged when
+block status (base:allocation) so clients skip what was never written; safe
+with several connections per export). Writes are acknowledged when
 durable on every copy, so FLUSH has nothing left to do.
 
   qemu-img info nbd://127.0.0.1:10809/default/vm1
@@ -421,6 +422,19 @@ func (d volumeDevice) Read(ctx context.Context, off uint64, length uint32) ([]nb
 	out := make([]nbd.Chunk, len(ext))
 	for i, e := range ext {
 		out[i] = nbd.Chunk{Data: e.Data, Hole: uint32(e.Hole)}
+	}
+	return out, nil
+}
+
+// Extents answers NBD block status from the volume's object map.
+func (d volumeDevice) Extents(ctx context.Context, off uint64, length uint32) ([]nbd.Extent, error) {
+	runs, err := d.v.Map(ctx, off, uint64(length))
+	if err != nil {
+		return nil, nbdErr(err)
+	}
+	out := make([]nbd.Extent, len(runs))
+	for i, r := range runs {
+		out[i] = nbd.Extent{Length: uint32(r.Length), Hole: r.Hole}
 	}
 	return out, nil
 }

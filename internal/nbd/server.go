@@ -42,6 +42,20 @@ type Device interface {
 	Close() error
 }
 
+// Extent is one run of a device's allocation map.
+type Extent struct {
+	Length uint32
+	Hole   bool // never written: reads as zeros, costs nothing
+}
+
+// Mapper is implemented by devices that know which ranges are allocated;
+// they then answer NBD_CMD_BLOCK_STATUS for the base:allocation context,
+// which lets clients (qemu-img, nbdcopy) skip holes.
+type Mapper interface {
+	// Extents describes [off, off+length) from off on; it may stop short.
+	Extents(ctx context.Context, off uint64, length uint32) ([]Extent, error)
+}
+
 // Exports resolves export names to devices.
 type Exports interface {
 	Open(ctx context.Context, name string) (Device, error)
@@ -139,6 +153,7 @@ type conn struct {
 	dev        Device
 	name       string
 	flushReq   chan struct{} // transmission: replies are waiting in w
+	allocation bool          // base:allocation was selected
 }
 
 func (s *Server) serveConn(nc net.Conn) error {
@@ -289,6 +304,37 @@ func (c *conn) option(ctx context.Context, o option, noZeroes bool) (done bool, 
 			return false, c.replyErr(o.code, repErrInvalid, "NBD_OPT_STRUCTURED_REPLY takes no data")
 		}
 		c.structured = true
+		return false, c.reply(o.code, repAck, nil)
+	case optListMetaContext, optSetMetaContext:
+		if !c.structured {
+			return false, c.replyErr(o.code, repErrInvalid, "meta contexts need structured replies first")
+		}
+		req, err := decodeMetaRequest(o.data)
+		if err != nil {
+			return false, c.replyErr(o.code, repErrInvalid, "%v", err)
+		}
+		dev, err := c.s.Exports.Open(ctx, req.export)
+		if errors.Is(err, ErrUnknownExport) {
+			return false, c.replyErr(o.code, repErrUnknown, "export %q: %v", req.export, err)
+		}
+		if err != nil {
+			return false, c.replyErr(o.code, repErrPolicy, "export %q: %v", req.export, err)
+		}
+		_, mapper := dev.(Mapper)
+		dev.Close()
+		want := mapper && (o.code == optListMetaContext && len(req.queries) == 0)
+		for _, q := range req.queries {
+			want = want || mapper && (q == metaBaseAllocation || o.code == optListMetaContext && q == "base:")
+		}
+		if o.code == optSetMetaContext {
+			c.allocation = want
+		}
+		if want {
+			d := binary.BigEndian.AppendUint32(nil, metaContextID)
+			if err := c.reply(o.code, repMetaContext, append(d, metaBaseAllocation...)); err != nil {
+				return false, err
+			}
+		}
 		return false, c.reply(o.code, repAck, nil)
 	case optStartTLS:
 		return false, c.replyErr(o.code, repErrPolicy, "TLS is not offered by this server")
@@ -455,6 +501,23 @@ func (c *conn) do(ctx context.Context, req request, data []byte) {
 		if err = c.dev.Zero(ctx, req.offset, req.length, req.flags&cmdFlagNoHole == 0); err == nil && req.flags&cmdFlagFUA != 0 {
 			err = c.dev.Flush(ctx)
 		}
+	case cmdBlockStatus:
+		m, ok := c.dev.(Mapper)
+		switch {
+		case !c.allocation || !ok:
+			fail(errInval, "no meta context was negotiated")
+			return
+		case !inRange || req.length == 0:
+			fail(errInval, "block status past the end")
+			return
+		}
+		ext, err := m.Extents(ctx, req.offset, req.length)
+		if err != nil {
+			fail(errnoOf(err), err.Error())
+			return
+		}
+		c.sendBlockStatus(req, ext)
+		return
 	default:
 		fail(errInval, fmt.Sprintf("command %d is not supported", req.typ))
 		return
@@ -506,6 +569,34 @@ func (c *conn) sendRead(req request, chunks []Chunk) {
 		off += uint64(ch.len())
 	}
 	c.queue(b)
+}
+
+// sendBlockStatus answers NBD_CMD_BLOCK_STATUS with one chunk of
+// descriptors, never past the requested length.
+func (c *conn) sendBlockStatus(req request, ext []Extent) {
+	p := binary.BigEndian.AppendUint32(nil, metaContextID)
+	left := req.length
+	for _, e := range ext {
+		if left == 0 || e.Length == 0 {
+			continue
+		}
+		n := min(e.Length, left)
+		flags := uint32(0)
+		if e.Hole {
+			flags = stateHole | stateZero
+		}
+		p = binary.BigEndian.AppendUint32(p, n)
+		p = binary.BigEndian.AppendUint32(p, flags)
+		left -= n
+		if req.flags&cmdFlagReqOne != 0 {
+			break
+		}
+	}
+	if len(p) == 4 { // the device described nothing: call it data
+		p = binary.BigEndian.AppendUint32(p, req.length)
+		p = binary.BigEndian.AppendUint32(p, 0)
+	}
+	c.queue(append(appendChunkHeader(nil, replyFlagDone, replyBlockStatus, req.handle, uint32(len(p))), p...))
 }
 
 func errnoOf(err error) uint32 {

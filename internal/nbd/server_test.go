@@ -257,6 +257,10 @@ func TestHandshakeAndIO(t *testing.T) {
 	if errno, _, _ := c.simpleReply(0); errno != errInval {
 		t.Fatalf("unknown command: errno %d, want EINVAL", errno)
 	}
+	c.request(cmdBlockStatus, 0, 10, 0, 4096, nil)
+	if errno, _, _ := c.simpleReply(0); errno != errInval {
+		t.Fatalf("block status without a meta context: errno %d, want EINVAL", errno)
+	}
 	c.request(cmdFlush, 0, 7, 0, 0, nil)
 	if errno, _, _ := c.simpleReply(0); errno != 0 {
 		t.Fatalf("flush: errno %d", errno)
@@ -375,6 +379,104 @@ func FuzzDecodeRequest(f *testing.F) {
 		back = binary.BigEndian.AppendUint32(back, r.length)
 		if !bytes.Equal(back, b) {
 			t.Fatalf("decode/encode not stable: %x vs %x", back, b)
+		}
+	})
+}
+
+func (m *memDevice) Extents(_ context.Context, off uint64, n uint32) ([]Extent, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Extent
+	for pos := off; pos < off+uint64(n); {
+		blk := pos / 4096
+		end := min((blk+1)*4096, off+uint64(n))
+		hole := !m.written[blk]
+		if k := len(out); k > 0 && out[k-1].Hole == hole {
+			out[k-1].Length += uint32(end - pos)
+		} else {
+			out = append(out, Extent{Length: uint32(end - pos), Hole: hole})
+		}
+		pos = end
+	}
+	return out, nil
+}
+
+// metaOption sends LIST or SET_META_CONTEXT for export with queries and
+// returns the contexts the server named.
+func (c *client) metaOption(code uint32, export string, queries ...string) (map[uint32]string, uint32) {
+	d := binary.BigEndian.AppendUint32(nil, uint32(len(export)))
+	d = append(d, export...)
+	d = binary.BigEndian.AppendUint32(d, uint32(len(queries)))
+	for _, q := range queries {
+		d = binary.BigEndian.AppendUint32(d, uint32(len(q)))
+		d = append(d, q...)
+	}
+	c.option(code, d)
+	got := map[uint32]string{}
+	for {
+		typ, data := c.optReply()
+		if typ != repMetaContext {
+			return got, typ
+		}
+		got[binary.BigEndian.Uint32(data)] = string(data[4:])
+	}
+}
+
+// Block status reports written and unwritten ranges once base:allocation
+// was negotiated, and is refused before.
+func TestBlockStatus(t *testing.T) {
+	addr, _ := startServer(t)
+	c := dialClient(t, addr)
+	if _, typ := c.metaOption(optSetMetaContext, "a", metaBaseAllocation); typ != repErrInvalid {
+		t.Fatalf("meta context before structured replies: %#x, want NBD_REP_ERR_INVALID", typ)
+	}
+	c.option(optStructuredReply, nil)
+	c.optReply()
+	if got, typ := c.metaOption(optListMetaContext, "a"); typ != repAck || got[metaContextID] != metaBaseAllocation {
+		t.Fatalf("list meta contexts: %v %#x", got, typ)
+	}
+	if got, typ := c.metaOption(optSetMetaContext, "a", "qemu:dirty-bitmap:x", metaBaseAllocation); typ != repAck || len(got) != 1 || got[metaContextID] != metaBaseAllocation {
+		t.Fatalf("set meta context: %v %#x", got, typ)
+	}
+	if _, _, typ := c.goExport("a"); typ != repAck {
+		t.Fatal(typ)
+	}
+	c.request(cmdWrite, 0, 1, 8192, 4096, bytes.Repeat([]byte{1}, 4096))
+	if errno, _, _ := c.simpleReply(0); errno != 0 {
+		t.Fatal(errno)
+	}
+	c.request(cmdBlockStatus, 0, 2, 4096, 3*4096, nil)
+	var h [20]byte
+	c.read(h[:])
+	if binary.BigEndian.Uint32(h[:]) != magicStructured || binary.BigEndian.Uint16(h[6:]) != replyBlockStatus || binary.BigEndian.Uint16(h[4:])&replyFlagDone == 0 {
+		t.Fatalf("block status chunk header %x", h)
+	}
+	body := make([]byte, binary.BigEndian.Uint32(h[16:]))
+	c.read(body)
+	type desc struct{ n, flags uint32 }
+	var got []desc
+	for p := body[4:]; len(p) >= 8; p = p[8:] {
+		got = append(got, desc{binary.BigEndian.Uint32(p), binary.BigEndian.Uint32(p[4:])})
+	}
+	want := []desc{{4096, stateHole | stateZero}, {4096, 0}, {4096, stateHole | stateZero}}
+	if binary.BigEndian.Uint32(body) != metaContextID || len(got) != len(want) || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
+		t.Fatalf("descriptors %v, want %v", got, want)
+	}
+}
+
+func FuzzDecodeMetaRequest(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 1, 'a', 0, 0, 0, 1, 0, 0, 0, 2, 'x', 'y'})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		req, err := decodeMetaRequest(b)
+		if err != nil {
+			return
+		}
+		n := 4 + len(req.export) + 4
+		for _, q := range req.queries {
+			n += 4 + len(q)
+		}
+		if n != len(b) {
+			t.Fatalf("decoded %d bytes' worth from %d", n, len(b))
 		}
 	})
 }

@@ -35,14 +35,21 @@ const (
 	optListMetaContext = 9
 	optSetMetaContext  = 10
 
-	repAck        = 1
-	repServer     = 2
-	repInfo       = 3
-	repErrUnsup   = 1<<31 + 1
-	repErrPolicy  = 1<<31 + 2
-	repErrInvalid = 1<<31 + 3
-	repErrUnknown = 1<<31 + 6
-	repErrTooBig  = 1<<31 + 9
+	repAck         = 1
+	repServer      = 2
+	repInfo        = 3
+	repMetaContext = 4
+	repErrUnsup    = 1<<31 + 1
+	repErrPolicy   = 1<<31 + 2
+	repErrInvalid  = 1<<31 + 3
+	repErrUnknown  = 1<<31 + 6
+	repErrTooBig   = 1<<31 + 9
+
+	// The one metadata context: which ranges are allocated.
+	metaBaseAllocation = "base:allocation"
+	metaContextID      = 1
+	stateHole          = 1
+	stateZero          = 2
 
 	infoExport    = 0
 	infoName      = 1
@@ -63,15 +70,18 @@ const (
 	cmdFlush       = 3
 	cmdTrim        = 4
 	cmdWriteZeroes = 6
+	cmdBlockStatus = 7
 
 	cmdFlagFUA    = 1 << 0
 	cmdFlagNoHole = 1 << 1
+	cmdFlagReqOne = 1 << 3
 
-	replyFlagDone   = 1 << 0
-	replyNone       = 0
-	replyOffsetData = 1
-	replyOffsetHole = 2
-	replyError      = 1<<15 + 1
+	replyFlagDone    = 1 << 0
+	replyNone        = 0
+	replyOffsetData  = 1
+	replyOffsetHole  = 2
+	replyBlockStatus = 5
+	replyError       = 1<<15 + 1
 
 	// Errors sent to clients.
 	errPerm     = 1
@@ -196,4 +206,46 @@ func appendChunkHeader(b []byte, flags, typ uint16, handle uint64, length uint32
 	b = binary.BigEndian.AppendUint16(b, typ)
 	b = binary.BigEndian.AppendUint64(b, handle)
 	return binary.BigEndian.AppendUint32(b, length)
+}
+
+// metaRequest is the data of NBD_OPT_LIST_META_CONTEXT and _SET_.
+type metaRequest struct {
+	export  string
+	queries []string
+}
+
+func decodeMetaRequest(b []byte) (metaRequest, error) {
+	str := func() (string, error) {
+		if len(b) < 4 {
+			return "", fmt.Errorf("%w: meta context request cut short", errMalformed)
+		}
+		n := binary.BigEndian.Uint32(b)
+		if uint64(n) > uint64(len(b)-4) {
+			return "", fmt.Errorf("%w: string of %d bytes in %d", errMalformed, n, len(b)-4)
+		}
+		s := string(b[4 : 4+n])
+		b = b[4+n:]
+		return s, nil
+	}
+	var req metaRequest
+	var err error
+	if req.export, err = str(); err != nil {
+		return req, err
+	}
+	if len(b) < 4 {
+		return req, fmt.Errorf("%w: meta context request without a query count", errMalformed)
+	}
+	k := binary.BigEndian.Uint32(b)
+	b = b[4:]
+	for i := uint32(0); i < k; i++ {
+		q, err := str()
+		if err != nil {
+			return req, err
+		}
+		req.queries = append(req.queries, q)
+	}
+	if len(b) != 0 {
+		return req, fmt.Errorf("%w: %d bytes after the queries", errMalformed, len(b))
+	}
+	return req, nil
 }

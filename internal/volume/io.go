@@ -194,3 +194,54 @@ func (v *Volume) Trim(ctx context.Context, off, length uint64) error {
 		return ignoreNotFound(v.p.Delete(ctx, v.objectName(pc.index)))
 	})
 }
+
+// Run is one stretch of a volume's allocation map.
+type Run struct {
+	Length uint64
+	Hole   bool // never written: reads as zeros
+}
+
+// Map describes [off, off+length) as data and holes, from each object's
+// existence and size (one stat per object, no data read).
+func (v *Volume) Map(ctx context.Context, off, length uint64) ([]Run, error) {
+	if err := v.check(off, length); err != nil {
+		return nil, err
+	}
+	ps := v.split(off, length)
+	parts := make([][]Run, len(ps))
+	err := parallel(ps, func(pc piece) error {
+		st, err := v.p.Stat(ctx, v.objectName(pc.index))
+		if errors.Is(err, client.ErrNotFound) {
+			parts[pc.i] = []Run{{Length: pc.n, Hole: true}}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		data := uint64(0)
+		if st.Size > pc.objOff {
+			data = min(pc.n, st.Size-pc.objOff)
+		}
+		if data > 0 {
+			parts[pc.i] = append(parts[pc.i], Run{Length: data})
+		}
+		if data < pc.n {
+			parts[pc.i] = append(parts[pc.i], Run{Length: pc.n - data, Hole: true})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []Run
+	for _, p := range parts {
+		for _, r := range p {
+			if n := len(out); n > 0 && out[n-1].Hole == r.Hole {
+				out[n-1].Length += r.Length
+			} else {
+				out = append(out, r)
+			}
+		}
+	}
+	return out, nil
+}
