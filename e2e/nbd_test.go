@@ -144,7 +144,7 @@ func TestNBDFioVerifyWhileOSDKilled(t *testing.T) {
 	}
 	fio := exec.Command("fio", "--name=verify", "--ioengine=nbd", "--uri="+c.nbdURI("default/fio"),
 		"--rw=randwrite", "--bs=4k", "--iodepth=16", "--size=48M", "--verify=crc32c", "--do_verify=1",
-		"--verify_fatal=1", "--output-format=json")
+		"--verify_fatal=1", "--verify_state_save=0", "--output-format=json")
 	var out bytes.Buffer
 	fio.Stdout, fio.Stderr = &out, &out
 	if err := fio.Start(); err != nil {
