@@ -285,7 +285,7 @@ func checkDevPorts(o devOptions) error {
 	for _, a := range addrs {
 		ln, err := net.Listen("tcp", a)
 		if err != nil {
-			return fmt.Errorf("dev: %s is not free (another cairn dev, or one still stopping?): %v; wait, or choose others with --etcd-port and --osd-port", a, err)
+			return fmt.Errorf("dev: %s is not free (another cairn dev, or one still stopping?): %v; wait, or choose others with --etcd-port, --osd-port and --nbd-port", a, err)
 		}
 		ln.Close()
 	}
