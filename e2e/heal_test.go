@@ -355,7 +355,7 @@ func flipByte(t *testing.T, path string, off int64) {
 	if _, err := f.ReadAt(b, off); err != nil {
 		t.Fatal(err)
 	}
-	b[0] ^= 0x5a
+	b[0] ^= 0xff
 	if _, err := f.WriteAt(b, off); err != nil {
 		t.Fatal(err)
 	}

@@ -354,17 +354,5 @@ func flipByteInDataFile(t *testing.T, dir string, size int64, off int64) {
 		b, _ := os.Stat(found[j])
 		return a.ModTime().After(b.ModTime())
 	})
-	f, err := os.OpenFile(found[0], os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	b := make([]byte, 1)
-	if _, err := f.ReadAt(b, off); err != nil {
-		t.Fatal(err)
-	}
-	b[0] ^= 0xff
-	if _, err := f.WriteAt(b, off); err != nil {
-		t.Fatal(err)
-	}
+	flipByte(t, found[0], off)
 }

@@ -258,12 +258,9 @@ func (c *conn) option(ctx context.Context, o option, noZeroes bool) (done bool, 
 		if err != nil {
 			return false, c.replyErr(o.code, repErrInvalid, "%v", err)
 		}
-		dev, err := c.s.Exports.Open(ctx, req.name)
-		if errors.Is(err, ErrUnknownExport) {
-			return false, c.replyErr(o.code, repErrUnknown, "export %q: %v", req.name, err)
-		}
-		if err != nil {
-			return false, c.replyErr(o.code, repErrPolicy, "export %q: %v", req.name, err)
+		dev, err := c.open(ctx, o.code, req.name)
+		if dev == nil {
+			return false, err
 		}
 		keep := false
 		defer func() {
@@ -313,12 +310,9 @@ func (c *conn) option(ctx context.Context, o option, noZeroes bool) (done bool, 
 		if err != nil {
 			return false, c.replyErr(o.code, repErrInvalid, "%v", err)
 		}
-		dev, err := c.s.Exports.Open(ctx, req.export)
-		if errors.Is(err, ErrUnknownExport) {
-			return false, c.replyErr(o.code, repErrUnknown, "export %q: %v", req.export, err)
-		}
-		if err != nil {
-			return false, c.replyErr(o.code, repErrPolicy, "export %q: %v", req.export, err)
+		dev, err := c.open(ctx, o.code, req.export)
+		if dev == nil {
+			return false, err
 		}
 		_, mapper := dev.(Mapper)
 		dev.Close()
@@ -340,6 +334,20 @@ func (c *conn) option(ctx context.Context, o option, noZeroes bool) (done bool, 
 		return false, c.replyErr(o.code, repErrPolicy, "TLS is not offered by this server")
 	}
 	return false, c.replyErr(o.code, repErrUnsup, "option %d is not supported", o.code)
+}
+
+// open opens an export during option haggling; if it fails, the error is
+// sent as the option's reply (unknown export, or refused) and dev is nil,
+// with err the result of sending it.
+func (c *conn) open(ctx context.Context, opt uint32, name string) (dev Device, err error) {
+	dev, err = c.s.Exports.Open(ctx, name)
+	switch {
+	case err == nil:
+		return dev, nil
+	case errors.Is(err, ErrUnknownExport):
+		return nil, c.replyErr(opt, repErrUnknown, "export %q: %v", name, err)
+	}
+	return nil, c.replyErr(opt, repErrPolicy, "export %q: %v", name, err)
 }
 
 // transmit serves requests until the client disconnects. A fixed set of
