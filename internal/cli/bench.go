@@ -72,24 +72,35 @@ bandwidth, IOPS, latency percentiles, and the CPU time the OSDs spent.`,
 	return cmd
 }
 
-// parseSize accepts 4096, 4K, 4KiB, 4k, 4M, 4MiB, 1G.
+// parseSize accepts an object size: 4096, 4K, 4KiB, 4k, 4M, 4MiB, 1G.
 func parseSize(s string) (int64, error) {
-	t := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(strings.TrimSpace(s)), "IB"), "B")
-	mult := int64(1)
-	switch {
-	case strings.HasSuffix(t, "K"):
-		mult, t = 1<<10, strings.TrimSuffix(t, "K")
-	case strings.HasSuffix(t, "M"):
-		mult, t = 1<<20, strings.TrimSuffix(t, "M")
-	case strings.HasSuffix(t, "G"):
-		mult, t = 1<<30, strings.TrimSuffix(t, "G")
+	n, err := parseBytes(s)
+	if err != nil {
+		return 0, err
 	}
-	n, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("size %q: want a positive number of bytes like 4096, 4K or 4MiB", s)
-	}
-	if n*mult > 1<<30 {
+	if n > 1<<30 {
 		return 0, fmt.Errorf("size %q: at most 1 GiB per object", s)
+	}
+	return int64(n), nil
+}
+
+// parseBytes accepts a positive size in bytes with an optional binary
+// unit: 4096, 4K, 4KiB, 512M, 100G, 2T, 1P.
+func parseBytes(s string) (uint64, error) {
+	t := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(strings.TrimSpace(s)), "IB"), "B")
+	mult := uint64(1)
+	for i, u := range "KMGTP" {
+		if strings.HasSuffix(t, string(u)) {
+			mult, t = 1<<(10*(i+1)), strings.TrimSuffix(t, string(u))
+			break
+		}
+	}
+	n, err := strconv.ParseUint(t, 10, 64)
+	if err != nil || n == 0 {
+		return 0, fmt.Errorf("size %q: want a positive size like 4096, 4K, 512M or 100G", s)
+	}
+	if n > (1<<63)/mult {
+		return 0, fmt.Errorf("size %q is too large", s)
 	}
 	return n * mult, nil
 }

@@ -26,7 +26,7 @@ func volumeCmd(g *globals) *cobra.Command {
 		Short: "create a thin volume (nothing is written until the guest writes)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			n, err := parseVolumeSize(size)
+			n, err := parseBytes(size)
 			if err != nil {
 				return err
 			}
@@ -103,7 +103,7 @@ func volumeCmd(g *globals) *cobra.Command {
 		Short: "grow or shrink a volume (shrinking deletes the data past the new end)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			n, err := parseVolumeSize(newSize)
+			n, err := parseBytes(newSize)
 			if err != nil {
 				return err
 			}
@@ -292,26 +292,6 @@ func withVolumePool(ctx context.Context, g *globals, arg string, fn func(*client
 		return err
 	}
 	return fn(p, name)
-}
-
-// parseVolumeSize accepts 1048576, 512M, 100G, 2T (binary units).
-func parseVolumeSize(s string) (uint64, error) {
-	t := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(strings.TrimSpace(s)), "IB"), "B")
-	mult := uint64(1)
-	for i, u := range "KMGTP" {
-		if strings.HasSuffix(t, string(u)) {
-			mult, t = 1<<(10*(i+1)), strings.TrimSuffix(t, string(u))
-			break
-		}
-	}
-	var n uint64
-	if _, err := fmt.Sscanf(t, "%d", &n); err != nil || n == 0 || fmt.Sprint(n) != t {
-		return 0, fmt.Errorf("size %q: want a positive size like 100G, 512M or 1T", s)
-	}
-	if n > (1<<63)/mult {
-		return 0, fmt.Errorf("size %q is too large", s)
-	}
-	return n * mult, nil
 }
 
 func nbdCmd(g *globals) *cobra.Command {

@@ -471,44 +471,31 @@ func (c *conn) do(ctx context.Context, req request, data []byte) {
 		}
 		c.sendRead(req, chunks)
 		return
-	case cmdWrite:
+	case cmdWrite, cmdTrim, cmdWriteZeroes:
 		switch {
 		case c.dev.ReadOnly():
 			fail(errPerm, "read-only export")
+			return
+		case !inRange && req.typ == cmdTrim:
+			fail(errInval, "trim past the end")
 			return
 		case !inRange:
 			fail(errNoSpace, "write past the end")
 			return
 		}
-		if err = c.dev.Write(ctx, req.offset, data); err == nil && req.flags&cmdFlagFUA != 0 {
+		switch req.typ {
+		case cmdWrite:
+			err = c.dev.Write(ctx, req.offset, data)
+		case cmdTrim:
+			err = c.dev.Trim(ctx, req.offset, req.length)
+		default:
+			err = c.dev.Zero(ctx, req.offset, req.length, req.flags&cmdFlagNoHole == 0)
+		}
+		if err == nil && req.flags&cmdFlagFUA != 0 {
 			err = c.dev.Flush(ctx)
 		}
 	case cmdFlush:
 		err = c.dev.Flush(ctx)
-	case cmdTrim:
-		switch {
-		case c.dev.ReadOnly():
-			fail(errPerm, "read-only export")
-			return
-		case !inRange:
-			fail(errInval, "trim past the end")
-			return
-		}
-		if err = c.dev.Trim(ctx, req.offset, req.length); err == nil && req.flags&cmdFlagFUA != 0 {
-			err = c.dev.Flush(ctx)
-		}
-	case cmdWriteZeroes:
-		switch {
-		case c.dev.ReadOnly():
-			fail(errPerm, "read-only export")
-			return
-		case !inRange:
-			fail(errNoSpace, "write past the end")
-			return
-		}
-		if err = c.dev.Zero(ctx, req.offset, req.length, req.flags&cmdFlagNoHole == 0); err == nil && req.flags&cmdFlagFUA != 0 {
-			err = c.dev.Flush(ctx)
-		}
 	case cmdBlockStatus:
 		m, ok := c.dev.(Mapper)
 		switch {
