@@ -97,7 +97,7 @@ func parseBytes(s string) (uint64, error) {
 	}
 	n, err := strconv.ParseUint(t, 10, 64)
 	if err != nil || n == 0 {
-		return 0, fmt.Errorf("size %q: want a positive size like 4096, 4K, 512M or 100G", s)
+		return 0, fmt.Errorf("size %q: want a positive number of bytes, like 4096, 4K, 512M or 100G", s)
 	}
 	if n > (1<<63)/mult {
 		return 0, fmt.Errorf("size %q is too large", s)
