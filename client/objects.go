@@ -13,6 +13,13 @@ func (p *Pool) do(ctx context.Context, req *proto.Request) (*proto.Response, err
 	if err := proto.ValidateObjectName(req.Object); err != nil {
 		return nil, fmt.Errorf("%s/%q: %w: %v", p.name, req.Object, ErrInvalid, err)
 	}
+	req.SnapSeq = p.snapSeq
+	if p.snap != 0 {
+		if req.Op != proto.OpRead && req.Op != proto.OpStat {
+			return nil, fmt.Errorf("%s %s/%s: %w: snapshot %d is read-only", req.Op, p.name, req.Object, ErrInvalid, p.snap)
+		}
+		req.Snap = p.snap
+	}
 	return p.c.call(ctx, p.id, p.name, nil, req)
 }
 
@@ -34,6 +41,16 @@ func (p *Pool) Put(ctx context.Context, name string, data []byte) error {
 		}
 	}
 	return nil
+}
+
+// PutNew stores data as a new object; ErrExists if the object exists. It
+// is one atomic step, so data is at most MaxChunk bytes.
+func (p *Pool) PutNew(ctx context.Context, name string, data []byte) error {
+	if len(data) > MaxChunk {
+		return fmt.Errorf("put %s/%s: %w: %d bytes, more than the %d one request carries", p.name, name, ErrInvalid, len(data), MaxChunk)
+	}
+	_, err := p.do(ctx, &proto.Request{Op: proto.OpPut, Flags: proto.FlagExclusive, Object: name, Data: data})
+	return err
 }
 
 // PutReader stores the content of r as the object (streamed in MaxChunk pieces).

@@ -140,6 +140,9 @@ type Pool struct {
 	c    *Client
 	id   clustermap.PoolID
 	name string
+	// snapSeq is sent with every write (WithSnapSeq); snap makes reads
+	// and stats see that snapshot and refuses writes (AtSnap).
+	snapSeq, snap uint64
 }
 
 // Pool returns a handle for the named pool.
@@ -162,3 +165,9 @@ func (p *Pool) Info() (PoolInfo, error) {
 	}
 	return infoOf(pool), nil
 }
+
+// ID returns the pool's number, which never changes (names could).
+func (p *Pool) ID() uint32 { return uint32(p.id) }
+
+// Client returns the client the pool handle belongs to.
+func (p *Pool) Client() *Client { return p.c }

@@ -40,7 +40,7 @@ func TestVolumeExportImport(t *testing.T) {
 	}
 	check := func(name string) {
 		t.Helper()
-		v, err := volume.Open(ctx, p, name)
+		v, err := volume.OpenSnap(ctx, p, name, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,7 +131,7 @@ func TestVolumeResizeAndRemove(t *testing.T) {
 		if out, err := c.cli(nil, "volume", "resize", "default/r", "--size", step.size); err != nil {
 			t.Fatalf("resize to %s: %v\n%s", step.size, err, out)
 		}
-		v, err := volume.Open(ctx, p, "r")
+		v, err := volume.OpenSnap(ctx, p, "r", "")
 		if err != nil {
 			t.Fatal(err)
 		}

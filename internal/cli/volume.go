@@ -9,6 +9,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -19,7 +20,7 @@ import (
 )
 
 func volumeCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "volume", Short: "thin block volumes: create, list, inspect, resize, remove (served by cairn nbd)"}
+	cmd := &cobra.Command{Use: "volume", Short: "thin block volumes: create, snapshot, clone, send and receive (served by cairn nbd)"}
 	var size, objectSize string
 	create := &cobra.Command{
 		Use:   "create POOL/NAME --size SIZE",
@@ -133,12 +134,12 @@ func volumeCmd(g *globals) *cobra.Command {
 		},
 	}
 	export := &cobra.Command{
-		Use:   "export POOL/NAME FILE|-",
-		Short: "write a volume's data as a checksummed stream (written parts only), to a file or stdout",
+		Use:   "export POOL/NAME[@SNAP] FILE|-",
+		Short: "write a volume's data (now, or at a snapshot) as a checksummed stream (written parts only), to a file or stdout",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withVolumePool(cmd.Context(), g, args[0], func(p *client.Pool, name string) error {
-				v, err := volume.Open(cmd.Context(), p, name)
+			return withVolumeSnap(cmd.Context(), g, args[0], func(p *client.Pool, name, snap string) error {
+				v, err := volume.OpenSnap(cmd.Context(), p, name, snap)
 				if err != nil {
 					return err
 				}
@@ -153,6 +154,99 @@ func volumeCmd(g *globals) *cobra.Command {
 				}
 				bar.finish()
 				return done(true)
+			})
+		},
+	}
+	var fromSnap string
+	exportDiff := &cobra.Command{
+		Use:   "export-diff --from-snap A POOL/NAME[@B] FILE|-",
+		Short: "write what changed in a volume from snapshot A to snapshot B (or to now) as a checksummed stream",
+		Long: `Writes the objects that changed from snapshot A to snapshot B (or to the
+volume as it is now, without @B). Unchanged objects are found from their
+snapshot state, without reading their data. Apply the stream with
+import-diff onto a volume that has snapshot A.
+
+  cairn volume export default/vm1@monday full.cvol
+  cairn volume import full.cvol backup/vm1           # backup/vm1@monday exists too
+  cairn volume export-diff --from-snap monday default/vm1@tuesday - | cairn volume import-diff - backup/vm1`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withVolumeSnap(cmd.Context(), g, args[0], func(p *client.Pool, name, snap string) error {
+				w, done, err := createOutput(args[1])
+				if err != nil {
+					return err
+				}
+				bar := newByteBar(g, "export-diff "+args[0])
+				if err := volume.ExportDiff(cmd.Context(), p, name, fromSnap, snap, w, bar.update); err != nil {
+					done(false)
+					return err
+				}
+				bar.finish()
+				return done(true)
+			})
+		},
+	}
+	exportDiff.Flags().StringVar(&fromSnap, "from-snap", "", "the snapshot the diff starts from (required)")
+	exportDiff.MarkFlagRequired("from-snap")
+	importDiff := &cobra.Command{
+		Use:   "import-diff FILE|- POOL/NAME",
+		Short: "apply a stream made by export-diff; a damaged stream is refused and the volume rolled back to where it was",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := openInput(args[0])
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			return withVolumePool(cmd.Context(), g, args[1], func(p *client.Pool, name string) error {
+				bar := newByteBar(g, "import-diff "+args[1])
+				info, err := volume.ImportDiff(cmd.Context(), p, r, name, bar.update)
+				if err != nil {
+					return err
+				}
+				bar.finish()
+				return printVolume(g, info)
+			})
+		},
+	}
+	clone := &cobra.Command{
+		Use:   "clone POOL/NAME@SNAP POOL/CLONE",
+		Short: "make a writable volume from a snapshot; it shares the snapshot's data until written",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withVolumeSnap(cmd.Context(), g, args[0], func(p *client.Pool, name, snap string) error {
+				if snap == "" {
+					return fmt.Errorf("%q: clone needs a snapshot: POOL/NAME@SNAP", args[0])
+				}
+				dpool, dname, err := splitVolume(args[1])
+				if err != nil {
+					return err
+				}
+				dp, err := p.Client().Pool(dpool)
+				if err != nil {
+					return err
+				}
+				info, err := volume.Clone(cmd.Context(), p, name, snap, dp, dname)
+				if err != nil {
+					return err
+				}
+				return printVolume(g, info)
+			})
+		},
+	}
+	flatten := &cobra.Command{
+		Use:   "flatten POOL/CLONE",
+		Short: "copy into a clone the data it still shares with its parent snapshot, and detach it",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withVolumePool(cmd.Context(), g, args[0], func(p *client.Pool, name string) error {
+				bar := newCountBar(g, "flatten "+args[0])
+				if err := volume.Flatten(cmd.Context(), p, name, bar.update); err != nil {
+					return err
+				}
+				bar.finish()
+				fmt.Fprintf(g.out, "flattened %s\n", args[0])
+				return nil
 			})
 		},
 	}
@@ -177,7 +271,7 @@ func volumeCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	cmd.AddCommand(create, ls, info, resize, rm, export, imp)
+	cmd.AddCommand(create, ls, info, resize, rm, export, imp, exportDiff, importDiff, clone, flatten, snapCmd(g))
 	return cmd
 }
 
@@ -215,14 +309,17 @@ func openInput(path string) (io.ReadCloser, error) {
 	return os.Open(path)
 }
 
-// byteBar draws a progress bar on stderr, at most 4 times a second.
+// byteBar draws a progress bar on stderr, at most 4 times a second. It may
+// be updated from several goroutines.
 type byteBar struct {
-	g     *globals
-	what  string
-	start time.Time
-	shown time.Time
-	done  uint64
-	total uint64
+	g       *globals
+	what    string
+	objects bool // counts objects, not bytes
+	mu      sync.Mutex
+	start   time.Time
+	shown   time.Time
+	done    uint64
+	total   uint64
 }
 
 func newByteBar(g *globals, what string) *byteBar {
@@ -230,7 +327,9 @@ func newByteBar(g *globals, what string) *byteBar {
 }
 
 func (b *byteBar) update(done, total uint64) {
-	b.done, b.total = done, total
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.done, b.total = max(done, b.done), total
 	if time.Since(b.shown) < 250*time.Millisecond {
 		return
 	}
@@ -243,16 +342,23 @@ func (b *byteBar) draw() {
 		return
 	}
 	el := time.Since(b.start).Seconds()
-	rate := float64(b.done) / max(el, 1e-3) / 1e6
 	eta := ""
 	if b.done > 0 && b.done < b.total {
 		eta = " ETA " + (time.Duration(el/float64(b.done)*float64(b.total-b.done)) * time.Second).Round(time.Second).String()
 	}
+	if b.objects {
+		fmt.Fprintf(b.g.err, "\r%s %s %d / %d objects, %.0f/s%s   ", b.what, bar(int(b.done), int(max(b.total, 1)), 30),
+			b.done, b.total, float64(b.done)/max(el, 1e-3), eta)
+		return
+	}
+	rate := float64(b.done) / max(el, 1e-3) / 1e6
 	fmt.Fprintf(b.g.err, "\r%s %s %s / %s, %.0f MB/s%s   ", b.what, bar(int(b.done>>20), int(max(b.total>>20, 1)), 30),
 		humanBytes(int64(b.done)), humanBytes(int64(b.total)), rate, eta)
 }
 
 func (b *byteBar) finish() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.draw()
 	if !b.g.json {
 		fmt.Fprintln(b.g.err)
@@ -265,6 +371,15 @@ func printVolume(g *globals, info volume.Info) error {
 	}
 	fmt.Fprintf(g.out, "volume %s/%s\n  size:        %s (%d bytes)\n  object size: %s\n  id:          %s\n  created:     %s\n",
 		info.Pool, info.Name, humanBytes(int64(info.Size)), info.Size, humanBytes(int64(info.ObjectSize)), info.ID, info.Created.Format("2006-01-02 15:04:05 UTC"))
+	if p := info.Parent; p != nil {
+		fmt.Fprintf(g.out, "  parent:      %s/%s@%s (overlap %s)\n", p.Pool, p.Volume, p.Snap, humanBytes(int64(p.Overlap)))
+	}
+	for _, s := range info.Snaps {
+		fmt.Fprintf(g.out, "  snapshot:    %s (id %d, %s, %s)\n", s.Name, s.ID, humanBytes(int64(s.Size)), s.Created.Format("2006-01-02 15:04:05 UTC"))
+	}
+	for _, c := range info.Children {
+		fmt.Fprintf(g.out, "  clone:       %s/%s\n", c.Pool, c.Volume)
+	}
 	return nil
 }
 
@@ -275,6 +390,15 @@ func splitVolume(s string) (string, string, error) {
 		return "", "", fmt.Errorf("%q: want POOL/NAME, e.g. default/vm-100-disk-0", s)
 	}
 	return pool, name, nil
+}
+
+// withVolumeSnap is withVolumePool for POOL/NAME[@SNAP].
+func withVolumeSnap(ctx context.Context, g *globals, arg string, fn func(p *client.Pool, name, snap string) error) error {
+	vol, snap, _ := strings.Cut(arg, "@")
+	if strings.HasSuffix(arg, "@") {
+		return fmt.Errorf("%q: the snapshot name after @ is empty", arg)
+	}
+	return withVolumePool(ctx, g, vol, func(p *client.Pool, name string) error { return fn(p, name, snap) })
 }
 
 func withVolumePool(ctx context.Context, g *globals, arg string, fn func(*client.Pool, string) error) error {
@@ -305,6 +429,8 @@ trim, write-zeroes, FUA; structured replies with holes for unwritten areas;
 block status (base:allocation) so clients skip what was never written; safe
 with several connections per export). Writes are acknowledged when
 durable on every copy, so FLUSH has nothing left to do.
+
+POOL/NAME@SNAP exports a snapshot, read-only.
 
   qemu-img info nbd://127.0.0.1:10809/default/vm1
   nbdinfo --list nbd://127.0.0.1:10809`,
@@ -343,7 +469,8 @@ durable on every copy, so FLUSH has nothing left to do.
 type volumeExports struct{ c *client.Client }
 
 func (e volumeExports) Open(ctx context.Context, export string) (nbd.Device, error) {
-	poolName, name, err := splitVolume(export)
+	vol, snap, atSnap := strings.Cut(export, "@")
+	poolName, name, err := splitVolume(vol)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", nbd.ErrUnknownExport, err)
 	}
@@ -354,7 +481,12 @@ func (e volumeExports) Open(ctx context.Context, export string) (nbd.Device, err
 	if err != nil {
 		return nil, err
 	}
-	v, err := volume.Open(ctx, p, name)
+	var v *volume.Volume
+	if atSnap {
+		v, err = volume.OpenSnap(ctx, p, name, snap) // read-only
+	} else {
+		v, err = volume.Open(ctx, p, name)
+	}
 	if errors.Is(err, volume.ErrNotFound) {
 		return nil, fmt.Errorf("%w: %v", nbd.ErrUnknownExport, err)
 	}
@@ -377,6 +509,9 @@ func (e volumeExports) List(ctx context.Context) ([]string, error) {
 		}
 		for _, v := range vols {
 			out = append(out, pi.Name+"/"+v.Name)
+			for _, s := range v.Snaps {
+				out = append(out, pi.Name+"/"+v.Name+"@"+s.Name)
+			}
 		}
 	}
 	sort.Strings(out)
@@ -387,8 +522,8 @@ func (e volumeExports) List(ctx context.Context) ([]string, error) {
 type volumeDevice struct{ v *volume.Volume }
 
 func (d volumeDevice) Size() uint64   { return d.v.Size }
-func (d volumeDevice) ReadOnly() bool { return false }
-func (d volumeDevice) Close() error   { return nil }
+func (d volumeDevice) ReadOnly() bool { return d.v.ReadOnly() }
+func (d volumeDevice) Close() error   { return d.v.Close() }
 
 // Flush has nothing to do: every write was durable on every copy before it
 // was acknowledged.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cairn-storage/cairn/internal/clustermap"
@@ -48,6 +49,9 @@ func (s *Server) Serve(ctx context.Context, req *proto.Request) *proto.Response 
 	if !ok {
 		return s.fail(proto.StatusNotFound, "pool %d does not exist", req.PG.Pool)
 	}
+	if req.Snap != 0 && req.Op != proto.OpRead && req.Op != proto.OpStat {
+		return s.fail(proto.StatusInvalid, "%s cannot run at a snapshot: only reads and stats can", req.Op)
+	}
 	if strings.HasPrefix(req.Key, proto.ReservedPrefix) {
 		return s.fail(proto.StatusInvalid, "xattr name %q: names starting with NUL are reserved", req.Key)
 	}
@@ -82,7 +86,8 @@ func (s *Server) Serve(ctx context.Context, req *proto.Request) *proto.Response 
 func isWrite(op proto.Op) bool {
 	switch op {
 	case proto.OpWrite, proto.OpPut, proto.OpTruncate, proto.OpDelete, proto.OpCreate,
-		proto.OpSetXattr, proto.OpRmXattr, proto.OpOmapSet, proto.OpOmapRm, proto.OpOmapRmRange:
+		proto.OpSetXattr, proto.OpRmXattr, proto.OpOmapSet, proto.OpOmapRm, proto.OpOmapRmRange,
+		proto.OpSnapTrim:
 		return true
 	}
 	return false
@@ -148,18 +153,49 @@ func (s *Server) read(ctx context.Context, pool *clustermap.Pool, p *pgState, ac
 		// disk is full, say), the read is served by the authoritative copy.
 		l.Lock()
 		err := s.ensureObject(ctx, req.PG, p, req.Object, false)
+		if err == nil && req.Snap != 0 {
+			err = s.ensureSnapTarget(ctx, p, req, l)
+		}
 		l.Unlock()
 		if err != nil {
 			return s.readFrom(ctx, p, req, err)
 		}
 	}
+	// Writes take the head's lock: a read at a snapshot resolves and reads
+	// its version under it, so no clone is made in between.
 	l.RLock()
 	defer l.RUnlock()
+	if req.Snap != 0 {
+		target, ok, err := s.snapTarget(coll, req.Object, req.Snap)
+		if err != nil {
+			return s.failErr(err)
+		}
+		if !ok {
+			return s.fail(proto.StatusNotFound, "object %q did not exist at snapshot %d", req.Object, req.Snap)
+		}
+		at := *req
+		at.Object, at.Snap = target, 0
+		req = &at
+	}
 	r := s.readObject(coll, req)
 	if r.Status == proto.StatusCorrupt {
 		return s.readFromReplica(ctx, pool, p, req, r)
 	}
 	return r
+}
+
+// ensureSnapTarget brings the clone a read at a snapshot resolves to up to
+// date too. The caller holds the head's lock l for writing.
+func (s *Server) ensureSnapTarget(ctx context.Context, p *pgState, req *proto.Request, l *sync.RWMutex) error {
+	target, ok, err := s.snapTarget(req.PG.String(), req.Object, req.Snap)
+	if err != nil || !ok || target == req.Object {
+		return err
+	}
+	if tl := s.lock(req.PG, target); tl != l {
+		tl.Lock()
+		defer tl.Unlock()
+	}
+	return s.ensureObject(ctx, req.PG, p, target, false)
 }
 
 // readLocal serves OpReadReplica: a peer asks for this OSD's copy.
@@ -168,7 +204,22 @@ func (s *Server) readLocal(req *proto.Request) *proto.Response {
 }
 
 func (s *Server) readObject(coll string, req *proto.Request) *proto.Response {
+	if req.Snap != 0 {
+		// A read forwarded to this copy (FlagLocal): resolve it here.
+		target, ok, err := s.snapTarget(coll, req.Object, req.Snap)
+		if err != nil {
+			return s.failErr(err)
+		}
+		if !ok {
+			return s.fail(proto.StatusNotFound, "object %q did not exist at snapshot %d", req.Object, req.Snap)
+		}
+		at := *req
+		at.Object, at.Snap = target, 0
+		req = &at
+	}
 	switch req.Op {
+	case proto.OpSnaps:
+		return s.readSnaps(coll, req.Object)
 	case proto.OpRead, proto.OpReadReplica:
 		data, info, err := s.store.ReadInfo(coll, req.Object, req.Offset, req.Length)
 		if err != nil {
@@ -352,7 +403,7 @@ func (s *Server) listLocal(req *proto.Request) *proto.Response {
 	}
 	out := make([]string, 0, len(names))
 	for _, n := range names {
-		if len(n) > 0 && n[0] != proto.ReservedPrefix[0] {
+		if !strings.Contains(n, proto.ReservedPrefix) { // PG metadata, clones
 			out = append(out, n)
 		}
 	}

@@ -22,8 +22,27 @@ const replicaWait = 30 * time.Second
 // preconditions (existence) under the object lock.
 // stale says this copy lacks the object's newest state (existence was
 // checked on the authoritative copy instead).
-func (s *Server) buildTxn(coll string, req *proto.Request, stale bool) (*objstore.Txn, *proto.Response) {
+// It returns the objects the write leaves in place, which get its version.
+func (s *Server) buildTxn(coll string, req *proto.Request, stale bool) (*objstore.Txn, []string, *proto.Response) {
 	txn := &objstore.Txn{}
+	plan, bad := s.snapTxn(coll, req, txn, stale)
+	if bad != nil {
+		return nil, nil, bad
+	}
+	if !plan.replaced {
+		if bad := s.addOp(coll, req, txn, stale); bad != nil {
+			return nil, nil, bad
+		}
+	}
+	plan.finish(coll, req.Object, txn)
+	if err := txn.Validate(); err != nil {
+		return nil, nil, s.fail(proto.StatusInvalid, "%v", err)
+	}
+	return txn, plan.touched, nil
+}
+
+// addOp adds req's own change to txn.
+func (s *Server) addOp(coll string, req *proto.Request, txn *objstore.Txn, stale bool) *proto.Response {
 	exists := func() (bool, *proto.Response) {
 		_, err := s.store.Stat(coll, req.Object)
 		if errors.Is(err, objstore.ErrNotFound) {
@@ -41,10 +60,10 @@ func (s *Server) buildTxn(coll string, req *proto.Request, stale bool) (*objstor
 		if req.Flags&proto.FlagExclusive != 0 {
 			ok, r := exists()
 			if r != nil {
-				return nil, r
+				return r
 			}
 			if ok {
-				return nil, s.fail(proto.StatusExists, "object %q exists", req.Object)
+				return s.fail(proto.StatusExists, "object %q exists", req.Object)
 			}
 		}
 		if req.Op == proto.OpPut {
@@ -58,10 +77,10 @@ func (s *Server) buildTxn(coll string, req *proto.Request, stale bool) (*objstor
 		if !stale {
 			ok, r := exists()
 			if r != nil {
-				return nil, r
+				return r
 			}
 			if !ok {
-				return nil, s.fail(proto.StatusNotFound, "object %q does not exist", req.Object)
+				return s.fail(proto.StatusNotFound, "object %q does not exist", req.Object)
 			}
 		}
 		txn.Delete(coll, req.Object)
@@ -80,12 +99,9 @@ func (s *Server) buildTxn(coll string, req *proto.Request, stale bool) (*objstor
 	case proto.OpOmapRmRange:
 		txn.OmapRmRange(coll, req.Object, req.Start, req.End)
 	default:
-		return nil, s.fail(proto.StatusInvalid, "operation %d is not a write", req.Op)
+		return s.fail(proto.StatusInvalid, "operation %d is not a write", req.Op)
 	}
-	if err := txn.Validate(); err != nil {
-		return nil, s.fail(proto.StatusInvalid, "%v", err)
-	}
-	return txn, nil
+	return nil
 }
 
 // write runs a client write on the primary: order it, log it, apply it here
@@ -97,17 +113,22 @@ func (s *Server) write(ctx context.Context, pool *clustermap.Pool, p *pgState, r
 	l.Lock()
 	defer l.Unlock()
 
-	if req.Op == proto.OpDelete {
-		// A delete needs no copy of the object anywhere: it leaves every
-		// member without it, whatever each had. Only its existence is
-		// checked, on the authoritative copy if this one is stale.
+	stale := false
+	if err := s.ensureObject(ctx, req.PG, p, req.Object, true); err != nil {
+		if req.Op != proto.OpDelete {
+			return s.fail(proto.StatusUnavailable, "pg %s: recovering %q before writing it: %v", req.PG, req.Object, err)
+		}
+		// A delete needs no copy of the object (so it works on a full
+		// disk): it leaves every member without it, whatever each had.
+		// Only its existence is checked, on the authoritative copy if this
+		// one is stale. Clones of a stale copy are not known here: they
+		// stay behind as garbage, never as data a reader sees.
 		if r := s.checkExistsForDelete(ctx, p, req); r != nil {
 			return r
 		}
-	} else if err := s.ensureObject(ctx, req.PG, p, req.Object, true); err != nil {
-		return s.fail(proto.StatusUnavailable, "pg %s: recovering %q before writing it: %v", req.PG, req.Object, err)
+		stale = p.isMissing(s.id, req.Object)
 	}
-	txn, bad := s.buildTxn(coll, req, req.Op == proto.OpDelete && p.isMissing(s.id, req.Object))
+	txn, touched, bad := s.buildTxn(coll, req, stale)
 	if bad != nil {
 		return bad
 	}
@@ -128,8 +149,8 @@ func (s *Server) write(ctx context.Context, pool *clustermap.Pool, p *pgState, r
 			req.PG, len(acting), pool.Size, pool.MinSize)
 	}
 	ver := p.nextVersion()
-	if req.Op != proto.OpDelete {
-		txn.SetXattr(coll, req.Object, versionXattr, eversion{uint64(interval), ver}.encode())
+	for _, name := range touched {
+		txn.SetXattr(coll, name, versionXattr, eversion{uint64(interval), ver}.encode())
 	}
 	entry := logEntry{Op: req.Op, Epoch: interval, Object: req.Object}
 	txn.OmapSet(coll, pgMetaObject, logKey(ver), entry.encode())
@@ -282,7 +303,7 @@ func (s *Server) suspect(osd clustermap.OSDID, addr string) {
 // a full OSD.
 func freesSpace(op proto.Op) bool {
 	switch op {
-	case proto.OpDelete, proto.OpRmXattr, proto.OpOmapRm, proto.OpOmapRmRange:
+	case proto.OpDelete, proto.OpRmXattr, proto.OpOmapRm, proto.OpOmapRmRange, proto.OpSnapTrim:
 		return true
 	}
 	return false

@@ -12,7 +12,7 @@ import (
 
 // Version is the encoding version written as the first byte of every
 // message. A decoder rejects any other value, so a layout change must bump it.
-const Version = 1
+const Version = 2
 
 // Limits on decoded messages. They bound what a peer can make a daemon
 // allocate and keep a single message within one frame.
@@ -49,7 +49,7 @@ var opNames = [...]string{
 	OpListXattrs: "listxattrs", OpOmapSet: "omap-set", OpOmapGet: "omap-get",
 	OpOmapRm: "omap-rm", OpOmapList: "omap-list", OpOmapRmRange: "omap-rm-range",
 	OpList: "list", OpReplicate: "replicate", OpReadReplica: "read-replica", OpStatus: "status",
-	OpPGList: "pg-list", OpScrub: "scrub",
+	OpPGList: "pg-list", OpScrub: "scrub", OpSnaps: "snaps", OpSnapTrim: "snap-trim",
 }
 
 // String names the op for logs and errors.
@@ -102,6 +102,8 @@ func AppendRequest(dst []byte, r *Request) []byte {
 	dst = appendKVs(dst, r.KVs)
 	dst = binary.AppendUvarint(dst, r.PGVersion)
 	dst = appendBytes(dst, r.Txn)
+	dst = binary.AppendUvarint(dst, r.SnapSeq)
+	dst = binary.AppendUvarint(dst, r.Snap)
 	return dst
 }
 
@@ -146,6 +148,8 @@ func DecodeRequest(b []byte) (*Request, error) {
 	r.KVs = d.kvs()
 	r.PGVersion = d.uvarint("pg version")
 	r.Txn = d.bytes("transaction", MaxDataLen)
+	r.SnapSeq = d.uvarint("snapshot sequence")
+	r.Snap = d.uvarint("snapshot")
 	if err := d.finish(); err != nil {
 		return nil, err
 	}

@@ -25,6 +25,9 @@ func sampleRequests() []*Request {
 		{Op: OpOmapList, Object: "bucket.index", Start: []byte("a"), End: []byte("m"), Limit: 1000},
 		{Op: OpList, PG: clustermap.PGID{Pool: 3, Seed: 7}, Start: []byte("after"), Limit: 100},
 		{Op: OpReplicate, Epoch: 9, PG: clustermap.PGID{Pool: 1, Seed: 5}, Object: "x", PGVersion: 123456789, Txn: []byte{1, 2, 3, 4, 5}},
+		{Op: OpWrite, Object: "vol.1.0000000000000003", Data: []byte{1}, SnapSeq: 1 << 33},
+		{Op: OpRead, Object: "vol.1.0000000000000003", Length: 4096, Snap: 12},
+		{Op: OpSnapTrim, Object: "vol.1.0000000000000003", Data: []byte{1, 12}, SnapSeq: 14},
 	}
 }
 
@@ -102,14 +105,14 @@ func nz(b []byte) []byte {
 // the encoding changed, and old and new peers can no longer talk. Change
 // them only together with Version.
 const (
-	goldenRequestHex  = "0102010701020c726264646174612e30303031802000000000000463616665020101010501016b01760000"
-	goldenResponseHex = "0106ac02036f6c640509026869010161016201016e01"
+	goldenRequestHex  = "0202010701020c726264646174612e30303031802000000000000463616665020101010501016b017600000302"
+	goldenResponseHex = "0206ac02036f6c640509026869010161016201016e01"
 )
 
 func goldenRequest() *Request {
 	return &Request{Op: OpWrite, Flags: FlagExclusive, Epoch: 7, PG: clustermap.PGID{Pool: 1, Seed: 2},
 		Object: "rbddata.0001", Offset: 4096, Data: []byte("cafe"), Keys: [][]byte{{1}, {5}},
-		KVs: []KV{{Key: []byte("k"), Value: []byte("v")}}, PGVersion: 0, Txn: []byte{}}
+		KVs: []KV{{Key: []byte("k"), Value: []byte("v")}}, PGVersion: 0, Txn: []byte{}, SnapSeq: 3, Snap: 2}
 }
 
 func goldenResponse() *Response {
@@ -148,7 +151,7 @@ func TestGoldenResponse(t *testing.T) {
 }
 
 func TestDecodeErrors(t *testing.T) {
-	// ping encodes as: version, op, then 15 zero bytes for the empty fields.
+	// ping encodes as: version, op, then 17 zero bytes for the empty fields.
 	ping := AppendRequest(nil, &Request{Op: OpPing})
 	// upTo returns the encoding of an empty request of op up to (not
 	// including) the field that has `after` fields behind it.
@@ -162,20 +165,20 @@ func TestDecodeErrors(t *testing.T) {
 		want string
 	}{
 		{"empty", nil, "proto: request: empty"},
-		{"version", append([]byte{2}, ping[1:]...), "unsupported encoding version 2"},
-		{"op zero", append([]byte{1, 0}, ping[2:]...), "unknown op 0"},
-		{"op unknown", append([]byte{1, 200}, ping[2:]...), "unknown op 200"},
+		{"version", append([]byte{1}, ping[1:]...), "unsupported encoding version 1"},
+		{"op zero", append([]byte{Version, 0}, ping[2:]...), "unknown op 0"},
+		{"op unknown", append([]byte{Version, 200}, ping[2:]...), "unknown op 200"},
 		{"trailing", append(append([]byte{}, ping...), 0, 0, 0), "3 trailing bytes"},
-		{"truncated", ping[:len(ping)-1], "truncated in transaction length"},
-		{"key count", append(upTo(OpOmapGet, 4), 0x88, 0x27), "proto: request: omap key count 5000 exceeds limit 4096"},
-		{"key count vs bytes", append(upTo(OpOmapGet, 4), 100, 1, 'a'), "omap key count 100 exceeds the 2 bytes remaining"},
-		{"kv count vs bytes", append(upTo(OpOmapSet, 3), 2, 0, 0, 0), "key/value count 2 exceeds the 3 bytes remaining"},
-		{"data limit", append(upTo(OpWrite, 5), 0x80, 0x80, 0x80, 0x80, 0x01), "data length 268435456 exceeds limit 67108864"},
-		{"data remaining", append(upTo(OpWrite, 5), 100, 1, 2, 3), "data length 100 exceeds the 3 bytes remaining"},
-		{"object name limit", append(upTo(OpStat, 12), 0x81, 0x10), "object name length 2049 exceeds limit 1024"},
-		{"non-minimal", append([]byte{1, 1, 0x80, 0x00}, ping[3:]...), "flags is not minimally encoded"},
-		{"flags 33 bits", append([]byte{1, 1, 0x80, 0x80, 0x80, 0x80, 0x10}, ping[3:]...), "flags 4294967296 exceeds 32 bits"},
-		{"overflow", append([]byte{1, 1, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, ping[4:]...), "epoch overflows 64 bits"},
+		{"truncated", ping[:len(ping)-1], "truncated in snapshot"},
+		{"key count", append(upTo(OpOmapGet, 6), 0x88, 0x27), "proto: request: omap key count 5000 exceeds limit 4096"},
+		{"key count vs bytes", append(upTo(OpOmapGet, 6), 100, 1, 'a'), "omap key count 100 exceeds the 2 bytes remaining"},
+		{"kv count vs bytes", append(upTo(OpOmapSet, 5), 2, 0, 0, 0), "key/value count 2 exceeds the 3 bytes remaining"},
+		{"data limit", append(upTo(OpWrite, 7), 0x80, 0x80, 0x80, 0x80, 0x01), "data length 268435456 exceeds limit 67108864"},
+		{"data remaining", append(upTo(OpWrite, 7), 100, 1, 2, 3), "data length 100 exceeds the 3 bytes remaining"},
+		{"object name limit", append(upTo(OpStat, 14), 0x81, 0x10), "object name length 2049 exceeds limit 1024"},
+		{"non-minimal", append([]byte{Version, 1, 0x80, 0x00}, ping[3:]...), "flags is not minimally encoded"},
+		{"flags 33 bits", append([]byte{Version, 1, 0x80, 0x80, 0x80, 0x80, 0x10}, ping[3:]...), "flags 4294967296 exceeds 32 bits"},
+		{"overflow", append([]byte{Version, 1, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, ping[4:]...), "epoch overflows 64 bits"},
 	}
 	for _, c := range cases {
 		_, err := DecodeRequest(c.b)
@@ -193,10 +196,10 @@ func TestDecodeErrors(t *testing.T) {
 		b    []byte
 		want string
 	}{
-		{"status", append([]byte{1, 99}, resp[2:]...), "proto: response: unknown status 99"},
+		{"status", append([]byte{Version, 99}, resp[2:]...), "proto: response: unknown status 99"},
 		{"more", append(append([]byte{}, resp[:len(resp)-1]...), 2), "more flag 2 is not 0 or 1"},
 		{"no more", resp[:len(resp)-1], "truncated before more flag"},
-		{"message", append([]byte{1, 0, 0, 0x81, 0x40}, resp[4:]...), "message length 8193 exceeds limit 4096"},
+		{"message", append([]byte{Version, 0, 0, 0x81, 0x40}, resp[4:]...), "message length 8193 exceeds limit 4096"},
 	}
 	for _, c := range rcases {
 		_, err := DecodeResponse(c.b)

@@ -46,6 +46,12 @@ const (
 	// Client to the primary of PG: scrub it now (FlagDeep: deep scrub);
 	// the reply's KVs are the scrub's counts (keys ScrubKey*).
 	OpScrub
+	// Snapshots of one object (see package snapset). OpSnaps reads the
+	// head's snapshot state: Data is the encoded snapset.Set, Size the
+	// head's size. OpSnapTrim deletes the clones no snapshot in Data (an
+	// encoded list, snapset.EncodeSnaps) needs any more.
+	OpSnaps
+	OpSnapTrim
 	opMax
 )
 
@@ -92,6 +98,14 @@ type Request struct {
 	// the encoded transaction.
 	PGVersion uint64
 	Txn       []byte
+	// SnapSeq (writes): the newest snapshot of the object's set (volume) the
+	// writer knows; the primary keeps the object's older content for it
+	// first (copy-on-write). 0: no snapshots, and a delete also removes
+	// every clone.
+	SnapSeq uint64
+	// Snap (OpRead, OpStat): read the object as it was at this snapshot;
+	// 0 is the head.
+	Snap uint64
 }
 
 // KV is one key/value pair of an omap or xattr listing.

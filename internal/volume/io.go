@@ -11,19 +11,202 @@ import (
 
 // Volume is an open volume: reads and writes at byte offsets, spread over
 // its data objects. Every method may be called concurrently; a write returns
-// when every copy of every object it touched is durable.
+// when every copy of every object it touched is durable. A volume opened at
+// a snapshot (OpenSnap) is read-only.
 type Volume struct {
 	Info
-	p *client.Pool
+	p        *client.Pool // reads: at the snapshot, if any
+	readOnly bool
+	snapName string  // the snapshot it was opened at
+	parent   *Volume // a clone's parent, read-only at its snapshot
+	overlap  uint64  // bytes of the clone that fall through to parent
+
+	// Writers hold mu shared; a new snapshot number takes it exclusively,
+	// so no write under the old number is in flight once it is switched.
+	mu     sync.RWMutex
+	wp     *client.Pool // writes: carries the snapshot number
+	paused bool         // the snapshot-group registration is lost
+	member *client.SnapWriter
+	copied sync.Map // clone objects known to hold their own data
 }
 
-// Open opens a volume for IO.
+// ErrReadOnly is returned for writes to a volume opened at a snapshot.
+var ErrReadOnly = errors.New("volume is read-only")
+
+// Open opens a volume for reading and writing. It joins the volume's
+// snapshot group (Close leaves it), so snapshots taken while it is open
+// wait until its writes carry their number.
 func Open(ctx context.Context, p *client.Pool, name string) (*Volume, error) {
 	info, err := Stat(ctx, p, name)
 	if err != nil {
 		return nil, err
 	}
-	return &Volume{Info: info, p: p}, nil
+	v := &Volume{Info: info, p: p, wp: p}
+	if err := v.openParent(ctx); err != nil {
+		return nil, err
+	}
+	v.member, err = p.Client().JoinSnapGroup(ctx, info.group(), func(seq uint64, ok bool) {
+		v.mu.Lock()
+		v.wp, v.paused = p.WithSnapSeq(seq), !ok
+		v.mu.Unlock()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// OpenSnap opens a volume read-only: as it was at snapshot snap, or as it
+// is now if snap is empty.
+func OpenSnap(ctx context.Context, p *client.Pool, name, snap string) (*Volume, error) {
+	info, err := Stat(ctx, p, name)
+	if err != nil {
+		return nil, err
+	}
+	v := &Volume{Info: info, p: p, readOnly: true}
+	if snap != "" {
+		s, ok := info.snap(snap)
+		if !ok {
+			return nil, fmt.Errorf("%w: %s/%s@%s: no such snapshot", ErrNotFound, p.Name(), name, snap)
+		}
+		v.Size, v.p, v.snapName = s.Size, p.AtSnap(s.ID), snap
+	}
+	if err := v.openParent(ctx); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// openParent opens a clone's parent snapshot.
+func (v *Volume) openParent(ctx context.Context) error {
+	if v.Parent == nil {
+		return nil
+	}
+	pp, err := v.p.Client().Pool(v.Parent.Pool)
+	if err != nil {
+		return fmt.Errorf("parent of %s/%s: %w", v.Pool, v.Name, err)
+	}
+	v.parent, err = OpenSnap(ctx, pp, v.Parent.Volume, v.Parent.Snap)
+	if err != nil {
+		return fmt.Errorf("parent of %s/%s: %w", v.Pool, v.Name, err)
+	}
+	if v.parent.ObjectSize != v.ObjectSize {
+		return fmt.Errorf("volume %s/%s: object size %d differs from its parent's %d", v.Pool, v.Name, v.ObjectSize, v.parent.ObjectSize)
+	}
+	v.overlap = min(v.Parent.Overlap, v.Size)
+	return nil
+}
+
+// ReadOnly reports whether the volume was opened at a snapshot or for
+// reading only.
+func (v *Volume) ReadOnly() bool { return v.readOnly }
+
+// Close leaves the snapshot group.
+func (v *Volume) Close() error {
+	if v.member != nil {
+		v.member.Leave()
+		v.member = nil
+	}
+	return nil
+}
+
+// writer returns the pool handle writes use now, and the function that
+// ends the write.
+func (v *Volume) writer() (*client.Pool, func(), error) {
+	if v.readOnly {
+		return nil, nil, fmt.Errorf("%w: %s/%s is open at a snapshot or for reading only", ErrReadOnly, v.Pool, v.Name)
+	}
+	v.mu.RLock()
+	if v.paused {
+		v.mu.RUnlock()
+		return nil, nil, fmt.Errorf("%w: %s/%s: lost its registration with etcd, so a snapshot could miss its writes; writes wait for it to return", client.ErrUnavailable, v.Pool, v.Name)
+	}
+	return v.wp, v.mu.RUnlock, nil
+}
+
+// inParent reports whether object index of a clone can fall through to
+// the parent.
+func (v *Volume) inParent(index uint64) bool {
+	return v.parent != nil && index*v.ObjectSize < v.overlap
+}
+
+// readObject reads [off, off+n) of object index; ok is false where neither
+// the object nor (in a clone) its parent has data.
+func (v *Volume) readObject(ctx context.Context, index, off, n uint64) ([]byte, bool, error) {
+	data, _, err := v.p.ReadAt(ctx, v.objectName(index), off, n)
+	if errors.Is(err, client.ErrNotFound) {
+		if !v.inParent(index) {
+			return nil, false, nil
+		}
+		start := index*v.ObjectSize + off
+		if start >= v.overlap {
+			return nil, false, nil
+		}
+		return v.parent.readObject(ctx, index, off, min(n, v.overlap-start))
+	}
+	return data, err == nil, err
+}
+
+// statObject returns how many bytes of object index hold data (through to
+// a clone's parent); ok is false if none does.
+func (v *Volume) statObject(ctx context.Context, index uint64) (uint64, bool, error) {
+	st, err := v.p.Stat(ctx, v.objectName(index))
+	if errors.Is(err, client.ErrNotFound) {
+		if !v.inParent(index) {
+			return 0, false, nil
+		}
+		size, ok, err := v.parent.statObject(ctx, index)
+		return min(size, v.overlap-index*v.ObjectSize), ok, err
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	return st.Size, true, nil
+}
+
+// copyUp gives a clone's object its own copy of the parent's data before
+// the first write to it. PutNew is atomic: of two writers racing, one
+// copies and the other finds the object there.
+func (v *Volume) copyUp(ctx context.Context, wp *client.Pool, index uint64) error {
+	if !v.inParent(index) {
+		return nil
+	}
+	if _, done := v.copied.Load(index); done {
+		return nil
+	}
+	name := v.objectName(index)
+	if _, err := v.p.Stat(ctx, name); err == nil {
+		v.copied.Store(index, true)
+		return nil
+	} else if !errors.Is(err, client.ErrNotFound) {
+		return err
+	}
+	data, ok, err := v.parent.readObject(ctx, index, 0, min(v.ObjectSize, v.overlap-index*v.ObjectSize))
+	if err != nil {
+		return fmt.Errorf("copying %s/%s's parent data: %w", v.Pool, v.Name, err)
+	}
+	if ok && len(data) > 0 {
+		if err := wp.PutNew(ctx, name, data); err != nil && !errors.Is(err, client.ErrExists) {
+			return err
+		}
+	}
+	// The parent is a snapshot: where it has no data it never will.
+	v.copied.Store(index, true)
+	return nil
+}
+
+// removeObject makes object index read as zeros: deleted, or in a clone
+// (where absence would show the parent) emptied.
+func (v *Volume) removeObject(ctx context.Context, wp *client.Pool, index uint64) error {
+	name := v.objectName(index)
+	if v.inParent(index) {
+		err := wp.Truncate(ctx, name, 0)
+		if err == nil {
+			v.copied.Store(index, true)
+		}
+		return err
+	}
+	return ignoreNotFound(wp.Delete(ctx, name))
 }
 
 // Extent is a piece of a read: data, or Hole bytes never written (zeros).
@@ -88,13 +271,13 @@ func (v *Volume) Read(ctx context.Context, off, length uint64) ([]Extent, error)
 	parts := make([][]Extent, len(ps))
 	err := parallel(ps, func(pc piece) error {
 		i := pc.i
-		data, _, err := v.p.ReadAt(ctx, v.objectName(pc.index), pc.objOff, pc.n)
-		if errors.Is(err, client.ErrNotFound) {
-			parts[i] = []Extent{{Hole: pc.n}}
-			return nil
-		}
+		data, ok, err := v.readObject(ctx, pc.index, pc.objOff, pc.n)
 		if err != nil {
 			return err
+		}
+		if !ok {
+			parts[i] = []Extent{{Hole: pc.n}}
+			return nil
 		}
 		ext := []Extent{}
 		if len(data) > 0 {
@@ -139,8 +322,16 @@ func (v *Volume) WriteAt(ctx context.Context, b []byte, off uint64) error {
 	if err := v.check(off, uint64(len(b))); err != nil {
 		return err
 	}
+	wp, done, err := v.writer()
+	if err != nil {
+		return err
+	}
+	defer done()
 	return parallel(v.split(off, uint64(len(b))), func(pc piece) error {
-		return v.p.WriteAt(ctx, v.objectName(pc.index), pc.objOff, b[pc.ioOffset:pc.ioOffset+pc.n])
+		if err := v.copyUp(ctx, wp, pc.index); err != nil {
+			return err
+		}
+		return wp.WriteAt(ctx, v.objectName(pc.index), pc.objOff, b[pc.ioOffset:pc.ioOffset+pc.n])
 	})
 }
 
@@ -151,10 +342,18 @@ func (v *Volume) Zero(ctx context.Context, off, length uint64, punch bool) error
 	if err := v.check(off, length); err != nil {
 		return err
 	}
+	wp, done, err := v.writer()
+	if err != nil {
+		return err
+	}
+	defer done()
 	return parallel(v.split(off, length), func(pc piece) error {
 		name := v.objectName(pc.index)
 		if pc.objOff == 0 && pc.n == v.ObjectSize && punch {
-			return ignoreNotFound(v.p.Delete(ctx, name))
+			return v.removeObject(ctx, wp, pc.index)
+		}
+		if err := v.copyUp(ctx, wp, pc.index); err != nil {
+			return err
 		}
 		if punch {
 			st, err := v.p.Stat(ctx, name)
@@ -168,10 +367,10 @@ func (v *Volume) Zero(ctx context.Context, off, length uint64, punch bool) error
 				return nil // already beyond the object's data: reads as zeros
 			}
 			if pc.objOff+pc.n >= st.Size {
-				return v.p.Truncate(ctx, name, pc.objOff)
+				return wp.Truncate(ctx, name, pc.objOff)
 			}
 		}
-		return v.p.WriteAt(ctx, name, pc.objOff, make([]byte, pc.n))
+		return wp.WriteAt(ctx, name, pc.objOff, make([]byte, pc.n))
 	})
 }
 
@@ -190,8 +389,13 @@ func (v *Volume) Trim(ctx context.Context, off, length uint64) error {
 	if len(whole) == 0 {
 		return nil
 	}
+	wp, done, err := v.writer()
+	if err != nil {
+		return err
+	}
+	defer done()
 	return parallel(whole, func(pc piece) error {
-		return ignoreNotFound(v.p.Delete(ctx, v.objectName(pc.index)))
+		return v.removeObject(ctx, wp, pc.index)
 	})
 }
 
@@ -210,17 +414,17 @@ func (v *Volume) Map(ctx context.Context, off, length uint64) ([]Run, error) {
 	ps := v.split(off, length)
 	parts := make([][]Run, len(ps))
 	err := parallel(ps, func(pc piece) error {
-		st, err := v.p.Stat(ctx, v.objectName(pc.index))
-		if errors.Is(err, client.ErrNotFound) {
-			parts[pc.i] = []Run{{Length: pc.n, Hole: true}}
-			return nil
-		}
+		size, ok, err := v.statObject(ctx, pc.index)
 		if err != nil {
 			return err
 		}
+		if !ok {
+			parts[pc.i] = []Run{{Length: pc.n, Hole: true}}
+			return nil
+		}
 		data := uint64(0)
-		if st.Size > pc.objOff {
-			data = min(pc.n, st.Size-pc.objOff)
+		if size > pc.objOff {
+			data = min(pc.n, size-pc.objOff)
 		}
 		if data > 0 {
 			parts[pc.i] = append(parts[pc.i], Run{Length: data})

@@ -2,6 +2,7 @@ package volume
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -282,9 +283,10 @@ func (sr *streamReader) next() (record, error) {
 // Progress reports bytes done of a total.
 type Progress func(done, total uint64)
 
-// Export writes the whole volume as a stream: the written parts only.
+// Export writes the whole volume (at the snapshot it was opened at) as a
+// stream: the written parts only.
 func (v *Volume) Export(ctx context.Context, w io.Writer, progress Progress) error {
-	sw, err := newStreamWriter(w, StreamHeader{Size: v.Size, ObjectSize: v.ObjectSize})
+	sw, err := newStreamWriter(w, StreamHeader{Size: v.Size, ObjectSize: v.ObjectSize, ToSnap: v.snapName})
 	if err != nil {
 		return err
 	}
@@ -312,6 +314,256 @@ func (v *Volume) Export(ctx context.Context, w io.Writer, progress Progress) err
 	return sw.end()
 }
 
+// exact writes length bytes at off whose first len(data) are data and the
+// rest zeros: DATA records for the non-zero 4 KiB blocks, ZERO records for
+// the rest, so applying it makes the range read exactly so.
+func (sw *streamWriter) exact(off uint64, data []byte, length uint64) error {
+	const blk = 4096
+	zeroFrom := uint64(0) // start of the pending zero run, relative
+	zero := false
+	flushZero := func(to uint64) error {
+		if !zero || to <= zeroFrom {
+			zero = false
+			return nil
+		}
+		zero = false
+		return sw.record(recZero, off+zeroFrom, nil, uint32(to-zeroFrom))
+	}
+	for i := 0; i < len(data); i += blk {
+		b := data[i:min(i+blk, len(data))]
+		if isZero(b) {
+			if !zero {
+				zero, zeroFrom = true, uint64(i)
+			}
+			continue
+		}
+		if err := flushZero(uint64(i)); err != nil {
+			return err
+		}
+		if err := sw.data(off+uint64(i), b); err != nil {
+			return err
+		}
+	}
+	if !zero {
+		zero, zeroFrom = true, uint64(len(data))
+	}
+	return flushZero(length)
+}
+
+// ExportDiff writes the changes of a volume from snapshot from to snapshot
+// to (empty: the volume as it is now) as a diff stream. Objects that did
+// not change are found from their snapshot state, without reading data;
+// each changed object is sent whole (its data, and zeros for the rest).
+func ExportDiff(ctx context.Context, p *client.Pool, name, from, to string, w io.Writer, progress Progress) error {
+	if from == "" {
+		return fmt.Errorf("%w: a diff needs the snapshot it starts from", ErrInvalid)
+	}
+	a, err := OpenSnap(ctx, p, name, from)
+	if err != nil {
+		return err
+	}
+	b, err := OpenSnap(ctx, p, name, to)
+	if err != nil {
+		return err
+	}
+	fromID := b.Info.mustSnap(from)
+	toID := uint64(0)
+	if to != "" {
+		toID = b.Info.mustSnap(to)
+		if toID < fromID {
+			return fmt.Errorf("%w: snapshot %q is older than %q", ErrInvalid, to, from)
+		}
+	}
+	sw, err := newStreamWriter(w, StreamHeader{Size: b.Size, ObjectSize: b.ObjectSize, FromSnap: from, ToSnap: to})
+	if err != nil {
+		return err
+	}
+	n := b.objects(b.Size)
+	for idx := uint64(0); idx < n; idx++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		changed, err := b.changed(ctx, idx, fromID, toID, a.Size)
+		if err != nil {
+			return err
+		}
+		if changed {
+			off := idx * b.ObjectSize
+			length := min(b.ObjectSize, b.Size-off)
+			data, _, err := b.readObject(ctx, idx, 0, length)
+			if err != nil {
+				return err
+			}
+			if err := sw.exact(off, data, length); err != nil {
+				return err
+			}
+		}
+		if progress != nil {
+			progress((idx+1)*b.ObjectSize, n*b.ObjectSize)
+		}
+	}
+	return sw.end()
+}
+
+// mustSnap returns the ID of a snapshot known to exist.
+func (i *Info) mustSnap(name string) uint64 {
+	s, ok := i.snap(name)
+	if !ok {
+		panic("volume: snapshot " + name + " vanished from a header already read")
+	}
+	return s.ID
+}
+
+// changed reports whether object idx differs between snapshots from and
+// to (0: the head), from the object's snapshot state alone.
+func (v *Volume) changed(ctx context.Context, idx, from, to, fromSize uint64) (bool, error) {
+	if idx*v.ObjectSize >= fromSize {
+		return true, nil // beyond the old end: send what is there now
+	}
+	set, _, err := v.p.AtSnap(0).Snaps(ctx, v.objectName(idx))
+	if errors.Is(err, client.ErrNotFound) {
+		return false, nil // absent now, so at both (in a clone: the parent's, at both)
+	}
+	if err != nil {
+		return false, err
+	}
+	return set.Resolve(from, true) != set.Resolve(to, true), nil
+}
+
+// ImportDiff applies a diff stream to a volume that has the stream's
+// starting snapshot and has not changed since it, then takes the stream's
+// ending snapshot. A damaged stream or a failure part-way rolls the volume
+// back to the starting snapshot, so nothing is ever half-applied.
+func ImportDiff(ctx context.Context, p *client.Pool, r io.Reader, name string, progress Progress) (info Info, err error) {
+	sr, err := newStreamReader(r)
+	if err != nil {
+		return Info{}, err
+	}
+	h := sr.Header
+	if h.FromSnap == "" {
+		return Info{}, fmt.Errorf("%w: this is a full stream: use import", ErrInvalid)
+	}
+	info, err = Stat(ctx, p, name)
+	if err != nil {
+		return Info{}, err
+	}
+	from, ok := info.snap(h.FromSnap)
+	if !ok {
+		return Info{}, fmt.Errorf("%w: the diff starts at snapshot %q, which %s/%s does not have", ErrInvalid, h.FromSnap, p.Name(), name)
+	}
+	if h.ToSnap != "" {
+		if _, ok := info.snap(h.ToSnap); ok {
+			return Info{}, fmt.Errorf("%w: %s/%s already has snapshot %q, where the diff ends", ErrExists, p.Name(), name, h.ToSnap)
+		}
+	}
+	if h.ObjectSize != info.ObjectSize {
+		return Info{}, fmt.Errorf("%w: the diff has %d-byte objects, %s/%s %d-byte ones", ErrInvalid, h.ObjectSize, p.Name(), name, info.ObjectSize)
+	}
+	if err := unchangedSince(ctx, p, &info, from); err != nil {
+		return Info{}, err
+	}
+	defer func() {
+		if err != nil {
+			rctx := context.WithoutCancel(ctx)
+			if rerr := Rollback(rctx, p, name, h.FromSnap, nil); rerr != nil {
+				err = fmt.Errorf("%w (and rolling %s/%s back to %q failed: %v)", err, p.Name(), name, h.FromSnap, rerr)
+			} else {
+				err = fmt.Errorf("%w; %s/%s was rolled back to snapshot %q", err, p.Name(), name, h.FromSnap)
+			}
+		}
+	}()
+	if h.Size > info.Size {
+		if _, err := Resize(ctx, p, name, h.Size); err != nil {
+			return Info{}, err
+		}
+	}
+	v, err := Open(ctx, p, name)
+	if err != nil {
+		return Info{}, err
+	}
+	defer v.Close()
+	for done := false; !done; {
+		rec, err := sr.next()
+		if err != nil {
+			return Info{}, err
+		}
+		switch rec.typ {
+		case recEnd:
+			done = true
+		case recData:
+			err = v.WriteAt(ctx, rec.data, rec.offset)
+		case recZero:
+			err = v.Zero(ctx, rec.offset, uint64(rec.length), true)
+		}
+		if err != nil {
+			return Info{}, err
+		}
+		if progress != nil {
+			progress(min(rec.offset+uint64(rec.length), h.Size), h.Size)
+		}
+	}
+	if h.Size < v.Size {
+		if _, err := Resize(ctx, p, name, h.Size); err != nil {
+			return Info{}, err
+		}
+	}
+	if h.ToSnap != "" {
+		if _, err := SnapCreate(ctx, p, name, h.ToSnap); err != nil {
+			return Info{}, err
+		}
+	}
+	return Stat(ctx, p, name)
+}
+
+// unchangedSince checks that a volume holds what it held at snapshot s
+// (like zfs receive, a diff applies only onto the state it was made from).
+// Objects unwritten since are found from their snapshot state; the data of
+// the others (rewritten by a rollback, say) is compared.
+func unchangedSince(ctx context.Context, p *client.Pool, info *Info, s Snap) error {
+	if info.Size != s.Size {
+		return fmt.Errorf("%w: %s/%s was resized since snapshot %q: roll it back first (cairn volume snap rollback)", ErrInvalid, p.Name(), info.Name, s.Name)
+	}
+	now, err := OpenSnap(ctx, p, info.Name, "")
+	if err != nil {
+		return err
+	}
+	then, err := OpenSnap(ctx, p, info.Name, s.Name)
+	if err != nil {
+		return err
+	}
+	return forEachObject(ctx, 0, info.objects(info.Size), func(idx uint64) error {
+		set, _, err := p.Snaps(ctx, info.objectName(idx))
+		if errors.Is(err, client.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if set.Resolve(s.ID, true).Head {
+			return nil
+		}
+		same, err := sameObject(ctx, now, then, idx)
+		if err != nil || same {
+			return err
+		}
+		return fmt.Errorf("%w: %s/%s was written after snapshot %q (at byte %d): roll it back first (cairn volume snap rollback)", ErrInvalid, p.Name(), info.Name, s.Name, idx*info.ObjectSize)
+	})
+}
+
+// sameObject reports whether object idx reads the same in a and b.
+func sameObject(ctx context.Context, a, b *Volume, idx uint64) (bool, error) {
+	da, _, err := a.readObject(ctx, idx, 0, a.ObjectSize)
+	if err != nil {
+		return false, err
+	}
+	db, _, err := b.readObject(ctx, idx, 0, b.ObjectSize)
+	if err != nil {
+		return false, err
+	}
+	n := max(len(da), len(db))
+	return bytes.Equal(append(da, make([]byte, n-len(da))...), append(db, make([]byte, n-len(db))...)), nil
+}
+
 // Import creates the volume name from a full stream. If the stream turns
 // out damaged or the import fails, the volume is removed again.
 func Import(ctx context.Context, p *client.Pool, r io.Reader, name string, progress Progress) (info Info, err error) {
@@ -333,7 +585,11 @@ func Import(ctx context.Context, p *client.Pool, r io.Reader, name string, progr
 			}
 		}
 	}()
-	v := &Volume{Info: info, p: p}
+	v, err := Open(ctx, p, name)
+	if err != nil {
+		return Info{}, err
+	}
+	defer v.Close()
 	for {
 		rec, err := sr.next()
 		if err != nil {
@@ -343,6 +599,14 @@ func Import(ctx context.Context, p *client.Pool, r io.Reader, name string, progr
 		case recEnd:
 			if progress != nil {
 				progress(v.Size, v.Size)
+			}
+			if sr.Header.ToSnap != "" {
+				// The stream was made at a snapshot: take it here too, so
+				// diffs from it apply.
+				if _, err := SnapCreate(ctx, p, name, sr.Header.ToSnap); err != nil {
+					return Info{}, err
+				}
+				return Stat(ctx, p, name)
 			}
 			return info, nil
 		case recData:

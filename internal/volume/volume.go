@@ -6,18 +6,30 @@
 // Layout in the pool:
 //
 //	volumes                  directory: omap name → volume id
-//	volume.<name>            header: omap id, size, object_size, created, format
-//	vol.<id>.<index, 16 hex> data objects; absent = zeros
+//	volume.<name>            header: omap id, size, object_size, created, format,
+//	                         snap.<name> (JSON Snap), parent (JSON Parent),
+//	                         child.<pool>/<name> (JSON Child)
+//	vol.<id>.<index, 16 hex> data objects; absent = zeros (or, in a clone,
+//	                         the parent snapshot's data)
+//
+// Snapshots are copy-on-write at object granularity, done by the OSDs (see
+// client.WithSnapSeq): a snapshot is a number from the volume's snapshot
+// group in etcd, and every open writer joins that group, so a snapshot
+// counts only once every writer sends its number.
 package volume
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,10 +64,59 @@ type Info struct {
 	Size       uint64    `json:"size"`
 	ObjectSize uint64    `json:"object_size"`
 	Created    time.Time `json:"created"`
+	Snaps      []Snap    `json:"snapshots,omitempty"` // by ascending ID
+	Parent     *Parent   `json:"parent,omitempty"`
+	Children   []Child   `json:"children,omitempty"`
+
+	poolID uint32
 }
+
+// Snap is one snapshot of a volume.
+type Snap struct {
+	Name    string    `json:"name"`
+	ID      uint64    `json:"id"`
+	Size    uint64    `json:"size"`
+	Created time.Time `json:"created"`
+}
+
+// Parent names the snapshot a clone was made from. Overlap is how much of
+// the clone still reads the parent where the clone has no data of its own.
+type Parent struct {
+	Pool     string `json:"pool"`
+	Volume   string `json:"volume"`
+	Snap     string `json:"snap"`
+	SnapID   uint64 `json:"snap_id"`
+	Overlap  uint64 `json:"overlap"`
+	VolumeID string `json:"volume_id"`
+}
+
+// Child names a clone of one of a volume's snapshots.
+type Child struct {
+	Pool   string `json:"pool"`
+	Volume string `json:"volume"`
+	SnapID uint64 `json:"snap_id"`
+}
+
+// snap returns the snapshot called name.
+func (i *Info) snap(name string) (Snap, bool) {
+	for _, s := range i.Snaps {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Snap{}, false
+}
+
+// group is the volume's snapshot group in etcd.
+func (i *Info) group() string { return fmt.Sprintf("vol/%d/%s", i.poolID, i.ID) }
 
 // Create makes a thin volume: nothing but its header is written.
 func Create(ctx context.Context, p *client.Pool, name string, size, objectSize uint64) (Info, error) {
+	return create(ctx, p, name, size, objectSize, nil)
+}
+
+// create makes a volume whose header also holds extra.
+func create(ctx context.Context, p *client.Pool, name string, size, objectSize uint64, extra map[string][]byte) (Info, error) {
 	if !validName.MatchString(name) {
 		return Info{}, fmt.Errorf("%w: name %q: use up to 128 letters, digits, '.', '_' or '-', starting with a letter or digit", ErrInvalid, name)
 	}
@@ -70,18 +131,22 @@ func Create(ctx context.Context, p *client.Pool, name string, size, objectSize u
 	}
 	var idb [8]byte
 	rand.Read(idb[:])
-	info := Info{Pool: p.Name(), Name: name, ID: hex.EncodeToString(idb[:]), Size: size, ObjectSize: objectSize, Created: time.Now().UTC().Truncate(time.Second)}
+	info := Info{Pool: p.Name(), Name: name, ID: hex.EncodeToString(idb[:]), Size: size, ObjectSize: objectSize, Created: time.Now().UTC().Truncate(time.Second), poolID: p.ID()}
 	if err := p.Create(ctx, headerPrefix+name, true); err != nil {
 		if errors.Is(err, client.ErrExists) {
 			return Info{}, fmt.Errorf("%w: %s/%s", ErrExists, p.Name(), name)
 		}
 		return Info{}, err
 	}
-	if err := p.OmapSet(ctx, headerPrefix+name, map[string][]byte{
+	header := map[string][]byte{
 		"id": []byte(info.ID), "size": []byte(strconv.FormatUint(size, 10)),
 		"object_size": []byte(strconv.FormatUint(objectSize, 10)),
 		"created":     []byte(info.Created.Format(time.RFC3339)), "format": []byte(format),
-	}); err != nil {
+	}
+	for k, v := range extra {
+		header[k] = v
+	}
+	if err := p.OmapSet(ctx, headerPrefix+name, header); err != nil {
 		return Info{}, err
 	}
 	if err := p.OmapSet(ctx, directoryObject, map[string][]byte{name: []byte(info.ID)}); err != nil {
@@ -92,17 +157,31 @@ func Create(ctx context.Context, p *client.Pool, name string, size, objectSize u
 
 // Stat reads a volume's header.
 func Stat(ctx context.Context, p *client.Pool, name string) (Info, error) {
-	kv, err := p.OmapGet(ctx, headerPrefix+name, "id", "size", "object_size", "created", "format")
-	if errors.Is(err, client.ErrNotFound) || err == nil && len(kv) == 0 {
-		return Info{}, fmt.Errorf("%w: %s/%s", ErrNotFound, p.Name(), name)
+	kv := map[string][]byte{}
+	for start := ""; ; {
+		kvs, more, err := p.OmapList(ctx, headerPrefix+name, start, "", 1000)
+		if errors.Is(err, client.ErrNotFound) {
+			return Info{}, fmt.Errorf("%w: %s/%s", ErrNotFound, p.Name(), name)
+		}
+		if err != nil {
+			return Info{}, err
+		}
+		for _, e := range kvs {
+			kv[e.Key] = e.Value
+		}
+		if !more || len(kvs) == 0 {
+			break
+		}
+		start = kvs[len(kvs)-1].Key + "\x00"
 	}
-	if err != nil {
-		return Info{}, err
+	if len(kv) == 0 {
+		return Info{}, fmt.Errorf("%w: %s/%s", ErrNotFound, p.Name(), name)
 	}
 	if f := string(kv["format"]); f != format {
 		return Info{}, fmt.Errorf("volume %s/%s has header format %q; this cairn reads %q", p.Name(), name, f, format)
 	}
-	info := Info{Pool: p.Name(), Name: name, ID: string(kv["id"])}
+	info := Info{Pool: p.Name(), Name: name, ID: string(kv["id"]), poolID: p.ID()}
+	var err error
 	info.Size, err = strconv.ParseUint(string(kv["size"]), 10, 64)
 	if err == nil {
 		info.ObjectSize, err = strconv.ParseUint(string(kv["object_size"]), 10, 64)
@@ -111,8 +190,38 @@ func Stat(ctx context.Context, p *client.Pool, name string) (Info, error) {
 		return Info{}, fmt.Errorf("volume %s/%s: damaged header", p.Name(), name)
 	}
 	info.Created, _ = time.Parse(time.RFC3339, string(kv["created"]))
+	for k, v := range kv {
+		var err error
+		switch {
+		case strings.HasPrefix(k, snapKey):
+			var sn Snap
+			err = json.Unmarshal(v, &sn)
+			info.Snaps = append(info.Snaps, sn)
+		case strings.HasPrefix(k, childKey):
+			var c Child
+			err = json.Unmarshal(v, &c)
+			info.Children = append(info.Children, c)
+		case k == parentKey:
+			info.Parent = new(Parent)
+			err = json.Unmarshal(v, info.Parent)
+		}
+		if err != nil {
+			return Info{}, fmt.Errorf("volume %s/%s: damaged header entry %q: %v", p.Name(), name, k, err)
+		}
+	}
+	slices.SortFunc(info.Snaps, func(a, b Snap) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(info.Children, func(a, b Child) int {
+		return cmp.Or(cmp.Compare(a.Pool, b.Pool), cmp.Compare(a.Volume, b.Volume))
+	})
 	return info, nil
 }
+
+// Header keys beyond the fixed ones.
+const (
+	snapKey   = "snap."
+	childKey  = "child."
+	parentKey = "parent"
+)
 
 // List returns the volumes of a pool, by name.
 func List(ctx context.Context, p *client.Pool) ([]Info, error) {
@@ -186,52 +295,86 @@ func forEachObject(ctx context.Context, from, to uint64, fn func(uint64) error) 
 	return first
 }
 
-// Resize changes a volume's size; shrinking deletes the data beyond it.
+// Resize changes a volume's size; shrinking deletes the data beyond it
+// (snapshots keep theirs).
 func Resize(ctx context.Context, p *client.Pool, name string, size uint64) (Info, error) {
-	info, err := Stat(ctx, p, name)
-	if err != nil {
-		return Info{}, err
-	}
 	if size == 0 || size%512 != 0 {
 		return Info{}, fmt.Errorf("%w: size %d: want a positive multiple of 512 bytes", ErrInvalid, size)
 	}
-	if size < info.Size {
-		// Record the smaller size first: data beyond it is then unreachable
-		// even if the deletes below are cut short.
-		if err := p.OmapSet(ctx, headerPrefix+name, map[string][]byte{"size": []byte(strconv.FormatUint(size, 10))}); err != nil {
+	v, err := Open(ctx, p, name)
+	if err != nil {
+		return Info{}, err
+	}
+	defer v.Close()
+	header := map[string][]byte{"size": []byte(strconv.FormatUint(size, 10))}
+	if v.Parent != nil && size < v.Parent.Overlap {
+		// Growing again later reads zeros there, not the parent.
+		par := *v.Parent
+		par.Overlap = size
+		b, _ := json.Marshal(par)
+		header[parentKey] = b
+	}
+	// Record the smaller size first: data beyond it is then unreachable
+	// even if the deletes below are cut short.
+	if err := p.OmapSet(ctx, headerPrefix+name, header); err != nil {
+		return Info{}, err
+	}
+	if size < v.Size {
+		wp, done, err := v.writer()
+		if err != nil {
 			return Info{}, err
 		}
-		last := size / info.ObjectSize
-		if tail := size % info.ObjectSize; tail != 0 {
-			if err := p.Truncate(ctx, info.objectName(last), tail); err != nil && !errors.Is(err, client.ErrNotFound) {
+		defer done()
+		last := size / v.ObjectSize
+		if tail := size % v.ObjectSize; tail != 0 {
+			if err := v.copyUp(ctx, wp, last); err != nil {
+				return Info{}, err
+			}
+			if err := wp.Truncate(ctx, v.objectName(last), tail); err != nil {
 				return Info{}, err
 			}
 			last++
 		}
-		if err := forEachObject(ctx, last, info.objects(info.Size), func(i uint64) error {
-			return ignoreNotFound(p.Delete(ctx, info.objectName(i)))
+		if err := forEachObject(ctx, last, v.objects(v.Size), func(i uint64) error {
+			return ignoreNotFound(wp.Delete(ctx, v.objectName(i)))
 		}); err != nil {
 			return Info{}, err
 		}
-	} else if err := p.OmapSet(ctx, headerPrefix+name, map[string][]byte{"size": []byte(strconv.FormatUint(size, 10))}); err != nil {
-		return Info{}, err
 	}
-	info.Size = size
-	return info, nil
+	return Stat(ctx, p, name)
 }
 
-// Remove deletes a volume and all its data.
+// Remove deletes a volume and all its data. A volume with snapshots is
+// refused: they are removed first, one by one, on purpose.
 func Remove(ctx context.Context, p *client.Pool, name string) error {
 	info, err := Stat(ctx, p, name)
 	if err != nil {
 		return err
 	}
+	if len(info.Snaps) > 0 {
+		names := make([]string, len(info.Snaps))
+		for i, s := range info.Snaps {
+			names[i] = s.Name
+		}
+		return fmt.Errorf("%w: %s/%s has snapshots %s: remove them first (cairn volume snap rm)", ErrInvalid, p.Name(), name, strings.Join(names, ", "))
+	}
+	// Without a snapshot number a delete also removes every clone.
 	if err := forEachObject(ctx, 0, info.objects(info.Size), func(i uint64) error {
 		return ignoreNotFound(p.Delete(ctx, info.objectName(i)))
 	}); err != nil {
 		return err
 	}
+	if info.Parent != nil {
+		if pp, err := p.Client().Pool(info.Parent.Pool); err == nil {
+			if err := ignoreNotFound(pp.OmapRm(ctx, headerPrefix+info.Parent.Volume, childKey+p.Name()+"/"+name)); err != nil {
+				return err
+			}
+		}
+	}
 	if err := ignoreNotFound(p.Delete(ctx, headerPrefix+name)); err != nil {
+		return err
+	}
+	if err := p.Client().DeleteSnapGroup(ctx, info.group()); err != nil {
 		return err
 	}
 	return ignoreNotFound(p.OmapRm(ctx, directoryObject, name))

@@ -1,0 +1,196 @@
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cairn-storage/cairn/client"
+	"github.com/cairn-storage/cairn/internal/volume"
+)
+
+// volumeSum is the SHA-256 of a volume's content, now or at a snapshot.
+func volumeSum(t *testing.T, p *client.Pool, name, snap string) string {
+	t.Helper()
+	ctx := context.Background()
+	v, err := volume.OpenSnap(ctx, p, name, snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, v.Size)
+	if err := v.ReadAt(ctx, buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%x", sha256.Sum256(buf))
+}
+
+// TestVolumeSnapshots goes through what a backup of a VM disk does:
+//   - a snapshot taken while fio writes through NBD stays fixed while
+//     fio goes on writing;
+//   - export at a snapshot, import, export-diff, import-diff: the copy is
+//     identical to the source at each snapshot (qemu-img compare), and a
+//     damaged diff is refused with the copy rolled back to where it was;
+//   - a clone reads its parent snapshot, and its writes do not leak into
+//     the parent; flatten detaches it;
+//   - removing snapshots leaves no clone object behind.
+func TestVolumeSnapshots(t *testing.T) {
+	needTools(t, "qemu-img", "qemu-io", "fio")
+	c := startCluster(t, clusterOpts{hosts: 3, perHost: 1})
+	ctx := context.Background()
+	p := c.pool("default")
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := c.cli(nil, args...)
+		if err != nil {
+			t.Fatalf("cairn %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	qemuIO := func(export string, cmds ...string) {
+		t.Helper()
+		args := []string{"-f", "raw"}
+		if strings.Contains(export, "@") {
+			args = append(args, "-r") // snapshots are exported read-only
+		}
+		for _, c := range cmds {
+			args = append(args, "-c", c)
+		}
+		out := runTool(t, "qemu-io", append(args, c.nbdURI(export))...)
+		if strings.Contains(out, "fail") || strings.Contains(out, "error") {
+			t.Fatalf("qemu-io %v on %s:\n%s", cmds, export, out)
+		}
+	}
+	identical := func(a, b string) {
+		t.Helper()
+		out := runTool(t, "qemu-img", "compare", "-f", "raw", "-F", "raw", c.nbdURI(a), c.nbdURI(b))
+		if !strings.Contains(out, "identical") {
+			t.Fatalf("qemu-img compare %s %s:\n%s", a, b, out)
+		}
+	}
+
+	run("volume", "create", "default/vm", "--size", "64M", "--object-size", "1M")
+	qemuIO("default/vm", "write -P 0x11 0 64M")
+
+	// A snapshot while fio writes the first 8 MiB through NBD.
+	fio := exec.Command("fio", "--name=snap", "--ioengine=nbd", "--uri="+c.nbdURI("default/vm"),
+		"--rw=randwrite", "--bs=4k", "--iodepth=8", "--size=8M", "--time_based", "--runtime=6s")
+	fioOut := &strings.Builder{}
+	fio.Stdout, fio.Stderr = fioOut, fioOut
+	if err := fio.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	run("volume", "snap", "create", "default/vm@s1")
+	s1 := volumeSum(t, p, "vm", "s1")
+	time.Sleep(2 * time.Second)
+	if again := volumeSum(t, p, "vm", "s1"); again != s1 {
+		t.Fatal("snapshot s1 changed while fio kept writing")
+	}
+	if err := fio.Wait(); err != nil {
+		t.Fatalf("fio: %v\n%s", err, fioOut)
+	}
+	if volumeSum(t, p, "vm", "s1") != s1 || volumeSum(t, p, "vm", "") == s1 {
+		t.Fatal("after fio: the snapshot must be unchanged and the head changed")
+	}
+	qemuIO("default/vm@s1", "read -P 0x11 8M 56M") // beyond fio's range: as first written
+
+	// More writes, one object zeroed whole, then s2.
+	qemuIO("default/vm", "write -P 0x22 20M 64k", "write -P 0x23 40M 1M", "write -z -u 50M 1M")
+	run("volume", "snap", "create", "default/vm@s2")
+	qemuIO("default/vm", "write -P 0x33 0 1M") // after s2: in neither diff
+	qemuIO("default/vm@s2", "read -P 0x22 20M 64k", "read -P 0 50M 1M")
+	if out, err := exec.Command("qemu-io", "-f", "raw", "-c", "write 0 4k", c.nbdURI("default/vm@s2")).CombinedOutput(); err == nil && !strings.Contains(string(out), "failed") {
+		t.Fatalf("a write to a snapshot export succeeded:\n%s", out)
+	}
+
+	// Send and receive.
+	dir := t.TempDir()
+	full, diff := filepath.Join(dir, "s1.cvol"), filepath.Join(dir, "s1-s2.cvol")
+	run("volume", "export", "default/vm@s1", full)
+	run("volume", "import", full, "default/backup")
+	identical("default/vm@s1", "default/backup")
+	identical("default/vm@s1", "default/backup@s1")
+	run("volume", "export-diff", "--from-snap", "s1", "default/vm@s2", diff)
+	fi, _ := os.Stat(diff)
+	t.Logf("diff s1→s2 of a 64 MiB volume: %d bytes", fi.Size())
+	if fi.Size() > 16<<20 {
+		t.Errorf("the diff (%d bytes) should hold only the objects changed since s1 (at most 11 of 64)", fi.Size())
+	}
+	good, _ := os.ReadFile(diff)
+	bad := append([]byte(nil), good...)
+	bad[len(bad)*3/4] ^= 0x40
+	badFile := filepath.Join(dir, "bad.cvol")
+	os.WriteFile(badFile, bad, 0o644)
+	if out, err := c.cli(nil, "volume", "import-diff", badFile, "default/backup"); err == nil || !strings.Contains(err.Error(), "damaged") || !strings.Contains(err.Error(), "rolled back") {
+		t.Fatalf("import-diff of a damaged stream: want it refused and rolled back, got %v\n%s", err, out)
+	}
+	identical("default/vm@s1", "default/backup")
+	if strings.Contains(run("volume", "snap", "ls", "default/backup"), "s2") {
+		t.Fatal("a refused diff created its snapshot")
+	}
+	run("volume", "import-diff", diff, "default/backup")
+	identical("default/vm@s2", "default/backup")
+	identical("default/vm@s2", "default/backup@s2")
+	// The same diff again is refused: the copy already has s2.
+	if _, err := c.cli(nil, "volume", "import-diff", diff, "default/backup"); err == nil {
+		t.Fatal("a diff applied twice")
+	}
+	// Rollback, then a diff from the rolled-back state applies again.
+	run("volume", "snap", "rollback", "default/backup@s1")
+	identical("default/vm@s1", "default/backup")
+	run("volume", "snap", "rm", "default/backup@s2")
+	run("volume", "import-diff", diff, "default/backup")
+	identical("default/vm@s2", "default/backup")
+
+	// A clone of s1.
+	headBefore := volumeSum(t, p, "vm", "")
+	run("volume", "clone", "default/vm@s1", "default/cl")
+	identical("default/vm@s1", "default/cl")
+	qemuIO("default/cl", "write -P 0x77 0 4k", "write -P 0x78 33M 2M", "write -z -u 60M 1M")
+	qemuIO("default/cl", "read -P 0x77 0 4k", "read -P 0x78 33M 2M", "read -P 0 60M 1M", "read -P 0x11 36M 4M")
+	if volumeSum(t, p, "vm", "s1") != s1 || volumeSum(t, p, "vm", "") != headBefore {
+		t.Fatal("writes to the clone leaked into its parent")
+	}
+	clSum := volumeSum(t, p, "cl", "")
+	if _, err := c.cli(nil, "volume", "snap", "rm", "default/vm@s1"); err == nil {
+		t.Fatal("a snapshot with a clone was removed")
+	}
+	run("volume", "flatten", "default/cl")
+	if strings.Contains(run("volume", "info", "default/cl"), "parent") {
+		t.Fatal("flatten left the parent")
+	}
+	run("volume", "snap", "rm", "default/vm@s1")
+	if volumeSum(t, p, "cl", "") != clSum {
+		t.Fatal("the flattened clone changed when its parent snapshot went")
+	}
+
+	// No clone object outlives the snapshots.
+	if _, err := c.cli(nil, "volume", "rm", "default/vm"); err == nil {
+		t.Fatal("a volume with snapshots was removed")
+	}
+	run("volume", "snap", "rm", "default/vm@s2")
+	info, err := volume.Stat(ctx, p, "vm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(0); i < 64; i++ {
+		set, _, err := p.Snaps(ctx, fmt.Sprintf("vol.%s.%016x", info.ID, i))
+		if errors.Is(err, client.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(set.Clones) > 0 {
+			t.Fatalf("object %d keeps %d clones after every snapshot was removed", i, len(set.Clones))
+		}
+	}
+	run("volume", "rm", "default/vm")
+}

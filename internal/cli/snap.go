@@ -1,0 +1,114 @@
+package cli
+
+import (
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/cairn-storage/cairn/client"
+	"github.com/cairn-storage/cairn/internal/volume"
+	"github.com/spf13/cobra"
+)
+
+// snapCmd is `cairn volume snap`.
+func snapCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "snap", Short: "volume snapshots: create, list, remove, roll back"}
+	needSnap := func(arg, snap string) error {
+		if snap == "" {
+			return fmt.Errorf("%q: name the snapshot: POOL/NAME@SNAP", arg)
+		}
+		return nil
+	}
+	create := &cobra.Command{
+		Use:   "create POOL/NAME@SNAP",
+		Short: "take a snapshot (instant; later writes are copy-on-write)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withVolumeSnap(cmd.Context(), g, args[0], func(p *client.Pool, name, snap string) error {
+				if err := needSnap(args[0], snap); err != nil {
+					return err
+				}
+				s, err := volume.SnapCreate(cmd.Context(), p, name, snap)
+				if err != nil {
+					return err
+				}
+				if g.json {
+					return g.printJSON(s)
+				}
+				fmt.Fprintf(g.out, "created snapshot %s (id %d, %s)\n", args[0], s.ID, humanBytes(int64(s.Size)))
+				return nil
+			})
+		},
+	}
+	ls := &cobra.Command{
+		Use:   "ls POOL/NAME",
+		Short: "list a volume's snapshots",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withVolumePool(cmd.Context(), g, args[0], func(p *client.Pool, name string) error {
+				info, err := volume.Stat(cmd.Context(), p, name)
+				if err != nil {
+					return err
+				}
+				if g.json {
+					if info.Snaps == nil {
+						info.Snaps = []volume.Snap{}
+					}
+					return g.printJSON(info.Snaps)
+				}
+				w := tabwriter.NewWriter(g.out, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(w, "ID\tNAME\tSIZE\tCREATED")
+				for _, s := range info.Snaps {
+					fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", s.ID, s.Name, humanBytes(int64(s.Size)), s.Created.Format("2006-01-02 15:04:05"))
+				}
+				return w.Flush()
+			})
+		},
+	}
+	rm := &cobra.Command{
+		Use:   "rm POOL/NAME@SNAP",
+		Short: "remove a snapshot and the data only it kept",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withVolumeSnap(cmd.Context(), g, args[0], func(p *client.Pool, name, snap string) error {
+				if err := needSnap(args[0], snap); err != nil {
+					return err
+				}
+				bar := newCountBar(g, "snap rm "+args[0])
+				if err := volume.SnapRemove(cmd.Context(), p, name, snap, bar.update); err != nil {
+					return err
+				}
+				bar.finish()
+				fmt.Fprintf(g.out, "removed snapshot %s\n", args[0])
+				return nil
+			})
+		},
+	}
+	rollback := &cobra.Command{
+		Use:   "rollback POOL/NAME@SNAP",
+		Short: "make a volume what it was at a snapshot (stop its writers first)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withVolumeSnap(cmd.Context(), g, args[0], func(p *client.Pool, name, snap string) error {
+				if err := needSnap(args[0], snap); err != nil {
+					return err
+				}
+				bar := newCountBar(g, "rollback "+args[0])
+				if err := volume.Rollback(cmd.Context(), p, name, snap, bar.update); err != nil {
+					return err
+				}
+				bar.finish()
+				fmt.Fprintf(g.out, "rolled %s/%s back to %s\n", p.Name(), name, snap)
+				return nil
+			})
+		},
+	}
+	cmd.AddCommand(create, ls, rm, rollback)
+	return cmd
+}
+
+// newCountBar is a progress bar over objects.
+func newCountBar(g *globals, what string) *byteBar {
+	b := newByteBar(g, what)
+	b.objects = true
+	return b
+}

@@ -1,0 +1,230 @@
+package volume
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/cairn-storage/cairn/client"
+)
+
+// snapWait bounds how long taking a snapshot waits for open writers to
+// switch to its number.
+const snapWait = 30 * time.Second
+
+// SnapCreate takes snapshot snap of a volume: O(1), no data is copied.
+// Writes that returned before it are in it; writes that start after it
+// returns are not.
+func SnapCreate(ctx context.Context, p *client.Pool, name, snap string) (Snap, error) {
+	if !validName.MatchString(snap) {
+		return Snap{}, fmt.Errorf("%w: snapshot name %q: use up to 128 letters, digits, '.', '_' or '-', starting with a letter or digit", ErrInvalid, snap)
+	}
+	info, err := Stat(ctx, p, name)
+	if err != nil {
+		return Snap{}, err
+	}
+	if _, ok := info.snap(snap); ok {
+		return Snap{}, fmt.Errorf("%w: snapshot %s/%s@%s", ErrExists, p.Name(), name, snap)
+	}
+	id, err := p.Client().NextSnap(ctx, info.group(), snapWait)
+	if err != nil {
+		return Snap{}, err
+	}
+	s := Snap{Name: snap, ID: id, Size: info.Size, Created: time.Now().UTC().Truncate(time.Second)}
+	b, _ := json.Marshal(s)
+	if err := p.OmapSet(ctx, headerPrefix+name, map[string][]byte{snapKey + snap: b}); err != nil {
+		return Snap{}, err
+	}
+	return s, nil
+}
+
+// SnapRemove deletes a snapshot and then the object clones only it needed.
+// A snapshot that clones were made from is refused.
+func SnapRemove(ctx context.Context, p *client.Pool, name, snap string, progress Progress) error {
+	info, err := Stat(ctx, p, name)
+	if err != nil {
+		return err
+	}
+	s, ok := info.snap(snap)
+	if !ok {
+		return fmt.Errorf("%w: %s/%s@%s: no such snapshot", ErrNotFound, p.Name(), name, snap)
+	}
+	for _, c := range info.Children {
+		if c.SnapID == s.ID {
+			return fmt.Errorf("%w: %s/%s@%s has clone %s/%s: flatten or remove it first", ErrInvalid, p.Name(), name, snap, c.Pool, c.Volume)
+		}
+	}
+	// Gone from the header first: nobody reads it once trimming starts.
+	if err := p.OmapRm(ctx, headerPrefix+name, snapKey+snap); err != nil {
+		return err
+	}
+	var keep []uint64
+	for _, o := range info.Snaps {
+		if o.ID != s.ID {
+			keep = append(keep, o.ID)
+		}
+	}
+	return info.trim(ctx, p, keep, progress)
+}
+
+// trim deletes the clones no snapshot in keep needs, on every object any
+// snapshot or the head can have.
+func (i *Info) trim(ctx context.Context, p *client.Pool, keep []uint64, progress Progress) error {
+	n := i.objects(i.maxSize())
+	var done atomic.Uint64
+	return forEachObject(ctx, 0, n, func(idx uint64) error {
+		var err error
+		if len(keep) == 0 && idx*i.ObjectSize >= i.Size {
+			// Past the end, an object only served snapshots: without a
+			// snapshot number the delete takes its clones too.
+			err = ignoreNotFound(p.Delete(ctx, i.objectName(idx)))
+		} else {
+			err = ignoreNotFound(p.TrimSnaps(ctx, i.objectName(idx), keep))
+		}
+		if progress != nil {
+			progress(done.Add(1), n)
+		}
+		return err
+	})
+}
+
+// maxSize is the largest size the volume has had in any snapshot.
+func (i *Info) maxSize() uint64 {
+	m := i.Size
+	for _, s := range i.Snaps {
+		m = max(m, s.Size)
+	}
+	return m
+}
+
+// Rollback makes a volume's data and size what they were at snapshot snap.
+// Only objects that changed since are rewritten (found from their
+// snapshot state, without reading data). Writers should be stopped first:
+// a write racing the rollback may land on either side of it.
+func Rollback(ctx context.Context, p *client.Pool, name, snap string, progress Progress) error {
+	v, err := Open(ctx, p, name)
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	s, ok := v.snap(snap)
+	if !ok {
+		return fmt.Errorf("%w: %s/%s@%s: no such snapshot", ErrNotFound, p.Name(), name, snap)
+	}
+	at, err := OpenSnap(ctx, p, name, snap)
+	if err != nil {
+		return err
+	}
+	wp, done, err := v.writer()
+	if err != nil {
+		return err
+	}
+	defer done()
+	n := v.objects(v.maxSize())
+	var count atomic.Uint64
+	err = forEachObject(ctx, 0, n, func(idx uint64) error {
+		defer func() {
+			if progress != nil {
+				progress(count.Add(1), n)
+			}
+		}()
+		obj := v.objectName(idx)
+		set, _, err := p.Snaps(ctx, obj)
+		if errors.Is(err, client.ErrNotFound) {
+			return nil // absent now and then (no head means no clones)
+		}
+		if err != nil {
+			return err
+		}
+		if set.Resolve(s.ID, true).Head {
+			return nil // unchanged since the snapshot
+		}
+		data, ok, err := at.readObject(ctx, idx, 0, v.ObjectSize)
+		switch {
+		case err != nil:
+			return err
+		case ok:
+			return wp.Put(ctx, obj, data)
+		case v.inParent(idx):
+			return wp.Truncate(ctx, obj, 0)
+		}
+		return ignoreNotFound(wp.Delete(ctx, obj))
+	})
+	if err != nil {
+		return err
+	}
+	return p.OmapSet(ctx, headerPrefix+name, map[string][]byte{"size": fmt.Appendf(nil, "%d", s.Size)})
+}
+
+// Clone makes volume dst in dstPool from snapshot snap of volume src: it
+// reads the snapshot's data until written, and shares it until then.
+func Clone(ctx context.Context, src *client.Pool, name, snap string, dstPool *client.Pool, dst string) (Info, error) {
+	info, err := Stat(ctx, src, name)
+	if err != nil {
+		return Info{}, err
+	}
+	s, ok := info.snap(snap)
+	if !ok {
+		return Info{}, fmt.Errorf("%w: %s/%s@%s: no such snapshot", ErrNotFound, src.Name(), name, snap)
+	}
+	if info.ObjectSize > client.MaxChunk {
+		return Info{}, fmt.Errorf("%w: %s/%s has %d-byte objects; clones need objects of at most %d bytes", ErrInvalid, src.Name(), name, info.ObjectSize, client.MaxChunk)
+	}
+	// The parent records its child first, so the snapshot cannot be
+	// removed while the clone is being made.
+	ckey := childKey + dstPool.Name() + "/" + dst
+	cb, _ := json.Marshal(Child{Pool: dstPool.Name(), Volume: dst, SnapID: s.ID})
+	if err := src.OmapSet(ctx, headerPrefix+name, map[string][]byte{ckey: cb}); err != nil {
+		return Info{}, err
+	}
+	par := Parent{Pool: src.Name(), Volume: name, Snap: snap, SnapID: s.ID, Overlap: s.Size, VolumeID: info.ID}
+	pb, _ := json.Marshal(par)
+	out, err := create(ctx, dstPool, dst, s.Size, info.ObjectSize, map[string][]byte{parentKey: pb})
+	if err != nil {
+		src.OmapRm(context.WithoutCancel(ctx), headerPrefix+name, ckey)
+		return Info{}, err
+	}
+	out.Parent = &par
+	return out, nil
+}
+
+// Flatten copies into a clone all the data it still reads from its parent
+// and then detaches it, so the parent snapshot can be removed.
+func Flatten(ctx context.Context, p *client.Pool, name string, progress Progress) error {
+	v, err := Open(ctx, p, name)
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	if v.Parent == nil {
+		return fmt.Errorf("%w: %s/%s is not a clone", ErrInvalid, p.Name(), name)
+	}
+	wp, done, err := v.writer()
+	if err != nil {
+		return err
+	}
+	n := v.objects(v.overlap)
+	var count atomic.Uint64
+	err = forEachObject(ctx, 0, n, func(idx uint64) error {
+		err := v.copyUp(ctx, wp, idx)
+		if progress != nil {
+			progress(count.Add(1), n)
+		}
+		return err
+	})
+	done()
+	if err != nil {
+		return err
+	}
+	if err := p.OmapRm(ctx, headerPrefix+name, parentKey); err != nil {
+		return err
+	}
+	pp, err := p.Client().Pool(v.Parent.Pool)
+	if err != nil {
+		return err
+	}
+	return ignoreNotFound(pp.OmapRm(ctx, headerPrefix+v.Parent.Volume, childKey+p.Name()+"/"+name))
+}
