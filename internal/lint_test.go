@@ -24,6 +24,7 @@ var forbidden = map[string][]string{
 	"client":              {"internal/osd", "internal/mon", "internal/objstore", "internal/cli", "internal/volume", "internal/nbd"},
 	"internal/volume":     {"internal/osd", "internal/mon", "internal/objstore", "internal/cli", "internal/nbd"},
 	"internal/nbd":        {"internal/", "client"},
+	"internal/snapset":    {"internal/", "client"},
 }
 
 // TestImportGraph keeps dependencies pointing one way.

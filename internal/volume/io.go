@@ -70,6 +70,11 @@ func OpenSnap(ctx context.Context, p *client.Pool, name, snap string) (*Volume, 
 			return nil, fmt.Errorf("%w: %s/%s@%s: no such snapshot", ErrNotFound, p.Name(), name, snap)
 		}
 		v.Size, v.p, v.snapName = s.Size, p.AtSnap(s.ID), snap
+		if v.Parent != nil {
+			par := *v.Parent
+			par.Overlap = s.ParentOverlap
+			v.Parent = &par
+		}
 	}
 	if err := v.openParent(ctx); err != nil {
 		return nil, err

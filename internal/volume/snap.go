@@ -34,6 +34,9 @@ func SnapCreate(ctx context.Context, p *client.Pool, name, snap string) (Snap, e
 		return Snap{}, err
 	}
 	s := Snap{Name: snap, ID: id, Size: info.Size, Created: time.Now().UTC().Truncate(time.Second)}
+	if info.Parent != nil {
+		s.ParentOverlap = info.Parent.Overlap
+	}
 	b, _ := json.Marshal(s)
 	if err := p.OmapSet(ctx, headerPrefix+name, map[string][]byte{snapKey + snap: b}); err != nil {
 		return Snap{}, err
@@ -201,6 +204,10 @@ func Flatten(ctx context.Context, p *client.Pool, name string, progress Progress
 	defer v.Close()
 	if v.Parent == nil {
 		return fmt.Errorf("%w: %s/%s is not a clone", ErrInvalid, p.Name(), name)
+	}
+	if len(v.Snaps) > 0 {
+		// They read the parent where the clone had no data of its own.
+		return fmt.Errorf("%w: clone %s/%s has snapshots, which still read its parent: remove them first", ErrInvalid, p.Name(), name)
 	}
 	wp, done, err := v.writer()
 	if err != nil {

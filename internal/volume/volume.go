@@ -77,6 +77,9 @@ type Snap struct {
 	ID      uint64    `json:"id"`
 	Size    uint64    `json:"size"`
 	Created time.Time `json:"created"`
+	// ParentOverlap is a clone's overlap when the snapshot was taken: a
+	// later shrink does not take the parent's data from the snapshot.
+	ParentOverlap uint64 `json:"parent_overlap,omitempty"`
 }
 
 // Parent names the snapshot a clone was made from. Overlap is how much of
