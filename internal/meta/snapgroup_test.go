@@ -1,0 +1,95 @@
+package meta
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestSnapGroup: a new snapshot number is returned only once every
+// registered writer switched to it, a writer that cannot switch holds it
+// back with an error naming the wait, and a writer that leaves no longer
+// counts.
+func TestSnapGroup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd")
+	}
+	ep := startEtcd(t)
+	s := connect(t, ep)
+	ctx := context.Background()
+
+	if seq, err := s.SnapSeq(ctx, "g"); err != nil || seq != 0 {
+		t.Fatalf("a new group: seq %d, %v", seq, err)
+	}
+	var mu sync.Mutex
+	used := map[int]uint64{}
+	join := func(i int, block *sync.Mutex) *SnapWriter {
+		w, err := s.JoinSnapGroup(ctx, "g", func(seq uint64, ok bool) {
+			if block != nil {
+				block.Lock() // a write in flight under the old number
+				block.Unlock()
+			}
+			mu.Lock()
+			used[i] = seq
+			mu.Unlock()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	w1 := join(1, nil)
+	w2 := join(2, nil)
+	seq, err := s.NextSnap(ctx, "g", 10*time.Second)
+	if err != nil || seq != 1 {
+		t.Fatalf("first snapshot: %d, %v", seq, err)
+	}
+	mu.Lock()
+	if used[1] != 1 || used[2] != 1 {
+		t.Fatalf("NextSnap returned before the writers switched: %v", used)
+	}
+	mu.Unlock()
+
+	// A writer busy with a write holds the snapshot back until it is done.
+	var busy sync.Mutex
+	w3 := join(3, &busy)
+	busy.Lock()
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		busy.Unlock()
+	}()
+	if seq, err := s.NextSnap(ctx, "g", 10*time.Second); err != nil || seq != 2 {
+		t.Fatalf("second snapshot: %d, %v", seq, err)
+	}
+	mu.Lock()
+	if used[3] != 2 {
+		t.Fatalf("the busy writer had not switched: %v", used)
+	}
+	mu.Unlock()
+
+	// One that never finishes makes the snapshot fail, saying why.
+	var stuck sync.Mutex
+	w4 := join(4, &stuck)
+	stuck.Lock()
+	_, err = s.NextSnap(ctx, "g", time.Second)
+	if err == nil || !strings.Contains(err.Error(), "1 open writer(s) did not switch") {
+		t.Fatalf("a stuck writer: want an error naming it, got %v", err)
+	}
+	stuck.Unlock()
+	w4.Leave()
+
+	w1.Leave()
+	w2.Leave()
+	w3.Leave()
+	if seq, err := s.NextSnap(ctx, "g", 5*time.Second); err != nil || seq != 4 {
+		t.Fatalf("with no writers: %d, %v", seq, err)
+	}
+	if err := s.DeleteSnapGroup(ctx, "g"); err != nil {
+		t.Fatal(err)
+	}
+	if seq, _ := s.SnapSeq(ctx, "g"); seq != 0 {
+		t.Fatalf("a deleted group still has seq %d", seq)
+	}
+}
