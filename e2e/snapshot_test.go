@@ -194,3 +194,54 @@ func TestVolumeSnapshots(t *testing.T) {
 	}
 	run("volume", "rm", "default/vm")
 }
+
+// TestSnapshotsRecoverWithTheirOSD: an OSD killed while the first writes
+// after a snapshot make clones comes back and is brought up to date, clones
+// and snapshot state included: left alone, it serves the snapshot and the
+// head exactly.
+func TestSnapshotsRecoverWithTheirOSD(t *testing.T) {
+	c := startCluster(t, clusterOpts{hosts: 3, perHost: 1, downOut: 10 * time.Minute})
+	ctx := context.Background()
+	p := c.pool("default")
+	if out, err := c.cli(nil, "volume", "create", "default/v", "--size", "16M", "--object-size", "1M"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	v, err := volume.Open(ctx, p, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	if err := v.WriteAt(ctx, payload("before", 0, 16<<20), 0); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := c.cli(nil, "volume", "snap", "create", "default/v@s"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	snapSum := volumeSum(t, p, "v", "s")
+	c.kill("osd.0")
+	c.waitStatus(15*time.Second, "osd.0 down", func(st map[string]any, raw string) bool {
+		return st["osds_up"] == float64(2)
+	})
+	// Every object gets its clone while osd.0 is away; half are then
+	// zeroed whole (the head is kept, empty, for its clone).
+	if err := v.WriteAt(ctx, payload("after", 0, 16<<20), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Zero(ctx, 8<<20, 8<<20, true); err != nil {
+		t.Fatal(err)
+	}
+	headSum := volumeSum(t, p, "v", "")
+	c.restart("osd.0")
+	c.waitHealthy(60*time.Second, "osd.0 back")
+	c.kill("osd.1")
+	c.kill("osd.2")
+	c.waitStatus(15*time.Second, "osd.0 alone", func(st map[string]any, raw string) bool {
+		return st["osds_up"] == float64(1)
+	})
+	if got := volumeSum(t, p, "v", "s"); got != snapSum {
+		t.Fatal("osd.0 alone: the snapshot reads differently")
+	}
+	if got := volumeSum(t, p, "v", ""); got != headSum {
+		t.Fatal("osd.0 alone: the head reads differently")
+	}
+}
