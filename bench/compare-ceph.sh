@@ -19,6 +19,11 @@
 #   EST_CAIRN_MIBS=400
 #   CEPH_PG_NUM=128
 #   CLEANUP_TIMEOUT=4×DURATION+60  seconds allowed to delete one run's objects
+#   SUITES="objects block"  objects: rados bench vs cairn bench; block: fio's
+#                      rbd engine on a Ceph RBD image vs fio's nbd engine on a
+#                      cairn volume (and on nbdkit memory, if installed)
+#   FIO_IMAGE_MIB=1024 size of the RBD image / cairn volume the fio jobs use
+#   CAIRN_NBD_PORT=20909 NBDKIT_PORT=20910
 set -euo pipefail
 
 DURATION=${DURATION:-20}
@@ -38,6 +43,10 @@ CEPH_OSD_PORT_MIN=${CEPH_OSD_PORT_MIN:-16800}
 CAIRN_ETCD_PORT=${CAIRN_ETCD_PORT:-23790}
 CAIRN_OSD_PORT=${CAIRN_OSD_PORT:-26800}
 CAIRN_LEASE_TTL=${CAIRN_LEASE_TTL:-10s}
+CAIRN_NBD_PORT=${CAIRN_NBD_PORT:-20909}
+NBDKIT_PORT=${NBDKIT_PORT:-20910}
+SUITES=${SUITES:-objects block}
+FIO_IMAGE_MIB=${FIO_IMAGE_MIB:-1024}
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 NOSDS=3
@@ -55,6 +64,10 @@ die() {
 [[ $DURATION =~ ^[1-9][0-9]*$ ]] || die "DURATION must be a whole number of seconds, got '$DURATION'"
 [[ $THREADS =~ ^[1-9][0-9]*$ ]] || die "THREADS must be a positive integer, got '$THREADS'"
 [[ $SETTLE =~ ^[0-9]+$ ]] || die "SETTLE must be a whole number of seconds, got '$SETTLE'"
+for suite in $SUITES; do
+	[[ $suite == objects || $suite == block ]] || die "SUITES holds 'objects' and/or 'block', got '$SUITES'"
+done
+[[ $FIO_IMAGE_MIB =~ ^[1-9][0-9]*$ ]] || die "FIO_IMAGE_MIB must be a positive number of MiB, got '$FIO_IMAGE_MIB'"
 case $ONLY in
 "" | ceph | cairn) ;;
 *) die "ONLY must be empty, 'ceph' or 'cairn', got '$ONLY'" ;;
@@ -122,6 +135,9 @@ cleanup() {
 	if [[ -n $BENCH_PID ]]; then
 		stop_pids 5 "$BENCH_PID"
 	fi
+	if [[ -n ${NBDKIT_PID:-} ]]; then
+		stop_pids 5 "$NBDKIT_PID"
+	fi
 	if [[ -n $CAIRN_DEV_PID ]]; then
 		log "stopping the cairn dev cluster (pid $CAIRN_DEV_PID)"
 		# cairn dev stops its own children on SIGTERM; its OSD pids are
@@ -183,7 +199,7 @@ if ! command -v python3 >/dev/null; then
 fi
 if ((RUN_CEPH)); then
 	missing=()
-	for t in ceph-mon ceph-mgr ceph-osd ceph monmaptool ceph-authtool rados; do
+	for t in ceph-mon ceph-mgr ceph-osd ceph monmaptool ceph-authtool rados rbd; do
 		command -v "$t" >/dev/null || missing+=("$t")
 	done
 	if ((${#missing[@]})); then
@@ -309,6 +325,64 @@ def record_cleanup(raw, system, workload, path, secs, rc):
     else:
         print(f"{system} {workload}: {status} after {secs:.1f} s (exit {rc}); see {path}")
 
+def record_fio(raw, system, workload, path, ticks, clk, rc):
+    r = dict(system=system, workload=workload, status="failed", exit_code=int(rc), output=path)
+    try:
+        text = open(path, errors="replace").read()
+        j = json.loads(text[text.index("{"):])["jobs"][0]  # fio may print notes first
+    except (ValueError, KeyError, IndexError):
+        j = None
+    if rc == "0" and j and not j.get("error"):
+        side = j["write"] if j["write"]["io_bytes"] else j["read"]
+        pct = side["clat_ns"].get("percentile", {})
+        ops, nbytes = side["total_ios"], side["io_bytes"]
+        cpu_s = int(ticks) / int(clk) if ticks != "" else None
+        per_gib, per_kops = cpu_figures(cpu_s, ops, nbytes)
+        r.update(status="ok", ops=ops, bytes=nbytes, seconds=side["runtime"] / 1e3,
+                 iops=side["iops"], mib_s=side["bw_bytes"] / 2**20, lat_avg_us=side["lat_ns"]["mean"] / 1e3,
+                 lat_p50_us=num(pct.get("50.000000")) / 1e3 if pct.get("50.000000") else None,
+                 lat_p99_us=num(pct.get("99.000000")) / 1e3 if pct.get("99.000000") else None,
+                 cpu_s=cpu_s, cpu_s_per_gib=per_gib, cpu_s_per_1000_ops=per_kops)
+    with open(raw, "a") as f:
+        f.write(json.dumps(r) + "\n")
+    return r
+
+BLOCK_ROWS = [
+    ("fio-randwrite-4k-qd1", "4 KiB randwrite, QD1 (IOPS)", "iops", 0, True),
+    ("fio-randwrite-4k-qd1", "4 KiB randwrite, QD1: p50 latency (µs)", "lat_p50_us", 0, False),
+    ("fio-randwrite-4k-qd16", "4 KiB randwrite, QD16 (IOPS)", "iops", 0, True),
+    ("fio-randread-4k-qd16", "4 KiB randread, QD16 (IOPS)", "iops", 0, True),
+    ("fio-write-1m-qd4", "1 MiB seq write, QD4 (MiB/s)", "mib_s", 0, True),
+    ("fio-read-1m-qd4", "1 MiB seq read, QD4 (MiB/s)", "mib_s", 0, True),
+]
+
+def block_table(recs):
+    if not any(w.startswith("fio-") for (_, w) in recs):
+        return []
+    out = ["## Block volumes: fio rbd (Ceph RBD, rbd_cache off) vs fio nbd (cairn volume)", "",
+           "| job | Ceph RBD | cairn | ratio (>1: cairn better) | nbdkit memory | cairn / nbdkit | Ceph OSD CPU s/GiB | cairn OSD CPU s/GiB |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    def val(r, key, digits):
+        if r is None:
+            return "not run", None
+        if r.get("status") != "ok":
+            return r.get("status", "failed"), None
+        return fmt(r.get(key), digits), r.get(key)
+    done = set()
+    for wl, label, key, digits, higher in BLOCK_ROWS:
+        c, k, m = recs.get(("ceph", wl)), recs.get(("cairn", wl)), recs.get(("nbdkit", wl))
+        cs, cv = val(c, key, digits)
+        ks, kv = val(k, key, digits)
+        ms, mv = val(m, key, digits)
+        ratio = lambda a, b: f"{(a / b if higher else b / a):.2f}×" if a and b else "n/a"
+        cpu = lambda r: fmt_cpu(r.get("cpu_s_per_gib")) if r and r.get("status") == "ok" and wl not in done else ("″" if wl in done else "n/a")
+        out.append(f"| {label} | {cs} | {ks} | {ratio(kv, cv)} | {ms} | {ratio(kv, mv)} | {cpu(c)} | {cpu(k)} |")
+        done.add(wl)
+    out += ["", "Same fio jobs, same run, alternating. CPU: utime+stime of the OSD processes only (librbd runs "
+            "inside fio, cairn's client inside `cairn nbd`). nbdkit memory is the cost of the NBD protocol "
+            "alone on this machine (the ratio there is cairn's, <1 means slower than memory).", ""]
+    return out
+
 def record_status(raw, system, workload, status, note):
     with open(raw, "a") as f:
         f.write(json.dumps(dict(system=system, workload=workload, status=status, note=note)) + "\n")
@@ -409,7 +483,7 @@ def report(raw, md_path, json_path, meta_path):
           "Ratio: cairn/Ceph for MiB/s and IOPS, Ceph/cairn for latency. CPU: Ceph = utime+stime of the 3 ceph-osd "
           "processes over the run (/proc); cairn = the bench's own cpu.cluster_seconds (cross-checked below). "
           "rados bench prints no latency percentiles, hence n/a.", "",
-          "## Details", "", *detail, "", idle, ""]
+          "## Details", "", *detail, "", idle, "", *block_table(recs)]
     if len(cleanups) > 2:
         md += cleanups + [""]
     if notes:
@@ -458,6 +532,8 @@ if __name__ == "__main__":
             print(f"cpu: bench JSON {fmt(r['cpu_s'], 2)} s, /proc of cairn OSDs {fmt(r['proc_cpu_s'], 2)} s")
     elif cmd == "record-cleanup":
         record_cleanup(*args)
+    elif cmd == "record-fio":
+        record_fio(*args)
     elif cmd == "record-status":
         record_status(*args)
     elif cmd == "summary":
@@ -499,6 +575,10 @@ est_secs=$((DURATION + 2))
 CEPH_BLOCK_GIB=$(((EST_CEPH_MIBS * est_secs * 2 + 1023) / 1024 + 2))
 ((CEPH_BLOCK_GIB < 10)) && CEPH_BLOCK_GIB=10
 need_gib=$MIN_FREE_GIB
+if [[ " $SUITES " == *" block "* ]]; then
+	# Each system keeps 3 copies of the image.
+	need_gib=$((need_gib + 2 * 3 * FIO_IMAGE_MIB / 1024 + 1))
+fi
 if ((RUN_CEPH)); then
 	ceph_gib=$((NOSDS * EST_CEPH_MIBS * est_secs * 110 / 100 / 1024 + 2))
 	need_gib=$((need_gib + ceph_gib))
@@ -609,6 +689,10 @@ osd objectstore = bluestore
 # (including the HDD profile it picks because the virtio disk reports rotational).
 bluestore block create = true
 bluestore block size = $block_bytes
+[client]
+# librbd's cache acknowledges writes before they are durable (as Proxmox's
+# cache=none, it is off for honest fio rbd figures).
+rbd cache = false
 EOF
 	log "Ceph: fsid $fsid, data in $CEPH_DIR, $NOSDS OSDs on sparse ${CEPH_BLOCK_GIB} GiB files, mon $mon_addrs, auth none (loopback only)"
 	ceph-authtool --create-keyring "$CEPH_DIR/keyring" --gen-key -n mon. --cap mon 'allow *' >/dev/null
@@ -686,8 +770,8 @@ ceph_wait() {
 
 start_cairn() {
 	local p
-	for p in "$CAIRN_ETCD_PORT" "$((CAIRN_ETCD_PORT + 1))" "$CAIRN_OSD_PORT" "$((CAIRN_OSD_PORT + 1))" "$((CAIRN_OSD_PORT + 2))"; do
-		port_free "$p" || die "port $p (cairn) is in use; set CAIRN_ETCD_PORT / CAIRN_OSD_PORT"
+	for p in "$CAIRN_ETCD_PORT" "$((CAIRN_ETCD_PORT + 1))" "$CAIRN_OSD_PORT" "$((CAIRN_OSD_PORT + 1))" "$((CAIRN_OSD_PORT + 2))" "$CAIRN_NBD_PORT"; do
+		port_free "$p" || die "port $p (cairn) is in use; set CAIRN_ETCD_PORT / CAIRN_OSD_PORT / CAIRN_NBD_PORT"
 	done
 	if [[ -e $CAIRN_DIR ]]; then
 		# Left by an earlier run with KEEP=1: cairn dev would restart it with its data.
@@ -698,7 +782,7 @@ start_cairn() {
 	fi
 	log "cairn: starting a dev cluster (3 hosts × 1 OSD, pool '$CAIRN_POOL' size 3) in $CAIRN_DIR"
 	"$CAIRN" dev --dir "$CAIRN_DIR" --hosts 3 --osds-per-host 1 --etcd-port "$CAIRN_ETCD_PORT" \
-		--osd-port "$CAIRN_OSD_PORT" --lease-ttl "$CAIRN_LEASE_TTL" >"$WORKDIR/cairn-dev.out" 2>&1 &
+		--osd-port "$CAIRN_OSD_PORT" --nbd-port "$CAIRN_NBD_PORT" --lease-ttl "$CAIRN_LEASE_TTL" >"$WORKDIR/cairn-dev.out" 2>&1 &
 	CAIRN_DEV_PID=$!
 	local deadline=$((SECONDS + 120))
 	until grep -q "is up" "$WORKDIR/cairn-dev.out" 2>/dev/null; do
@@ -866,6 +950,100 @@ workload() {
 	run_cairn "$@"
 }
 
+# --- block volumes: fio rbd vs fio nbd ------------------------------------------
+
+FIO_JOBS=(
+	"fio-randwrite-4k-qd1 randwrite 4k 1"
+	"fio-randwrite-4k-qd16 randwrite 4k 16"
+	"fio-randread-4k-qd16 randread 4k 16"
+	"fio-write-1m-qd4 write 1m 4"
+	"fio-read-1m-qd4 read 1m 4"
+)
+NBDKIT_PID=""
+
+# fio_target SYSTEM: the fio options that reach SYSTEM's image.
+fio_target() {
+	case $1 in
+	ceph) echo "--ioengine=rbd --clientname=admin --pool=$CEPH_POOL --rbdname=fioimg" ;;
+	cairn) echo "--ioengine=nbd --uri=nbd://127.0.0.1:$CAIRN_NBD_PORT/$CAIRN_POOL/fioimg" ;;
+	nbdkit) echo "--ioengine=nbd --uri=nbd://127.0.0.1:$NBDKIT_PORT/" ;;
+	esac
+}
+
+# fio_pids SYSTEM: the server processes whose CPU a job is charged.
+fio_pids() {
+	case $1 in
+	ceph) echo "${CEPH_OSD_PIDS[*]}" ;;
+	cairn) echo "${CAIRN_OSD_PIDS[*]}" ;;
+	nbdkit) echo "$NBDKIT_PID" ;;
+	esac
+}
+
+# run_fio SYSTEM NAME RW BS QD
+run_fio() {
+	local sys=$1 name=$2 rw=$3 bs=$4 qd=$5 out="$RESULTS/$1-$2.json" t0 t1 rc=0 pids
+	read -ra pids <<<"$(fio_pids "$sys")"
+	log "$sys $name: fio --rw=$rw --bs=$bs --iodepth=$qd"
+	t0=$(cpu_ticks "${pids[@]}")
+	# shellcheck disable=SC2046
+	CEPH_CONF="$CEPH_CONF" timeout "$BENCH_TIMEOUT" fio --name="$name" $(fio_target "$sys") --rw="$rw" --bs="$bs" \
+		--iodepth="$qd" --size="${FIO_IMAGE_MIB}M" --time_based --runtime="$DURATION" --ramp_time=2 \
+		--output-format=json >"$out" 2>&1 &
+	BENCH_PID=$!
+	watch_bench "$sys $name" || rc=$?
+	t1=$(cpu_ticks "${pids[@]}")
+	local d=""
+	[[ -n $t0 && -n $t1 ]] && d=$((t1 - t0))
+	((rc == 0)) || {
+		log "$sys $name: fio exited with status $rc; last lines of $out:"
+		tail -n 10 "$out" >&2
+	}
+	helper record-fio "$RAW" "$sys" "$name" "$out" "$d" "$CLK_TCK" "$rc"
+	helper summary "$RAW" >&2
+	sleep "$SETTLE"
+}
+
+block_suite() {
+	command -v fio >/dev/null || die "fio is not installed (apt-get install fio)"
+	fio --enghelp 2>/dev/null | grep -qw rbd || die "this fio has no rbd engine (Debian's fio has it)"
+	local systems=()
+	if ((RUN_CEPH)); then
+		log "Ceph: RBD image $CEPH_POOL/fioimg, ${FIO_IMAGE_MIB} MiB"
+		ceph_cli osd pool application enable "$CEPH_POOL" rbd --yes-i-really-mean-it >/dev/null 2>&1 || true
+		timeout 60 rbd -c "$CEPH_CONF" create "$CEPH_POOL/fioimg" --size "$FIO_IMAGE_MIB" || die "rbd create failed"
+		systems+=(ceph)
+	fi
+	if ((RUN_CAIRN)); then
+		log "cairn: volume $CAIRN_POOL/fioimg, ${FIO_IMAGE_MIB} MiB, served by cairn nbd on $CAIRN_NBD_PORT"
+		"$CAIRN" --conf "$CAIRN_CONF" volume create "$CAIRN_POOL/fioimg" --size "${FIO_IMAGE_MIB}M" >/dev/null ||
+			die "cairn volume create failed"
+		systems+=(cairn)
+	fi
+	if command -v nbdkit >/dev/null && port_free "$NBDKIT_PORT"; then
+		nbdkit --foreground --port "$NBDKIT_PORT" --ipaddr 127.0.0.1 memory "${FIO_IMAGE_MIB}M" &
+		NBDKIT_PID=$!
+		sleep 1
+		systems+=(nbdkit)
+	else
+		log "nbdkit is not installed (or port $NBDKIT_PORT is busy): no NBD-protocol baseline column"
+	fi
+	local sys job name rw bs qd
+	for sys in "${systems[@]}"; do
+		log "$sys: prefilling the image (1 MiB writes) so reads read data"
+		# shellcheck disable=SC2046
+		CEPH_CONF="$CEPH_CONF" timeout "$BENCH_TIMEOUT" fio --name=fill $(fio_target "$sys") --rw=write --bs=1m \
+			--iodepth=4 --size="${FIO_IMAGE_MIB}M" >"$RESULTS/$sys-fill.txt" 2>&1 || die "prefilling $sys failed: $(tail -n 5 "$RESULTS/$sys-fill.txt")"
+	done
+	for job in "${FIO_JOBS[@]}"; do
+		read -r name rw bs qd <<<"$job"
+		for sys in "${systems[@]}"; do
+			run_fio "$sys" "$name" "$rw" "$bs" "$qd"
+		done
+	done
+	[[ -n $NBDKIT_PID ]] && stop_pids 5 "$NBDKIT_PID"
+	NBDKIT_PID=""
+}
+
 # --- main ----------------------------------------------------------------------
 
 CEPH_VERSION="n/a"
@@ -905,17 +1083,27 @@ json.dump(dict(date="$(date -u +%Y-%m-%dT%H:%M:%SZ)", duration=$DURATION, thread
 EOF
 
 STAMP=$$
-log "running workloads: $DURATION s each, Ceph then cairn"
-workload write-4m write 4194304 "$THREADS" "b4m-$STAMP"
-workload seq-4m seq 4194304 "$THREADS" "b4m-$STAMP"
-workload rand-4m rand 4194304 "$THREADS" "b4m-$STAMP"
-cleanup_objects cleanup-4m "b4m-$STAMP"
-workload write-4k write 4096 "$THREADS" "b4k-$STAMP"
-workload seq-4k seq 4096 "$THREADS" "b4k-$STAMP"
-workload rand-4k rand 4096 "$THREADS" "b4k-$STAMP"
-cleanup_objects cleanup-4k "b4k-$STAMP"
-workload write-4k-qd1 write 4096 1 "b4kq1-$STAMP"
-cleanup_objects cleanup-4k-qd1 "b4kq1-$STAMP" last
+if [[ " $SUITES " == *" objects "* ]]; then
+	log "object workloads: $DURATION s each, Ceph then cairn"
+	workload write-4m write 4194304 "$THREADS" "b4m-$STAMP"
+	workload seq-4m seq 4194304 "$THREADS" "b4m-$STAMP"
+	workload rand-4m rand 4194304 "$THREADS" "b4m-$STAMP"
+	cleanup_objects cleanup-4m "b4m-$STAMP"
+	workload write-4k write 4096 "$THREADS" "b4k-$STAMP"
+	workload seq-4k seq 4096 "$THREADS" "b4k-$STAMP"
+	workload rand-4k rand 4096 "$THREADS" "b4k-$STAMP"
+	cleanup_objects cleanup-4k "b4k-$STAMP"
+	workload write-4k-qd1 write 4096 1 "b4kq1-$STAMP"
+	# The block suite needs the space back; otherwise the clusters go next.
+	if [[ " $SUITES " == *" block "* ]]; then
+		cleanup_objects cleanup-4k-qd1 "b4kq1-$STAMP"
+	else
+		cleanup_objects cleanup-4k-qd1 "b4kq1-$STAMP" last
+	fi
+fi
+if [[ " $SUITES " == *" block "* ]]; then
+	block_suite
+fi
 
 echo
 helper report "$RAW" "$WORKDIR/results.md" "$WORKDIR/results.json" "$RESULTS/meta.json"

@@ -437,6 +437,7 @@ POOL/NAME@SNAP exports a snapshot, read-only.
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			dataPathGC()
 			if debugListen != "" {
 				if err := serveDebug(debugListen); err != nil {
 					return err

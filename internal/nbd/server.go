@@ -410,10 +410,16 @@ func (c *conn) transmit(ctx context.Context) error {
 	}
 }
 
-// queue adds a reply to the write buffer and asks the flusher to send it.
-func (c *conn) queue(b []byte) {
+// queue adds a reply, in parts written in order under one lock, to the
+// write buffer and asks the flusher to send it.
+func (c *conn) queue(parts ...[]byte) {
 	c.wmu.Lock()
-	_, err := c.w.Write(b)
+	var err error
+	for _, b := range parts {
+		if _, err = c.w.Write(b); err != nil {
+			break
+		}
+	}
 	c.wmu.Unlock()
 	if err != nil {
 		return // the connection is gone; the reader sees it too
@@ -528,17 +534,19 @@ func (c *conn) do(ctx context.Context, req request, data []byte) {
 // sendRead answers a successful read: structured (holes cost nothing) when
 // negotiated, else one simple reply with the data.
 func (c *conn) sendRead(req request, chunks []Chunk) {
-	var b []byte
+	// Headers and data go to the connection's buffer as separate parts:
+	// large data is written through without being copied into one reply.
+	var parts [][]byte
 	if !c.structured {
-		b = appendSimpleReply(make([]byte, 0, 16+req.length), 0, req.handle)
+		parts = append(parts, appendSimpleReply(make([]byte, 0, 16), 0, req.handle))
 		for _, ch := range chunks {
 			if ch.Data != nil {
-				b = append(b, ch.Data...)
+				parts = append(parts, ch.Data)
 			} else {
-				b = append(b, make([]byte, ch.Hole)...)
+				parts = append(parts, make([]byte, ch.Hole))
 			}
 		}
-		c.queue(b)
+		c.queue(parts...)
 		return
 	}
 	chunks = slices.DeleteFunc(chunks, func(ch Chunk) bool { return ch.len() == 0 })
@@ -552,18 +560,19 @@ func (c *conn) sendRead(req request, chunks []Chunk) {
 		if i == len(chunks)-1 {
 			flags = replyFlagDone
 		}
+		var h []byte
 		if ch.Data != nil {
-			b = appendChunkHeader(b, flags, replyOffsetData, req.handle, 8+uint32(len(ch.Data)))
-			b = binary.BigEndian.AppendUint64(b, off)
-			b = append(b, ch.Data...)
+			h = appendChunkHeader(make([]byte, 0, 28), flags, replyOffsetData, req.handle, 8+uint32(len(ch.Data)))
+			h = binary.BigEndian.AppendUint64(h, off)
+			parts = append(parts, h, ch.Data)
 		} else {
-			b = appendChunkHeader(b, flags, replyOffsetHole, req.handle, 12)
-			b = binary.BigEndian.AppendUint64(b, off)
-			b = binary.BigEndian.AppendUint32(b, ch.Hole)
+			h = appendChunkHeader(make([]byte, 0, 32), flags, replyOffsetHole, req.handle, 12)
+			h = binary.BigEndian.AppendUint64(h, off)
+			parts = append(parts, binary.BigEndian.AppendUint32(h, ch.Hole))
 		}
 		off += uint64(ch.len())
 	}
-	c.queue(b)
+	c.queue(parts...)
 }
 
 // sendBlockStatus answers NBD_CMD_BLOCK_STATUS with one chunk of

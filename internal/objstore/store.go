@@ -948,6 +948,6 @@ func (s *Store) lockObjects(t *Txn) func() {
 // Tunables; tests shorten them to exercise checkpoints under load.
 var (
 	checkpointInterval = 500 * time.Millisecond
-	journalKickBytes   = int64(64 << 20)
+	journalKickBytes   = int64(16 << 20)
 	spaceCacheValidity = 100 * time.Millisecond
 )
