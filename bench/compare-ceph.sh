@@ -475,15 +475,17 @@ def report(raw, md_path, json_path, meta_path):
     idle = (f"Idle OSD CPU before the runs (both clusters stay up throughout): Ceph {fmt(meta.get('ceph_idle_osd_cores'), 3)} cores, "
             f"cairn {fmt(meta.get('cairn_idle_osd_cores'), 3)} cores; it is included in every CPU figure above.")
     notes = list(dict.fromkeys(r.get("note") for r in recs.values() if r.get("note")))
-    md = [f"# cairn vs Ceph, {meta.get('date','')}", "",
-          f"{meta.get('duration')} s per run, 3 OSDs, 3 copies, one disk, {meta.get('nproc')} CPUs; "
-          f"Ceph {meta.get('ceph_version','n/a')} (OSD rotational={meta.get('ceph_rotational','n/a')}, "
-          f"pg_num {meta.get('ceph_pg_num')}); cairn {meta.get('cairn_version','n/a')}.", "",
+    objects = [] if all(w.startswith("fio-") for (_, w) in recs) else [
           *lines, "",
           "Ratio: cairn/Ceph for MiB/s and IOPS, Ceph/cairn for latency. CPU: Ceph = utime+stime of the 3 ceph-osd "
           "processes over the run (/proc); cairn = the bench's own cpu.cluster_seconds (cross-checked below). "
           "rados bench prints no latency percentiles, hence n/a.", "",
-          "## Details", "", *detail, "", idle, "", *block_table(recs)]
+          "## Details", "", *detail, ""]
+    md = [f"# cairn vs Ceph, {meta.get('date','')}", "",
+          f"{meta.get('duration')} s per run, 3 OSDs, 3 copies, one disk, {meta.get('nproc')} CPUs; "
+          f"Ceph {meta.get('ceph_version','n/a')} (OSD rotational={meta.get('ceph_rotational','n/a')}, "
+          f"pg_num {meta.get('ceph_pg_num')}); cairn {meta.get('cairn_version','n/a')}.", "",
+          *objects, idle, "", *block_table(recs)]
     if len(cleanups) > 2:
         md += cleanups + [""]
     if notes:
