@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -419,7 +421,7 @@ func withVolumePool(ctx context.Context, g *globals, arg string, fn func(*client
 }
 
 func nbdCmd(g *globals) *cobra.Command {
-	var listen, debugListen string
+	var listen, debugListen, tlsCert, tlsKey, tlsClientCA string
 	cmd := &cobra.Command{
 		Use:   "nbd",
 		Short: "serve volumes over NBD: export name POOL/NAME",
@@ -430,7 +432,11 @@ block status (base:allocation) so clients skip what was never written; safe
 with several connections per export). Writes are acknowledged when
 durable on every copy, so FLUSH has nothing left to do.
 
-POOL/NAME@SNAP exports a snapshot, read-only.
+POOL/NAME@SNAP exports a snapshot, read-only. With --tls-cert and --tls-key
+the server requires TLS (NBD_OPT_STARTTLS) before anything else; with
+--tls-client-ca it also requires a client certificate signed by that CA.
+
+  nbdinfo 'nbds://127.0.0.1:10809/default/vm1?tls-certificates=/etc/pki/cairn'
 
   qemu-img info nbd://127.0.0.1:10809/default/vm1
   nbdinfo --list nbd://127.0.0.1:10809`,
@@ -452,7 +458,11 @@ POOL/NAME@SNAP exports a snapshot, read-only.
 			if err != nil {
 				return fmt.Errorf("nbd: listen on %s: %w", listen, err)
 			}
-			srv := &nbd.Server{Exports: volumeExports{c}, Logf: logger.Printf}
+			tc, err := nbdTLS(tlsCert, tlsKey, tlsClientCA)
+			if err != nil {
+				return err
+			}
+			srv := &nbd.Server{Exports: volumeExports{c}, Logf: logger.Printf, TLS: tc}
 			logger.Printf("nbd: serving volumes on %s", ln.Addr())
 			go func() {
 				<-ctx.Done()
@@ -463,7 +473,40 @@ POOL/NAME@SNAP exports a snapshot, read-only.
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:10809", "address to serve NBD on")
 	cmd.Flags().StringVar(&debugListen, "debug-listen", "", "serve Go profiling (/debug/pprof) on this address")
+	cmd.Flags().StringVar(&tlsCert, "tls-cert", "", "PEM certificate (chain): require TLS")
+	cmd.Flags().StringVar(&tlsKey, "tls-key", "", "PEM private key of --tls-cert")
+	cmd.Flags().StringVar(&tlsClientCA, "tls-client-ca", "", "PEM CA certificates: also require a client certificate they signed")
 	return cmd
+}
+
+// nbdTLS builds the NBD server's TLS configuration (nil: no TLS).
+func nbdTLS(certFile, keyFile, clientCA string) (*tls.Config, error) {
+	if certFile == "" && keyFile == "" {
+		if clientCA != "" {
+			return nil, fmt.Errorf("nbd: --tls-client-ca needs --tls-cert and --tls-key")
+		}
+		return nil, nil
+	}
+	if certFile == "" || keyFile == "" {
+		return nil, fmt.Errorf("nbd: TLS needs both --tls-cert and --tls-key")
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("nbd: loading the TLS certificate %s and key %s: %w", certFile, keyFile, err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if clientCA != "" {
+		pem, err := os.ReadFile(clientCA)
+		if err != nil {
+			return nil, fmt.Errorf("nbd: --tls-client-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("nbd: --tls-client-ca %s holds no PEM certificate", clientCA)
+		}
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
 }
 
 // volumeExports serves cairn volumes as NBD exports named POOL/NAME.

@@ -3,6 +3,7 @@ package nbd
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -75,6 +76,10 @@ type Server struct {
 	Logf func(string, ...any)
 	// MaxInFlight bounds the requests one connection runs at once (0: 64).
 	MaxInFlight int
+	// TLS, if set, is required: a client must upgrade the connection with
+	// NBD_OPT_STARTTLS before any other option (the spec's forced TLS
+	// mode), so no export name or data ever crosses in the clear.
+	TLS *tls.Config
 
 	mu     sync.Mutex
 	ln     net.Listener
@@ -154,6 +159,7 @@ type conn struct {
 	name       string
 	flushReq   chan struct{} // transmission: replies are waiting in w
 	allocation bool          // base:allocation was selected
+	tls        bool          // the connection was upgraded by NBD_OPT_STARTTLS
 }
 
 func (s *Server) serveConn(nc net.Conn) error {
@@ -180,6 +186,23 @@ func (s *Server) serveConn(nc net.Conn) error {
 		o, err := readOption(c.r)
 		if err != nil {
 			return err
+		}
+		if c.s.TLS != nil && !c.tls {
+			switch o.code {
+			case optStartTLS:
+				if err := c.startTLS(o); err != nil {
+					return err
+				}
+				continue
+			case optAbort:
+			case optExportName:
+				return fmt.Errorf("NBD_OPT_EXPORT_NAME before TLS: this server requires TLS")
+			default:
+				if err := c.replyErr(o.code, repErrTLSReqd, "this server requires TLS: send NBD_OPT_STARTTLS first"); err != nil {
+					return err
+				}
+				continue
+			}
 		}
 		done, err := c.option(ctx, o, noZeroes)
 		if err != nil || done {
@@ -331,9 +354,33 @@ func (c *conn) option(ctx context.Context, o option, noZeroes bool) (done bool, 
 		}
 		return false, c.reply(o.code, repAck, nil)
 	case optStartTLS:
+		if c.tls {
+			return false, c.replyErr(o.code, repErrInvalid, "the connection already uses TLS")
+		}
 		return false, c.replyErr(o.code, repErrPolicy, "TLS is not offered by this server")
 	}
 	return false, c.replyErr(o.code, repErrUnsup, "option %d is not supported", o.code)
+}
+
+// startTLS acknowledges NBD_OPT_STARTTLS and continues the handshake over
+// TLS; a failed TLS handshake ends the connection.
+func (c *conn) startTLS(o option) error {
+	if len(o.data) != 0 {
+		return c.replyErr(o.code, repErrInvalid, "NBD_OPT_STARTTLS takes no data")
+	}
+	if c.r.Buffered() != 0 {
+		return fmt.Errorf("%w: data after NBD_OPT_STARTTLS before the TLS handshake", errMalformed)
+	}
+	if err := c.reply(o.code, repAck, nil); err != nil {
+		return err
+	}
+	tc := tls.Server(c.c, c.s.TLS)
+	if err := tc.Handshake(); err != nil {
+		return fmt.Errorf("TLS handshake: %w", err)
+	}
+	c.c, c.tls = tc, true
+	c.r, c.w = bufio.NewReaderSize(tc, 64<<10), bufio.NewWriterSize(tc, 64<<10)
+	return nil
 }
 
 // open opens an export during option haggling; if it fails, the error is

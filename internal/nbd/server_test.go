@@ -3,9 +3,16 @@ package nbd
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/binary"
 	"errors"
 	"io"
+	"math/big"
 	"net"
 	"sync"
 	"testing"
@@ -479,4 +486,82 @@ func FuzzDecodeMetaRequest(f *testing.F) {
 			t.Fatalf("decoded %d bytes' worth from %d", n, len(b))
 		}
 	})
+}
+
+// selfSigned returns a certificate for 127.0.0.1 and a pool trusting it.
+func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "nbd test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool
+}
+
+// TestTLSRequired: with TLS configured, every option but STARTTLS (and
+// abort) is refused with NBD_REP_ERR_TLS_REQD; after STARTTLS the handshake
+// and IO run over TLS.
+func TestTLSRequired(t *testing.T) {
+	cert, pool := selfSigned(t)
+	dev := newMem(1 << 20)
+	srv := &Server{Exports: memExports{map[string]*memDevice{"a": dev}},
+		TLS: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+
+	c := dialClient(t, ln.Addr().String())
+	c.option(optList, nil)
+	if typ, data := c.optReply(); typ != repErrTLSReqd {
+		t.Fatalf("NBD_OPT_LIST before TLS: reply %#x %q, want NBD_REP_ERR_TLS_REQD", typ, data)
+	}
+	c.option(optStartTLS, nil)
+	if typ, _ := c.optReply(); typ != repAck {
+		t.Fatalf("NBD_OPT_STARTTLS: reply %#x", typ)
+	}
+	tc := tls.Client(c.c, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+	if err := tc.Handshake(); err != nil {
+		t.Fatalf("TLS handshake: %v", err)
+	}
+	c.c = tc
+	c.option(optStartTLS, nil)
+	if typ, _ := c.optReply(); typ != repErrInvalid {
+		t.Fatalf("a second NBD_OPT_STARTTLS: reply %#x, want NBD_REP_ERR_INVALID", typ)
+	}
+	if size, _, typ := c.goExport("a"); typ != repAck || size != 1<<20 {
+		t.Fatalf("NBD_OPT_GO over TLS: size %d, reply %#x", size, typ)
+	}
+	data := bytes.Repeat([]byte("tls!"), 1024)
+	c.request(cmdWrite, 0, 1, 8192, uint32(len(data)), data)
+	if errno, _, _ := c.simpleReply(0); errno != 0 {
+		t.Fatalf("write over TLS: errno %d", errno)
+	}
+	c.request(cmdRead, 0, 2, 8192, uint32(len(data)), nil)
+	if errno, _, got := c.simpleReply(len(data)); errno != 0 || !bytes.Equal(got, data) {
+		t.Fatalf("read over TLS: errno %d, data differs: %v", errno, !bytes.Equal(got, data))
+	}
+
+	// A client that skips TLS cannot pick an export in the old style either.
+	c2 := dialClient(t, ln.Addr().String())
+	c2.option(optExportName, []byte("a"))
+	var b [1]byte
+	if _, err := c2.c.Read(b[:]); err == nil {
+		t.Fatal("NBD_OPT_EXPORT_NAME without TLS was answered")
+	}
 }
