@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"text/tabwriter"
 
@@ -64,44 +65,30 @@ func snapCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	rm := &cobra.Command{
-		Use:   "rm POOL/NAME@SNAP",
-		Short: "remove a snapshot and the data only it kept",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return withVolumeSnap(cmd.Context(), g, args[0], func(p *client.Pool, name, snap string) error {
-				if err := needSnap(args[0], snap); err != nil {
-					return err
-				}
-				bar := newCountBar(g, "snap rm "+args[0])
-				if err := volume.SnapRemove(cmd.Context(), p, name, snap, bar.update); err != nil {
-					return err
-				}
-				bar.finish()
-				fmt.Fprintf(g.out, "removed snapshot %s\n", args[0])
-				return nil
-			})
-		},
+	// Both walk every object of the volume, with a progress bar.
+	walk := func(use, short, what string, run func(context.Context, *client.Pool, string, string, volume.Progress) error, done string) *cobra.Command {
+		return &cobra.Command{
+			Use:   use,
+			Short: short,
+			Args:  cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return withVolumeSnap(cmd.Context(), g, args[0], func(p *client.Pool, name, snap string) error {
+					if err := needSnap(args[0], snap); err != nil {
+						return err
+					}
+					bar := newCountBar(g, what+" "+args[0])
+					if err := run(cmd.Context(), p, name, snap, bar.update); err != nil {
+						return err
+					}
+					bar.finish()
+					fmt.Fprintf(g.out, "%s %s\n", done, args[0])
+					return nil
+				})
+			},
+		}
 	}
-	rollback := &cobra.Command{
-		Use:   "rollback POOL/NAME@SNAP",
-		Short: "make a volume what it was at a snapshot (stop its writers first)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return withVolumeSnap(cmd.Context(), g, args[0], func(p *client.Pool, name, snap string) error {
-				if err := needSnap(args[0], snap); err != nil {
-					return err
-				}
-				bar := newCountBar(g, "rollback "+args[0])
-				if err := volume.Rollback(cmd.Context(), p, name, snap, bar.update); err != nil {
-					return err
-				}
-				bar.finish()
-				fmt.Fprintf(g.out, "rolled %s/%s back to %s\n", p.Name(), name, snap)
-				return nil
-			})
-		},
-	}
+	rm := walk("rm POOL/NAME@SNAP", "remove a snapshot and the data only it kept", "snap rm", volume.SnapRemove, "removed snapshot")
+	rollback := walk("rollback POOL/NAME@SNAP", "make a volume what it was at a snapshot (stop its writers first)", "rollback", volume.Rollback, "rolled back to")
 	cmd.AddCommand(create, ls, rm, rollback)
 	return cmd
 }

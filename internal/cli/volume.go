@@ -145,17 +145,9 @@ func volumeCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				w, done, err := createOutput(args[1])
-				if err != nil {
-					return err
-				}
-				bar := newByteBar(g, "export "+args[0])
-				if err := v.Export(cmd.Context(), w, bar.update); err != nil {
-					done(false)
-					return err
-				}
-				bar.finish()
-				return done(true)
+				return streamOut(g, args[1], "export "+args[0], func(w io.Writer, progress volume.Progress) error {
+					return v.Export(cmd.Context(), w, progress)
+				})
 			})
 		},
 	}
@@ -174,43 +166,17 @@ import-diff onto a volume that has snapshot A.
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withVolumeSnap(cmd.Context(), g, args[0], func(p *client.Pool, name, snap string) error {
-				w, done, err := createOutput(args[1])
-				if err != nil {
-					return err
-				}
-				bar := newByteBar(g, "export-diff "+args[0])
-				if err := volume.ExportDiff(cmd.Context(), p, name, fromSnap, snap, w, bar.update); err != nil {
-					done(false)
-					return err
-				}
-				bar.finish()
-				return done(true)
+				return streamOut(g, args[1], "export-diff "+args[0], func(w io.Writer, progress volume.Progress) error {
+					return volume.ExportDiff(cmd.Context(), p, name, fromSnap, snap, w, progress)
+				})
 			})
 		},
 	}
 	exportDiff.Flags().StringVar(&fromSnap, "from-snap", "", "the snapshot the diff starts from (required)")
 	exportDiff.MarkFlagRequired("from-snap")
-	importDiff := &cobra.Command{
-		Use:   "import-diff FILE|- POOL/NAME",
-		Short: "apply a stream made by export-diff; a damaged stream is refused and the volume rolled back to where it was",
-		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := openInput(args[0])
-			if err != nil {
-				return err
-			}
-			defer r.Close()
-			return withVolumePool(cmd.Context(), g, args[1], func(p *client.Pool, name string) error {
-				bar := newByteBar(g, "import-diff "+args[1])
-				info, err := volume.ImportDiff(cmd.Context(), p, r, name, bar.update)
-				if err != nil {
-					return err
-				}
-				bar.finish()
-				return printVolume(g, info)
-			})
-		},
-	}
+	importDiff := streamInCmd(g, "import-diff FILE|- POOL/NAME",
+		"apply a stream made by export-diff; a damaged stream is refused and the volume rolled back to where it was",
+		"import-diff", volume.ImportDiff)
 	clone := &cobra.Command{
 		Use:   "clone POOL/NAME@SNAP POOL/CLONE",
 		Short: "make a writable volume from a snapshot; it shares the snapshot's data until written",
@@ -252,9 +218,36 @@ import-diff onto a volume that has snapshot A.
 			})
 		},
 	}
-	imp := &cobra.Command{
-		Use:   "import FILE|- POOL/NAME",
-		Short: "create a volume from a stream made by export; a damaged stream is refused and leaves nothing behind",
+	imp := streamInCmd(g, "import FILE|- POOL/NAME",
+		"create a volume from a stream made by export; a damaged stream is refused and leaves nothing behind",
+		"import", volume.Import)
+	cmd.AddCommand(create, ls, info, resize, rm, export, imp, exportDiff, importDiff, clone, flatten, snapCmd(g))
+	return cmd
+}
+
+// streamOut writes a volume stream to path (a file, or - for stdout) with
+// a progress bar; a file is complete or absent, never half written.
+func streamOut(g *globals, path, what string, write func(io.Writer, volume.Progress) error) error {
+	w, done, err := createOutput(path)
+	if err != nil {
+		return err
+	}
+	bar := newByteBar(g, what)
+	if err := write(w, bar.update); err != nil {
+		done(false)
+		return err
+	}
+	bar.finish()
+	return done(true)
+}
+
+// streamInCmd is a command that applies a volume stream read from a file or
+// stdin (import, import-diff).
+func streamInCmd(g *globals, use, short, what string,
+	apply func(context.Context, *client.Pool, io.Reader, string, volume.Progress) (volume.Info, error)) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r, err := openInput(args[0])
@@ -263,8 +256,8 @@ import-diff onto a volume that has snapshot A.
 			}
 			defer r.Close()
 			return withVolumePool(cmd.Context(), g, args[1], func(p *client.Pool, name string) error {
-				bar := newByteBar(g, "import "+args[1])
-				info, err := volume.Import(cmd.Context(), p, r, name, bar.update)
+				bar := newByteBar(g, what+" "+args[1])
+				info, err := apply(cmd.Context(), p, r, name, bar.update)
 				if err != nil {
 					return err
 				}
@@ -273,8 +266,6 @@ import-diff onto a volume that has snapshot A.
 			})
 		},
 	}
-	cmd.AddCommand(create, ls, info, resize, rm, export, imp, exportDiff, importDiff, clone, flatten, snapCmd(g))
-	return cmd
 }
 
 // createOutput opens FILE (via a temporary name, renamed on success) or stdout.

@@ -165,17 +165,9 @@ func (s *Server) read(ctx context.Context, pool *clustermap.Pool, p *pgState, ac
 	// its version under it, so no clone is made in between.
 	l.RLock()
 	defer l.RUnlock()
-	if req.Snap != 0 {
-		target, ok, err := s.snapTarget(coll, req.Object, req.Snap)
-		if err != nil {
-			return s.failErr(err)
-		}
-		if !ok {
-			return s.fail(proto.StatusNotFound, "object %q did not exist at snapshot %d", req.Object, req.Snap)
-		}
-		at := *req
-		at.Object, at.Snap = target, 0
-		req = &at
+	req, bad := s.resolveSnap(coll, req)
+	if bad != nil {
+		return bad
 	}
 	r := s.readObject(coll, req)
 	if r.Status == proto.StatusCorrupt {
@@ -204,18 +196,10 @@ func (s *Server) readLocal(req *proto.Request) *proto.Response {
 }
 
 func (s *Server) readObject(coll string, req *proto.Request) *proto.Response {
-	if req.Snap != 0 {
-		// A read forwarded to this copy (FlagLocal): resolve it here.
-		target, ok, err := s.snapTarget(coll, req.Object, req.Snap)
-		if err != nil {
-			return s.failErr(err)
-		}
-		if !ok {
-			return s.fail(proto.StatusNotFound, "object %q did not exist at snapshot %d", req.Object, req.Snap)
-		}
-		at := *req
-		at.Object, at.Snap = target, 0
-		req = &at
+	// A read forwarded to this copy (FlagLocal) is resolved here.
+	req, bad := s.resolveSnap(coll, req)
+	if bad != nil {
+		return bad
 	}
 	switch req.Op {
 	case proto.OpSnaps:

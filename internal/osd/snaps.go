@@ -163,6 +163,24 @@ func (s *Server) snapTarget(coll, head string, snap uint64) (name string, ok boo
 	return snapset.CloneName(head, v.Clone), true, nil
 }
 
+// resolveSnap turns a read at a snapshot into a read of the object that
+// holds that version (the head or a clone); other requests pass unchanged.
+func (s *Server) resolveSnap(coll string, req *proto.Request) (*proto.Request, *proto.Response) {
+	if req.Snap == 0 {
+		return req, nil
+	}
+	target, ok, err := s.snapTarget(coll, req.Object, req.Snap)
+	if err != nil {
+		return nil, s.failErr(err)
+	}
+	if !ok {
+		return nil, s.fail(proto.StatusNotFound, "object %q did not exist at snapshot %d", req.Object, req.Snap)
+	}
+	at := *req
+	at.Object, at.Snap = target, 0
+	return &at, nil
+}
+
 // readSnaps answers OpSnaps: the head's size and snapshot state.
 func (s *Server) readSnaps(coll, head string) *proto.Response {
 	h, err := s.loadHead(coll, head)
