@@ -59,6 +59,47 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("cairn %s: want an error containing %q, got %v", strings.Join(tc.args, " "), tc.want, err)
 		}
 	}
+	// Volumes and snapshots.
+	for _, args := range [][]string{
+		{"volume", "create", "default/bv", "--size", "8M"},
+		{"volume", "snap", "create", "default/bv@s"},
+		{"volume", "snap", "create", "default/bv@s2"},
+	} {
+		if out, err := c.cli(nil, args...); err != nil {
+			t.Fatalf("cairn %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	diffFile := filepath.Join(t.TempDir(), "d.cvol")
+	if out, err := c.cli(nil, "volume", "export-diff", "--from-snap", "s", "default/bv@s2", diffFile); err != nil {
+		t.Fatalf("export-diff: %v\n%s", err, out)
+	}
+	volCases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"volume", "snap", "create", "default/bv"}, "name the snapshot: POOL/NAME@SNAP"},
+		{[]string{"volume", "snap", "create", "default/bv@s"}, "snapshot exists: default/bv@s"},
+		{[]string{"volume", "snap", "create", "default/bv@bad/name"}, "snapshot name"},
+		{[]string{"volume", "snap", "create", "default/nosuch@s"}, "volume does not exist: default/nosuch"},
+		{[]string{"volume", "snap", "rm", "default/bv@never"}, "snapshot does not exist: default/bv@never"},
+		{[]string{"volume", "snap", "rollback", "default/bv@"}, "the snapshot name after @ is empty"},
+		{[]string{"volume", "export", "default/bv@never", "-"}, "snapshot does not exist"},
+		{[]string{"volume", "export-diff", "--from-snap", "never", "default/bv", "-"}, "snapshot does not exist: default/bv@never"},
+		{[]string{"volume", "clone", "default/bv", "default/c"}, "clone needs a snapshot"},
+		{[]string{"volume", "clone", "default/bv@s", "default/bv"}, "volume exists: default/bv"},
+		{[]string{"volume", "flatten", "default/bv"}, "is not a clone"},
+		{[]string{"volume", "rm", "default/bv"}, "has snapshots s, s2: remove them first"},
+		{[]string{"volume", "import-diff", diffFile, "default/nosuch"}, "volume does not exist"},
+		{[]string{"volume", "import-diff", diffFile, "default/bv"}, "already has snapshot"},
+		{[]string{"volume", "import", diffFile, "default/new"}, "this is a diff stream"},
+	}
+	for _, tc := range volCases {
+		_, err := c.cli(nil, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("cairn %s: want an error containing %q, got %v", strings.Join(tc.args, " "), tc.want, err)
+		}
+	}
+
 	// A config readable by others is refused, naming the fix.
 	loose := filepath.Join(t.TempDir(), "cairn.conf")
 	b, _ := os.ReadFile(c.conf)

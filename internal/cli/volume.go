@@ -522,7 +522,7 @@ func (e volumeExports) Open(ctx context.Context, export string) (nbd.Device, err
 	} else {
 		v, err = volume.Open(ctx, p, name)
 	}
-	if errors.Is(err, volume.ErrNotFound) {
+	if errors.Is(err, volume.ErrNotFound) || errors.Is(err, volume.ErrSnapNotFound) {
 		return nil, fmt.Errorf("%w: %v", nbd.ErrUnknownExport, err)
 	}
 	if err != nil {

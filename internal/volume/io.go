@@ -67,7 +67,7 @@ func OpenSnap(ctx context.Context, p *client.Pool, name, snap string) (*Volume, 
 	if snap != "" {
 		s, ok := info.snap(snap)
 		if !ok {
-			return nil, fmt.Errorf("%w: %s/%s@%s: no such snapshot", ErrNotFound, p.Name(), name, snap)
+			return nil, noSnap(p, name, snap)
 		}
 		v.Size, v.p, v.snapName = s.Size, p.AtSnap(s.ID), snap
 		if v.Parent != nil {

@@ -27,7 +27,7 @@ func SnapCreate(ctx context.Context, p *client.Pool, name, snap string) (Snap, e
 		return Snap{}, err
 	}
 	if _, ok := info.snap(snap); ok {
-		return Snap{}, fmt.Errorf("%w: snapshot %s/%s@%s", ErrExists, p.Name(), name, snap)
+		return Snap{}, fmt.Errorf("%w: %s/%s@%s", ErrSnapExists, p.Name(), name, snap)
 	}
 	id, err := p.Client().NextSnap(ctx, info.group(), snapWait)
 	if err != nil {
@@ -53,7 +53,7 @@ func SnapRemove(ctx context.Context, p *client.Pool, name, snap string, progress
 	}
 	s, ok := info.snap(snap)
 	if !ok {
-		return fmt.Errorf("%w: %s/%s@%s: no such snapshot", ErrNotFound, p.Name(), name, snap)
+		return noSnap(p, name, snap)
 	}
 	for _, c := range info.Children {
 		if c.SnapID == s.ID {
@@ -115,7 +115,7 @@ func Rollback(ctx context.Context, p *client.Pool, name, snap string, progress P
 	defer v.Close()
 	s, ok := v.snap(snap)
 	if !ok {
-		return fmt.Errorf("%w: %s/%s@%s: no such snapshot", ErrNotFound, p.Name(), name, snap)
+		return noSnap(p, name, snap)
 	}
 	at, err := OpenSnap(ctx, p, name, snap)
 	if err != nil {
@@ -171,7 +171,7 @@ func Clone(ctx context.Context, src *client.Pool, name, snap string, dstPool *cl
 	}
 	s, ok := info.snap(snap)
 	if !ok {
-		return Info{}, fmt.Errorf("%w: %s/%s@%s: no such snapshot", ErrNotFound, src.Name(), name, snap)
+		return Info{}, noSnap(src, name, snap)
 	}
 	if info.ObjectSize > client.MaxChunk {
 		return Info{}, fmt.Errorf("%w: %s/%s has %d-byte objects; clones need objects of at most %d bytes", ErrInvalid, src.Name(), name, info.ObjectSize, client.MaxChunk)

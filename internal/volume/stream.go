@@ -453,7 +453,7 @@ func ImportDiff(ctx context.Context, p *client.Pool, r io.Reader, name string, p
 	}
 	if h.ToSnap != "" {
 		if _, ok := info.snap(h.ToSnap); ok {
-			return Info{}, fmt.Errorf("%w: %s/%s already has snapshot %q, where the diff ends", ErrExists, p.Name(), name, h.ToSnap)
+			return Info{}, fmt.Errorf("%w: %s/%s already has snapshot %q, where the diff ends", ErrSnapExists, p.Name(), name, h.ToSnap)
 		}
 	}
 	if h.ObjectSize != info.ObjectSize {

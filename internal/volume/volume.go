@@ -49,9 +49,11 @@ const (
 
 // Errors.
 var (
-	ErrNotFound = errors.New("volume does not exist")
-	ErrExists   = errors.New("volume exists")
-	ErrInvalid  = errors.New("invalid volume request")
+	ErrNotFound     = errors.New("volume does not exist")
+	ErrExists       = errors.New("volume exists")
+	ErrSnapNotFound = errors.New("snapshot does not exist")
+	ErrSnapExists   = errors.New("snapshot exists")
+	ErrInvalid      = errors.New("invalid volume request")
 )
 
 var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
@@ -98,6 +100,11 @@ type Child struct {
 	Pool   string `json:"pool"`
 	Volume string `json:"volume"`
 	SnapID uint64 `json:"snap_id"`
+}
+
+// noSnap is the error for a snapshot that is not there.
+func noSnap(p *client.Pool, name, snap string) error {
+	return fmt.Errorf("%w: %s/%s@%s (cairn volume snap ls %s/%s lists them)", ErrSnapNotFound, p.Name(), name, snap, p.Name(), name)
 }
 
 // snap returns the snapshot called name.
