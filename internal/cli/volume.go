@@ -79,9 +79,14 @@ func volumeCmd(g *globals) *cobra.Command {
 				return g.printJSON(vols)
 			}
 			w := tabwriter.NewWriter(g.out, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(w, "NAME\tSIZE\tOBJECT SIZE\tCREATED")
+			fmt.Fprintln(w, "NAME\tSIZE\tOBJECT SIZE\tSNAPSHOTS\tPARENT\tCREATED")
 			for _, v := range vols {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", v.Name, humanBytes(int64(v.Size)), humanBytes(int64(v.ObjectSize)), v.Created.Format("2006-01-02 15:04:05"))
+				parent := "-"
+				if v.Parent != nil {
+					parent = v.Parent.Pool + "/" + v.Parent.Volume + "@" + v.Parent.Snap
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", v.Name, humanBytes(int64(v.Size)), humanBytes(int64(v.ObjectSize)),
+					len(v.Snaps), parent, v.Created.Format("2006-01-02 15:04:05"))
 			}
 			return w.Flush()
 		},
