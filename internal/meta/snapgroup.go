@@ -84,8 +84,13 @@ func (w *SnapWriter) run(ctx context.Context, lease clientv3.LeaseID, ka <-chan 
 		if ctx.Err() != nil {
 			break
 		}
-		// The lease is gone: a snapshot may no longer wait for this writer.
+		// The lease is lost or the watch broke. Stop writing first, then
+		// end the lease (if it still lives, its key would hold snapshots
+		// back forever), and register anew.
 		w.apply(0, false)
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		w.s.cli.Revoke(rctx, lease)
+		cancel()
 		for ctx.Err() == nil {
 			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			var err error

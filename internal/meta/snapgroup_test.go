@@ -4,8 +4,11 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // TestSnapGroup: a new snapshot number is returned only once every
@@ -80,10 +83,46 @@ func TestSnapGroup(t *testing.T) {
 	stuck.Unlock()
 	w4.Leave()
 
+	// A writer whose lease is lost pauses, registers again, and then
+	// counts as before.
+	var paused atomic.Bool
+	w5, err := s.JoinSnapGroup(ctx, "g", func(seq uint64, ok bool) {
+		if !ok {
+			paused.Store(true)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := s.cli.Get(ctx, prefixSnapWriter+"g/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range resp.Kvs { // every writer loses its lease
+		if _, err := s.cli.Revoke(ctx, clientv3.LeaseID(kv.Lease)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r, err := s.cli.Get(ctx, prefixSnapWriter+"g/", clientv3.WithPrefix())
+		if err == nil && len(r.Kvs) == len(resp.Kvs) && paused.Load() {
+			break // the writers paused and are back under new leases
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("writers whose leases were revoked did not pause and register again (paused: %v)", paused.Load())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if seq, err := s.NextSnap(ctx, "g", 10*time.Second); err != nil || seq != 4 {
+		t.Fatalf("after a writer re-registered: %d, %v", seq, err)
+	}
+	w5.Leave()
+
 	w1.Leave()
 	w2.Leave()
 	w3.Leave()
-	if seq, err := s.NextSnap(ctx, "g", 5*time.Second); err != nil || seq != 4 {
+	if seq, err := s.NextSnap(ctx, "g", 5*time.Second); err != nil || seq != 5 {
 		t.Fatalf("with no writers: %d, %v", seq, err)
 	}
 	if err := s.DeleteSnapGroup(ctx, "g"); err != nil {
