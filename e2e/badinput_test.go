@@ -64,6 +64,7 @@ func TestBadInput(t *testing.T) {
 		{"volume", "create", "default/bv", "--size", "8M"},
 		{"volume", "snap", "create", "default/bv@s"},
 		{"volume", "snap", "create", "default/bv@s2"},
+		{"volume", "create", "default/big", "--size", "64M", "--object-size", "32M"},
 	} {
 		if out, err := c.cli(nil, args...); err != nil {
 			t.Fatalf("cairn %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -92,6 +93,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"volume", "import-diff", diffFile, "default/nosuch"}, "volume does not exist"},
 		{[]string{"volume", "import-diff", diffFile, "default/bv"}, "already has snapshot"},
 		{[]string{"volume", "import", diffFile, "default/new"}, "this is a diff stream"},
+		{[]string{"volume", "snap", "create", "default/big@s"}, "snapshots need objects of at most 16777216 bytes"},
 	}
 	for _, tc := range volCases {
 		_, err := c.cli(nil, tc.args...)

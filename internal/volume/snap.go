@@ -29,6 +29,11 @@ func SnapCreate(ctx context.Context, p *client.Pool, name, snap string) (Snap, e
 	if _, ok := info.snap(snap); ok {
 		return Snap{}, fmt.Errorf("%w: %s/%s@%s", ErrSnapExists, p.Name(), name, snap)
 	}
+	if info.ObjectSize > client.MaxChunk {
+		// The first write after a snapshot carries the object's copy in
+		// the same transaction, which must fit one message.
+		return Snap{}, fmt.Errorf("%w: %s/%s has %d-byte objects; snapshots need objects of at most %d bytes", ErrInvalid, p.Name(), name, info.ObjectSize, client.MaxChunk)
+	}
 	id, err := p.Client().NextSnap(ctx, info.group(), snapWait)
 	if err != nil {
 		return Snap{}, err
