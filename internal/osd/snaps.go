@@ -50,7 +50,8 @@ func (s *Server) loadHead(coll, name string) (headState, error) {
 //   - the head's new snapshot state;
 //   - for a delete while clones exist, a truncation to zero instead, so the
 //     head (which carries the record of its clones) stays;
-//   - for a delete without a snapshot sequence, the deletion of every clone;
+//   - for a delete without a snapshot sequence, the deletion of the head and
+//     every clone (the existence check of a delete is made here, once);
 //   - for OpSnapTrim, the deletion of the clones no kept snapshot needs.
 //
 // The caller adds req's own operation unless the plan replaced it, then
@@ -107,10 +108,14 @@ func (s *Server) planSnaps(coll string, req *proto.Request, txn *objstore.Txn, s
 		}
 		plan.headSet, plan.touched = after.Encode(), []string{head}
 		return nil
+	case req.Op == proto.OpDelete && !stale && !h.exists:
+		return s.fail(proto.StatusNotFound, "object %q does not exist", head)
 	case req.SnapSeq == 0: // a delete of the object and all its history
 		for _, c := range h.set.Clones {
 			txn.Delete(coll, snapset.CloneName(head, c.ID))
 		}
+		txn.Delete(coll, head)
+		plan.replaced = true
 		return nil
 	}
 	clone, after := h.set.Cow(req.SnapSeq, h.exists, h.size)
@@ -133,11 +138,12 @@ func (s *Server) planSnaps(coll string, req *proto.Request, txn *objstore.Txn, s
 		plan.touched = append(plan.touched, name)
 	}
 	if req.Op == proto.OpDelete {
+		plan.replaced = true
 		if len(after.Clones) == 0 {
-			return nil // nothing at any snapshot needs the head
+			txn.Delete(coll, head) // nothing at any snapshot needs the head
+			return nil
 		}
 		txn.Truncate(coll, head, 0)
-		plan.replaced = true
 	}
 	if after.Seq != h.set.Seq || clone {
 		plan.headSet = after.Encode()

@@ -30,7 +30,7 @@ func (s *Server) buildTxn(coll string, req *proto.Request, stale bool) (*objstor
 		return nil, nil, bad
 	}
 	if !plan.replaced {
-		if bad := s.addOp(coll, req, txn, stale); bad != nil {
+		if bad := s.addOp(coll, req, txn); bad != nil {
 			return nil, nil, bad
 		}
 	}
@@ -41,8 +41,9 @@ func (s *Server) buildTxn(coll string, req *proto.Request, stale bool) (*objstor
 	return txn, plan.touched, nil
 }
 
-// addOp adds req's own change to txn.
-func (s *Server) addOp(coll string, req *proto.Request, txn *objstore.Txn, stale bool) *proto.Response {
+// addOp adds req's own change to txn (deletes are planSnaps's: they
+// depend on the object's clones).
+func (s *Server) addOp(coll string, req *proto.Request, txn *objstore.Txn) *proto.Response {
 	exists := func() (bool, *proto.Response) {
 		_, err := s.store.Stat(coll, req.Object)
 		if errors.Is(err, objstore.ErrNotFound) {
@@ -73,17 +74,6 @@ func (s *Server) addOp(coll string, req *proto.Request, txn *objstore.Txn, stale
 		}
 	case proto.OpTruncate:
 		txn.Truncate(coll, req.Object, req.Offset)
-	case proto.OpDelete:
-		if !stale {
-			ok, r := exists()
-			if r != nil {
-				return r
-			}
-			if !ok {
-				return s.fail(proto.StatusNotFound, "object %q does not exist", req.Object)
-			}
-		}
-		txn.Delete(coll, req.Object)
 	case proto.OpSetXattr:
 		txn.SetXattr(coll, req.Object, req.Key, req.Data)
 	case proto.OpRmXattr:
