@@ -119,6 +119,9 @@ type dataFile struct {
 	f    vfs.File
 	refs int
 	dead bool
+
+	directOnce sync.Once
+	direct     int // O_DIRECT read descriptor, or -1 (directio.go)
 }
 
 type quietLogger struct{}
@@ -442,7 +445,7 @@ func (s *Store) closeFiles() {
 	s.filesMu.Lock()
 	defer s.filesMu.Unlock()
 	for id, df := range s.files {
-		df.f.Close()
+		df.close()
 		delete(s.files, id)
 	}
 }
@@ -458,7 +461,7 @@ func (s *Store) openFile(id uint64) (*dataFile, error) {
 	if len(s.files) >= maxOpenFilesCleanup {
 		for k, df := range s.files {
 			if df.refs == 0 {
-				df.f.Close()
+				df.close()
 				delete(s.files, k)
 			}
 		}
@@ -467,7 +470,7 @@ func (s *Store) openFile(id uint64) (*dataFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("objstore: open data file %016x: %w", id, err)
 	}
-	df := &dataFile{f: f, refs: 1}
+	df := &dataFile{f: f, refs: 1, direct: -1}
 	s.files[id] = df
 	return df, nil
 }
@@ -480,7 +483,7 @@ func (s *Store) releaseFile(df *dataFile) {
 	defer s.filesMu.Unlock()
 	df.refs--
 	if df.dead && df.refs == 0 {
-		df.f.Close()
+		df.close()
 	}
 }
 
@@ -491,7 +494,7 @@ func (s *Store) dropFile(id uint64) {
 		delete(s.files, id)
 		df.dead = true
 		if df.refs == 0 {
-			df.f.Close()
+			df.close()
 		}
 	}
 	s.filesMu.Unlock()
@@ -652,7 +655,12 @@ func (s *Store) readRec(coll, name string, r *objRec, off, length uint64) ([]byt
 		}
 		return r.data[off:end:end], nil
 	}
-	buf := make([]byte, (lb-fb+1)*blockSize)
+	var buf []byte
+	if n := (lb - fb + 1) * blockSize; n >= directReadMin && s.directIO.Load() {
+		buf = alignedBuf(int(n))
+	} else {
+		buf = make([]byte, n)
+	}
 	err := s.readBlocks(coll, name, r.fileID, fb, lb, buf)
 	if err != nil {
 		return nil, err
@@ -710,7 +718,7 @@ func (s *Store) readBlocks(coll, name string, fileID, fb, lb uint64, buf []byte)
 			}
 		}
 		seg := buf[(b-fb)*blockSize : (e-fb+1)*blockSize]
-		n, err := df.f.ReadAt(seg, int64(b*blockSize))
+		n, err := s.readSegment(df, fileID, seg, b*blockSize)
 		if err != nil && err != io.EOF {
 			return fmt.Errorf("objstore: read %q/%q: %w", coll, name, err)
 		}
