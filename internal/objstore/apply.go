@@ -59,6 +59,12 @@ type applyCtx struct {
 	deferred []deferredWrite
 	direct   map[uint64]*dataFile // files written before commit, to sync
 	newFiles []uint64
+	punches  []punch // old slots of copy-on-write overwrites, freed after the commit
+}
+
+type punch struct {
+	fileID, off uint64
+	n           int
 }
 
 type deferredWrite struct {
@@ -377,7 +383,7 @@ func (a *applyCtx) block(st *objState, b uint64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, err := df.f.ReadAt(blk, int64(b*blockSize))
+	n, err := df.f.ReadAt(blk, int64(a.s.phys(b, ch.inB(b%chunkBlocks))))
 	a.s.releaseFile(df)
 	if err != nil && err != io.EOF {
 		return nil, fmt.Errorf("objstore: read %q/%q: %w", st.coll, st.name, err)
@@ -552,13 +558,22 @@ func (a *applyCtx) finalize() error {
 			}
 			ext := blocks[i:j]
 			i = j
-			fresh := true
+			// What the extent's blocks hold in the committed state: nothing
+			// (fresh), or live copies all in one slot (inB)?
+			fresh, known, oneSlot, seen, inB := true, true, true, false, false
 			for _, b := range ext {
-				ch := st.chunks[b/chunkBlocks]
-				if ch.origUnknown || ch.orig&(1<<(b%chunkBlocks)) != 0 {
-					fresh = false
+				ch, bit := st.chunks[b/chunkBlocks], uint64(1)<<(b%chunkBlocks)
+				if ch.origUnknown {
+					fresh, known = false, false
 					break
 				}
+				if ch.orig&bit == 0 {
+					continue
+				}
+				fresh = false
+				bB := ch.origSlotB&bit != 0
+				oneSlot = oneSlot && (!seen || bB == inB)
+				inB, seen = bB, true
 			}
 			contiguous := true
 			for k, b := range ext {
@@ -580,23 +595,47 @@ func (a *applyCtx) finalize() error {
 					buf = append(buf, st.dirty[b]...)
 				}
 			}
-			off := ext[0] * blockSize
-			if st.newFile || (fresh && !journaled && len(buf) >= directMinBytes) {
-				if err := a.writeDirect(fid, off, buf); err != nil {
+			big := len(buf) >= directMinBytes
+			switch {
+			case st.newFile || (fresh && !journaled && big):
+				// Into blocks no committed state uses: straight to slot A.
+				setSlots(st, ext, false)
+				if err := a.writeDirect(fid, s.phys(ext[0], false), buf); err != nil {
 					return err
 				}
-				continue
-			}
-			if fresh {
-				// Reserve the blocks now so the post-commit write cannot hit ENOSPC.
-				if err := a.preallocate(fid, off, len(buf)); err != nil {
+			case known && oneSlot && !journaled && big && (ext[len(ext)-1]+1)*blockSize <= s.slotBase:
+				// Copy-on-write: the other slot is not live, so write it,
+				// let the commit flip the blocks to it, then free the old.
+				setSlots(st, ext, !inB)
+				if err := a.writeDirect(fid, s.phys(ext[0], !inB), buf); err != nil {
 					return err
 				}
+				a.punches = append(a.punches, punch{fileID: fid, off: s.phys(ext[0], inB), n: len(buf)})
+				s.cowWrites.Add(1)
+			default:
+				// Deferred: each block is rewritten where it lives (fresh
+				// ones in slot A), by one journal record per same-slot run.
+				for k := 0; k < len(ext); {
+					slot := liveInB(st, ext[k])
+					m := k + 1
+					for m < len(ext) && liveInB(st, ext[m]) == slot {
+						m++
+					}
+					part, off := buf[k*blockSize:m*blockSize], s.phys(ext[k], slot)
+					setSlots(st, ext[k:m], slot)
+					k = m
+					if fresh {
+						// Reserve the blocks now so the post-commit write cannot hit ENOSPC.
+						if err := a.preallocate(fid, off, len(part)); err != nil {
+							return err
+						}
+					}
+					seq := s.jseq.Add(1)
+					enc := (&jrec{fileID: fid, off: off, data: part}).encode()
+					a.batch.Set(journalKey(seq), enc, nil)
+					a.deferred = append(a.deferred, deferredWrite{seq: seq, fileID: fid, off: off, data: enc[len(enc)-len(part):]})
+				}
 			}
-			seq := s.jseq.Add(1)
-			enc := (&jrec{fileID: fid, off: off, data: buf}).encode()
-			a.batch.Set(journalKey(seq), enc, nil)
-			a.deferred = append(a.deferred, deferredWrite{seq: seq, fileID: fid, off: off, data: enc[len(enc)-len(buf):]})
 		}
 		for c, ch := range st.chunks {
 			if !ch.dirty {
@@ -613,6 +652,27 @@ func (a *applyCtx) finalize() error {
 	return nil
 }
 
+// liveInB reports whether block b's committed copy lives in slot B (blocks
+// without one, and blocks of chunks cut by this txn, are written to slot A).
+func liveInB(st *objState, b uint64) bool {
+	ch, bit := st.chunks[b/chunkBlocks], uint64(1)<<(b%chunkBlocks)
+	return ch.orig&ch.origSlotB&bit != 0
+}
+
+// setSlots records where the new content of blocks ext lives.
+func setSlots(st *objState, ext []uint64, inB bool) {
+	for _, b := range ext {
+		ch, bit := st.chunks[b/chunkBlocks], uint64(1)<<(b%chunkBlocks)
+		if inB {
+			ch.slotB |= bit
+		} else {
+			ch.slotB &^= bit
+		}
+		ch.dirty = true
+	}
+}
+
+// writeDirect writes whole blocks at file offset off before the commit.
 func (a *applyCtx) writeDirect(fid, off uint64, buf []byte) error {
 	df := a.direct[fid]
 	if df == nil {
@@ -680,6 +740,9 @@ func (a *applyCtx) abort() {
 
 func (a *applyCtx) afterCommit() {
 	s := a.s
+	for _, p := range a.punches {
+		punchHole(a.direct[p.fileID].f, p.off, p.n)
+	}
 	for _, df := range a.direct {
 		s.releaseFile(df)
 	}

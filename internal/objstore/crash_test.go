@@ -18,6 +18,9 @@ const (
 	crashWorkers = 4
 	crashSlots   = 8 // 4 KiB overwrite slots in each worker's VM-disk object
 	crashKeep    = 3 // each worker keeps its last crashKeep S3-style objects
+
+	crashBigPart  = 128 << 10 // overwrites of each worker's big object
+	crashBigParts = 4
 )
 
 func crashSeed(g, j, kind int) int { return g*1_000_000 + j*10 + kind }
@@ -31,6 +34,8 @@ func crashTxn(g, j int) *Txn {
 	if j >= crashKeep {
 		tx.Delete("1.0", fmt.Sprintf("s3-%d-%d", g, j-crashKeep))
 	}
+	// Large overwrites of committed data: copy-on-write into the other slot.
+	tx.Write("1.0", fmt.Sprintf("big-%d", g), uint64(j%crashBigParts)*crashBigPart, pattern(crashSeed(g, j, 5), crashBigPart))
 	tx.Put("1.1", fmt.Sprintf("small-%d", g), pattern(crashSeed(g, j, 3), 3000))
 	tx.OmapSet("1.1", "log", []byte(fmt.Sprintf("%d/%06d", g, j)), pattern(crashSeed(g, j, 4), 16))
 	tx.SetXattr("1.0", fmt.Sprintf("vm-%d", g), "last", []byte(fmt.Sprint(j)))
@@ -79,6 +84,19 @@ func verifyCrash(t *testing.T, s *Store, acked []int) {
 				t.Fatalf("worker %d slot %d: wrong content for state after txn %d", g, k, L)
 			}
 		}
+		big := mustRead(t, s, "1.0", fmt.Sprintf("big-%d", g), 0, 0)
+		for k := 0; k < crashBigParts; k++ {
+			want := pattern(crashSeed(g, -1, 5), crashBigParts*crashBigPart)[k*crashBigPart : (k+1)*crashBigPart]
+			for j := L; j >= 0; j-- {
+				if j%crashBigParts == k {
+					want = pattern(crashSeed(g, j, 5), crashBigPart)
+					break
+				}
+			}
+			if !bytes.Equal(big[k*crashBigPart:(k+1)*crashBigPart], want) {
+				t.Fatalf("worker %d big part %d: wrong content for state after txn %d", g, k, L)
+			}
+		}
 		if L < 0 {
 			continue
 		}
@@ -119,6 +137,9 @@ func TestCrashConsistency(t *testing.T) {
 	}
 	for g := 0; g < crashWorkers; g++ {
 		apply(t, s, func(tx *Txn) { tx.Put("1.0", fmt.Sprintf("vm-%d", g), pattern(crashSeed(g, -1, 1), 512<<10)) })
+		apply(t, s, func(tx *Txn) {
+			tx.Put("1.0", fmt.Sprintf("big-%d", g), pattern(crashSeed(g, -1, 5), crashBigParts*crashBigPart))
+		})
 	}
 	var acked [crashWorkers]atomic.Int64
 	for g := range acked {
@@ -179,6 +200,10 @@ func TestCrashConsistency(t *testing.T) {
 	if replayed == 0 {
 		t.Error("no crash clone needed journal replay; the test did not exercise it")
 	}
+	if s.cowWrites.Load() == 0 {
+		t.Error("no overwrite was copy-on-write; the test did not exercise it")
+	}
+	t.Logf("%d copy-on-write overwrites", s.cowWrites.Load())
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -129,5 +131,14 @@ func (df *dataFile) close() {
 	if df.direct >= 0 {
 		unix.Close(df.direct)
 		df.direct = -1
+	}
+}
+
+// punchHole gives [off, off+n) of a data file back to the filesystem. It is
+// best effort: a range left allocated (an error, a crash before the punch
+// reached the disk) is only garbage in a slot no block lives in.
+func punchHole(f vfs.File, off uint64, n int) {
+	if fd := f.Fd(); fd != vfs.InvalidFd {
+		_ = unix.Fallocate(int(fd), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, int64(off), int64(n))
 	}
 }

@@ -22,6 +22,10 @@
 //	Dir/data/00 .. ff/  256 fan-out directories, created and synced at format
 //	Dir/data/ab/<16 hex digits of fileID>   one bulk data file per large object
 //
+// Every block of a data file has two homes: slot A at its logical offset and
+// slot B at that offset plus 4 TiB (a sparse hole until used). Its checksum
+// chunk says which one is live.
+//
 // Key space of the pebble database (one tag byte, then fixed-width big-endian
 // integers or order-preserving escaped strings; esc(s) writes 0x00 as
 // 0x00 0xff and ends with 0x00 0x01, so escaped names sort exactly like the
@@ -41,7 +45,8 @@
 //	ver(1) flags(1) objID(8) size(8) mtime(8) fileID(8)
 //	[inline only: crc32c(4) per 4 KiB block | data (size bytes)]
 //
-// Checksum chunk: presence bitmap(8), then one crc32c(4) per set bit. A block
+// Checksum chunk: presence bitmap(8), then one crc32c(4) per set bit, then
+// (only if some present block lives in slot B) the slot-B bitmap(8). A block
 // whose bit is clear was never written or was truncated away; it reads as
 // zeros without touching the file, so sparse objects cost nothing. A block's
 // checksum always covers the full 4 KiB with zeros past the object's end.
@@ -78,6 +83,18 @@
 //     fallocated and written with O_DIRECT (directio.go): buffered writes
 //     into fresh blocks, racing with other files' syncs, cost ext4 several
 //     times the CPU.
+//   - Copy-on-write (an overwrite of at least 128 KiB of committed blocks,
+//     all in one slot, of a file with no pending journal records: a VM's
+//     large sequential writes): the data goes with O_DIRECT to the blocks'
+//     other slot, which nothing live uses, is fdatasynced, and the batch
+//     flips the blocks' slot bits with their new checksums. After the commit
+//     the old slot is punched out (fallocate PUNCH_HOLE), so the object
+//     still takes its size on disk. The data is written once, never through
+//     pebble; 1 MiB overwrites ran 1.7x faster than through the journal.
+//
+// Reads of at least 128 KiB from a file without pending journal records use
+// O_DIRECT as well: the data was written around the page cache, and copying
+// it through the cache was the largest CPU cost of a 4 MiB read.
 //
 // The index has a block cache (Options.CacheBytes, 256 MiB by default), which
 // is also the read cache of inline objects, bloom filters (most writes look
@@ -91,7 +108,8 @@
 // The pebble batch commit is the single commit point of every Apply.
 //
 //   - Before the commit nothing visible has changed: direct writes touch
-//     only blocks that are not live in the committed state, or new files that
+//     only blocks that are not live in the committed state (fresh blocks, or
+//     the slot a copy-on-write overwrite moves to), or new files that
 //     nothing references yet. A crash leaves at most an orphan file, which
 //     Open removes (a file without an 'F' key), or garbage in non-live blocks.
 //   - After the commit the journal records hold every deferred block, so a
@@ -105,6 +123,12 @@
 //     whose deletion is not yet committed.
 //   - Data files are created, written and synced, and their directory entry
 //     synced, before any committed record refers to them.
+//
+//   - A journal record names the physical offset (slot) it rewrites; a
+//     block changes slot only by a copy-on-write, which requires the file to
+//     have no journal records left, so replay never writes a slot that has
+//     become free (and perhaps reused) since.
+//   - A punch that a crash loses leaves garbage in a slot no block lives in.
 //
 // TestCrashConsistency checks this on crash clones of a vfs.MemFS taken
 // during concurrent Applies, keeping 0%, 50% or 90% of unsynced writes.

@@ -92,6 +92,8 @@ func FuzzDecodeChunk(f *testing.F) {
 	c.crc[0], c.crc[63] = 0xdeadbeef, 42
 	f.Add(c.encode())
 	f.Add((&chunk{}).encode())
+	c.slotB = 1 << 63
+	f.Add(c.encode())
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := decodeChunk(b)

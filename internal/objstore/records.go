@@ -213,26 +213,41 @@ var zeroBlock = make([]byte, blockSize)
 // whose bit is clear was never written (or was truncated away) and reads as
 // zeros without touching the file.
 //
-//	bitmap(8) crc(4) per set bit, in block order
+//	bitmap(8) crc(4) per set bit, in block order [slotB(8)]
+//
+// Every block has two homes in its file: slot A at its logical offset and
+// slot B at Store.slotBase plus that offset. A large overwrite of committed
+// blocks writes the other slot and flips the blocks' slotB bits in the same
+// commit (copy-on-write), so the old bytes stay intact until then. slotB is
+// present only when a present block lives in slot B; it never has bits of
+// absent blocks.
 type chunk struct {
-	bits uint64
-	crc  [chunkBlocks]uint32
-	// orig is the bitmap as committed before this transaction; origUnknown
-	// means the chunk was cut by a truncate and may still hold live blocks.
-	orig        uint64
-	origUnknown bool
-	dirty       bool
+	bits  uint64
+	crc   [chunkBlocks]uint32
+	slotB uint64
+	// orig and origSlotB are the bitmaps as committed before this
+	// transaction; origUnknown means the chunk was cut by a truncate and may
+	// still hold live blocks.
+	orig, origSlotB uint64
+	origUnknown     bool
+	dirty           bool
 }
 
 func (c *chunk) present(i uint64) bool { return c.bits&(1<<i) != 0 }
 
+// inB reports whether present block i lives in slot B.
+func (c *chunk) inB(i uint64) bool { return c.slotB&c.bits&(1<<i) != 0 }
+
 func (c *chunk) encode() []byte {
-	b := make([]byte, 8, 8+4*bits.OnesCount64(c.bits))
+	b := make([]byte, 8, 16+4*bits.OnesCount64(c.bits))
 	binary.BigEndian.PutUint64(b, c.bits)
 	for i := uint64(0); i < chunkBlocks; i++ {
 		if c.present(i) {
 			b = binary.BigEndian.AppendUint32(b, c.crc[i])
 		}
+	}
+	if sb := c.slotB & c.bits; sb != 0 {
+		b = binary.BigEndian.AppendUint64(b, sb)
 	}
 	return b
 }
@@ -242,7 +257,15 @@ func decodeChunk(b []byte) (*chunk, error) {
 		return nil, errors.New("checksum chunk too short")
 	}
 	c := &chunk{bits: binary.BigEndian.Uint64(b)}
-	if len(b) != 8+4*bits.OnesCount64(c.bits) {
+	n := 8 + 4*bits.OnesCount64(c.bits)
+	switch len(b) {
+	case n:
+	case n + 8:
+		c.slotB = binary.BigEndian.Uint64(b[n:])
+		if c.slotB == 0 || c.slotB&^c.bits != 0 {
+			return nil, errors.New("checksum chunk has slot bits of absent blocks")
+		}
+	default:
 		return nil, errors.New("checksum chunk length mismatch")
 	}
 	j := 8
@@ -252,7 +275,7 @@ func decodeChunk(b []byte) (*chunk, error) {
 			j += 4
 		}
 	}
-	c.orig = c.bits
+	c.orig, c.origSlotB = c.bits, c.slotB
 	return c, nil
 }
 

@@ -52,13 +52,17 @@ type Usage struct {
 }
 
 const (
-	formatVersion  = 1
+	// formatVersion 2 added slot B (copy-on-write overwrites): version 1
+	// stores are upgraded on open, and older builds refuse version 2.
+	formatVersion  = 2
 	defaultReserve = 64 << 20
 	// DefaultCacheBytes is the index block cache of one store.
 	DefaultCacheBytes = 256 << 20
 	nShards           = 1024
 	idBatch           = 1 << 16
-	directMinBytes    = 128 << 10 // fresh extents at least this big skip the journal
+	directMinBytes    = 128 << 10 // fresh extents and overwrites at least this big skip the journal
+	slotBaseReal      = 1 << 42   // 4 TiB
+	slotBaseMem       = 1 << 20
 
 	maxOpenFilesCleanup = 4096
 )
@@ -70,6 +74,10 @@ type Store struct {
 	// directIO: large fresh extents are written with O_DIRECT (directio.go);
 	// on only for the real filesystem, off once it refuses O_DIRECT.
 	directIO atomic.Bool
+	// slotBase is where slot B of every data file starts (see chunk): far
+	// past any object on a real filesystem, where the gap is a sparse hole;
+	// small for the in-memory FS of the tests, which stores holes as bytes.
+	slotBase uint64
 	db       *pebble.DB
 	dataDir  string
 
@@ -101,7 +109,8 @@ type Store struct {
 	failMu sync.Mutex
 	failed error
 
-	replayed int // journal records replayed by Open (for tests and logs)
+	replayed  int          // journal records replayed by Open (for tests and logs)
+	cowWrites atomic.Int64 // copy-on-write overwrites (for tests)
 }
 
 type appliedJ struct {
@@ -161,6 +170,10 @@ func Open(o Options) (*Store, error) {
 		ckDone:  make(chan struct{}),
 	}
 	s.directIO.Store(realFS)
+	s.slotBase = slotBaseReal
+	if !realFS {
+		s.slotBase = slotBaseMem
+	}
 	for _, d := range []string{o.Dir, o.MetaDir} {
 		if err := s.fs.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("objstore: create %s: %w", d, err)
@@ -224,8 +237,13 @@ func (s *Store) start() error {
 		if n <= 0 {
 			return fmt.Errorf("objstore: unreadable superblock in %s", s.opts.MetaDir)
 		}
+		if ver != formatVersion && ver != 1 {
+			return fmt.Errorf("objstore: on-disk format version %d in %s is not supported by this build (supports 1 and %d)", ver, s.opts.MetaDir, formatVersion)
+		}
 		if ver != formatVersion {
-			return fmt.Errorf("objstore: on-disk format version %d in %s is not supported by this build (supports %d)", ver, s.opts.MetaDir, formatVersion)
+			if err := s.db.Set(keySuperblock, binary.AppendUvarint(nil, formatVersion), pebble.Sync); err != nil {
+				return err
+			}
 		}
 	}
 	if v, err := s.get(keyIDHigh); err == nil && len(v) == 8 {
@@ -698,6 +716,7 @@ func (s *Store) readBlocks(coll, name string, fileID, fb, lb uint64, buf []byte)
 		}
 		return c.crc[b%chunkBlocks], true
 	}
+	inB := func(b uint64) bool { return chunks[b/chunkBlocks].inB(b % chunkBlocks) }
 	var df *dataFile
 	defer func() { s.releaseFile(df) }()
 	for b := fb; b <= lb; {
@@ -705,9 +724,10 @@ func (s *Store) readBlocks(coll, name string, fileID, fb, lb uint64, buf []byte)
 			b++
 			continue
 		}
+		// One file read per run of present blocks in the same slot.
 		e := b
 		for e+1 <= lb {
-			if _, ok := present(e + 1); !ok {
+			if _, ok := present(e + 1); !ok || inB(e+1) != inB(b) {
 				break
 			}
 			e++
@@ -718,7 +738,7 @@ func (s *Store) readBlocks(coll, name string, fileID, fb, lb uint64, buf []byte)
 			}
 		}
 		seg := buf[(b-fb)*blockSize : (e-fb+1)*blockSize]
-		n, err := s.readSegment(df, fileID, seg, b*blockSize)
+		n, err := s.readSegment(df, fileID, seg, s.phys(b, inB(b)))
 		if err != nil && err != io.EOF {
 			return fmt.Errorf("objstore: read %q/%q: %w", coll, name, err)
 		}
@@ -733,6 +753,14 @@ func (s *Store) readBlocks(coll, name string, fileID, fb, lb uint64, buf []byte)
 		b = e + 1
 	}
 	return nil
+}
+
+// phys is the file offset of block b in slot A or B.
+func (s *Store) phys(b uint64, slotB bool) uint64 {
+	if slotB {
+		return s.slotBase + b*blockSize
+	}
+	return b * blockSize
 }
 
 // Stat returns the object's size and modification time.

@@ -483,6 +483,24 @@ func TestFormatVersionCheck(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "version 9") {
 		t.Fatalf("newer format accepted: %v", err)
 	}
+
+	// Version 1 (before slot B) is read as it is and marked version 2, so a
+	// build that does not know slot B refuses the store from then on.
+	fs = vfs.NewMem()
+	s = openMem(t, fs)
+	apply(t, s, func(tx *Txn) { tx.Put("1.0", "old", pattern(1, 300<<10)) })
+	if err := s.db.Set(keySuperblock, []byte{1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = openMem(t, fs)
+	defer s.Close()
+	if got := mustRead(t, s, "1.0", "old", 0, 0); !bytes.Equal(got, pattern(1, 300<<10)) {
+		t.Fatal("version 1 store reads differently")
+	}
+	if v, _ := s.get(keySuperblock); len(v) != 1 || v[0] != formatVersion {
+		t.Fatalf("superblock after opening a version 1 store: %v", v)
+	}
 }
 
 func TestOrphanFilesRemovedOnOpen(t *testing.T) {
