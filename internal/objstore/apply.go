@@ -410,7 +410,12 @@ func (a *applyCtx) writeFile(st *objState, off uint64, data []byte) error {
 					blk = d
 				} else {
 					if len(slab) == 0 {
-						slab = make([]byte, (lb-b+1)*blockSize)
+						// Aligned when large: a direct write then needs no copy.
+						if n := (lb - b + 1) * blockSize; n >= directMinBytes {
+							slab = alignedBuf(int(n))
+						} else {
+							slab = make([]byte, n)
+						}
 					}
 					// Keep the capacity so finalize can see that
 					// neighbouring blocks are contiguous and skip a copy.

@@ -21,8 +21,9 @@ import (
 //
 // O_DIRECT needs block-aligned offsets, lengths and memory: the direct path
 // only ever writes whole 4 KiB blocks at block offsets, and the data is
-// copied into an aligned buffer (a memcpy is cheap next to the kernel work
-// it saves). Filesystems that refuse O_DIRECT, and the in-memory FS of the
+// copied into an aligned buffer unless it is in one already (large writes
+// assemble their blocks in one; a memcpy is cheap next to the kernel work
+// it saves anyway). Filesystems that refuse O_DIRECT, and the in-memory FS of the
 // crash tests, keep buffered writes.
 
 const directAlign = 4096
@@ -60,14 +61,16 @@ func (s *Store) writeUncached(fid, off uint64, buf []byte) (bool, error) {
 		return false, nil
 	}
 	defer unix.Close(fd)
-	var ab []byte
-	if len(buf) <= 4<<20 {
-		ab = alignedPool.Get().([]byte)[:len(buf)]
-		defer alignedPool.Put(ab[:cap(ab)])
-	} else {
-		ab = alignedBuf(len(buf))
+	ab := buf
+	if uintptr(unsafe.Pointer(&buf[0]))%directAlign != 0 {
+		if len(buf) <= 4<<20 {
+			ab = alignedPool.Get().([]byte)[:len(buf)]
+			defer alignedPool.Put(ab[:cap(ab)])
+		} else {
+			ab = alignedBuf(len(buf))
+		}
+		copy(ab, buf)
 	}
-	copy(ab, buf)
 	for done := 0; done < len(ab); {
 		n, err := unix.Pwrite(fd, ab[done:], int64(off)+int64(done))
 		if err != nil {
