@@ -186,3 +186,35 @@ func TestCopyOnWriteRealDisk(t *testing.T) {
 		t.Fatalf("blocks in slot A next to a corrupted one: %v", err)
 	}
 }
+
+// TestWriteUncachedAnyBuffer: O_DIRECT needs aligned memory; a buffer that
+// is not aligned is copied into one, an aligned one is written as it is.
+func TestWriteUncachedAnyBuffer(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir(), ReserveBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const fid = 1 << 40
+	if err := os.WriteFile(s.filePath(fid), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := pattern(7, 256<<10)
+	aligned := alignedBuf(len(want))
+	copy(aligned, want[:128<<10])
+	unaligned := make([]byte, 128<<10+1)[1:]
+	copy(unaligned, want[128<<10:])
+	for i, b := range [][]byte{aligned[:128<<10], unaligned} {
+		ok, err := s.writeUncached(fid, uint64(i)*128<<10, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			t.Skip("this filesystem refuses O_DIRECT")
+		}
+	}
+	got, err := os.ReadFile(s.filePath(fid))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("file holds %d bytes, not what was written (%v)", len(got), err)
+	}
+}
