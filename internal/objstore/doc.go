@@ -112,15 +112,18 @@
 //     the slot a copy-on-write overwrite moves to), or new files that
 //     nothing references yet. A crash leaves at most an orphan file, which
 //     Open removes (a file without an 'F' key), or garbage in non-live blocks.
+//
 //   - After the commit the journal records hold every deferred block, so a
 //     lost page-cache write is redone by Open, which replays all journal
 //     records in sequence order, syncs the files and only then deletes the
 //     records. Replay is idempotent (whole blocks, commit order) and skips
 //     records of files that were dropped later.
+//
 //   - Replay never overwrites newer data: for one file, journal records are
 //     created in commit order under the object lock, and a direct write into
 //     a file is only allowed once that file has no journal records left
 //     whose deletion is not yet committed.
+//
 //   - Data files are created, written and synced, and their directory entry
 //     synced, before any committed record refers to them.
 //
@@ -128,6 +131,7 @@
 //     block changes slot only by a copy-on-write, which requires the file to
 //     have no journal records left, so replay never writes a slot that has
 //     become free (and perhaps reused) since.
+//
 //   - A punch that a crash loses leaves garbage in a slot no block lives in.
 //
 // TestCrashConsistency checks this on crash clones of a vfs.MemFS taken
