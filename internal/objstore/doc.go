@@ -92,9 +92,11 @@
 //     still takes its size on disk. The data is written once, never through
 //     pebble; 1 MiB overwrites ran 1.7x faster than through the journal.
 //
-// Reads of at least 128 KiB from a file without pending journal records use
-// O_DIRECT as well: the data was written around the page cache, and copying
-// it through the cache was the largest CPU cost of a 4 MiB read.
+// Reads of at least 128 KiB that the page cache does not hold use O_DIRECT
+// the first time a region is read, and the cache from the second time on
+// (directio.go): data read once does not pass through the cache, whose
+// copies were the largest CPU cost of a 4 MiB read, and data read again is
+// cached.
 //
 // The index has a block cache (Options.CacheBytes, 256 MiB by default), which
 // is also the read cache of inline objects, bloom filters (most writes look
