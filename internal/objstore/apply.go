@@ -57,7 +57,8 @@ type applyCtx struct {
 	now      int64
 	// filled by finalize:
 	deferred []deferredWrite
-	direct   map[uint64]*dataFile // files written before commit, to sync
+	direct   map[uint64]*dataFile // files written before commit
+	unsynced map[uint64]bool      // of those, files with buffered writes, to sync
 	newFiles []uint64
 	punches  []punch // old slots of copy-on-write overwrites, freed after the commit
 }
@@ -98,7 +99,8 @@ func (s *Store) Apply(t *Txn) error {
 	}
 	defer s.lockObjects(t)()
 
-	a := &applyCtx{s: s, batch: s.db.NewBatch(), objs: map[string]*objState{}, now: time.Now().UnixNano(), direct: map[uint64]*dataFile{}}
+	a := &applyCtx{s: s, batch: s.db.NewBatch(), objs: map[string]*objState{}, now: time.Now().UnixNano(),
+		direct: map[uint64]*dataFile{}, unsynced: map[uint64]bool{}}
 	defer a.batch.Close()
 	err := a.run(t)
 	if err == nil {
@@ -542,6 +544,7 @@ func (a *applyCtx) finalize() error {
 			}
 			a.newFiles = append(a.newFiles, fid)
 			a.direct[fid] = df
+			a.unsynced[fid] = true
 			a.batch.Set(idKey(tagFileRef, fid, nil), idKey(0, st.rec.id, nil)[1:], nil)
 		}
 		if st.hasCut {
@@ -605,14 +608,14 @@ func (a *applyCtx) finalize() error {
 			case st.newFile || (fresh && !journaled && big):
 				// Into blocks no committed state uses: straight to slot A.
 				setSlots(st, ext, false)
-				if err := a.writeDirect(fid, s.phys(ext[0], false), buf); err != nil {
+				if err := a.writeDirect(fid, s.phys(ext[0], false), buf, !st.newFile); err != nil {
 					return err
 				}
 			case known && oneSlot && !journaled && big && (ext[len(ext)-1]+1)*blockSize <= s.slotBase:
 				// Copy-on-write: the other slot is not live, so write it,
 				// let the commit flip the blocks to it, then free the old.
 				setSlots(st, ext, !inB)
-				if err := a.writeDirect(fid, s.phys(ext[0], !inB), buf); err != nil {
+				if err := a.writeDirect(fid, s.phys(ext[0], !inB), buf, true); err != nil {
 					return err
 				}
 				a.punches = append(a.punches, punch{fileID: fid, off: s.phys(ext[0], inB), n: len(buf)})
@@ -678,7 +681,9 @@ func setSlots(st *objState, ext []uint64, inB bool) {
 }
 
 // writeDirect writes whole blocks at file offset off before the commit.
-func (a *applyCtx) writeDirect(fid, off uint64, buf []byte) error {
+// With dsync the write itself is made durable (see writeUncached); new files
+// are synced as a whole instead, which also makes their inode durable.
+func (a *applyCtx) writeDirect(fid, off uint64, buf []byte, dsync bool) error {
 	df := a.direct[fid]
 	if df == nil {
 		var err error
@@ -692,7 +697,11 @@ func (a *applyCtx) writeDirect(fid, off uint64, buf []byte) error {
 	if err := df.f.Preallocate(int64(off), int64(len(buf))); err != nil && isNoSpace(err) {
 		return fmt.Errorf("objstore: osd disk full allocating %d bytes: %w", len(buf), ErrNoSpace)
 	}
-	if ok, err := a.s.writeUncached(fid, off, buf); ok || err != nil {
+	ok, durable, err := a.s.writeUncached(df, fid, off, buf, dsync)
+	if !durable {
+		a.unsynced[fid] = true
+	}
+	if ok || err != nil {
 		return err
 	}
 	if _, err := df.f.WriteAt(buf, int64(off)); err != nil {
@@ -717,6 +726,9 @@ func (a *applyCtx) preallocate(fid, off uint64, n int) error {
 // that references them.
 func (a *applyCtx) syncDirect() error {
 	for fid, df := range a.direct {
+		if !a.unsynced[fid] {
+			continue // written with RWF_DSYNC: durable with the metadata that finds it
+		}
 		if err := df.f.SyncData(); err != nil {
 			return fmt.Errorf("objstore: sync data file %016x: %w", fid, err)
 		}

@@ -192,7 +192,8 @@ func TestCopyOnWriteRealDisk(t *testing.T) {
 }
 
 // TestWriteUncachedAnyBuffer: O_DIRECT needs aligned memory; a buffer that
-// is not aligned is copied into one, an aligned one is written as it is.
+// is not aligned is copied into one, an aligned one is written as it is;
+// a write asked to be durable (RWF_DSYNC) says so.
 func TestWriteUncachedAnyBuffer(t *testing.T) {
 	s, err := Open(Options{Dir: t.TempDir(), ReserveBytes: -1})
 	if err != nil {
@@ -208,13 +209,21 @@ func TestWriteUncachedAnyBuffer(t *testing.T) {
 	copy(aligned, want[:128<<10])
 	unaligned := make([]byte, 128<<10+1)[1:]
 	copy(unaligned, want[128<<10:])
+	df, err := s.openFile(fid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.releaseFile(df)
 	for i, b := range [][]byte{aligned[:128<<10], unaligned} {
-		ok, err := s.writeUncached(fid, uint64(i)*128<<10, b)
+		ok, durable, err := s.writeUncached(df, fid, uint64(i)*128<<10, b, i == 1)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !ok {
 			t.Skip("this filesystem refuses O_DIRECT")
+		}
+		if durable != (i == 1 && !s.noDsync.Load()) {
+			t.Fatalf("write %d: durable = %v", i, durable)
 		}
 	}
 	got, err := os.ReadFile(s.filePath(fid))

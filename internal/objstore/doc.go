@@ -82,11 +82,13 @@
 //     old one after the commit. On a real filesystem the extent is
 //     fallocated and written with O_DIRECT (directio.go): buffered writes
 //     into fresh blocks, racing with other files' syncs, cost ext4 several
-//     times the CPU.
+//     times the CPU. Into an existing file the write carries RWF_DSYNC, so it
+//     returns durable and the file needs no fdatasync: one blocking syscall
+//     instead of two (1 MiB overwrites ran 10-17% faster).
 //   - Copy-on-write (an overwrite of at least 128 KiB of committed blocks,
 //     all in one slot, of a file with no pending journal records: a VM's
 //     large sequential writes): the data goes with O_DIRECT to the blocks'
-//     other slot, which nothing live uses, is fdatasynced, and the batch
+//     other slot, which nothing live uses, durably (RWF_DSYNC), and the batch
 //     flips the blocks' slot bits with their new checksums. After the commit
 //     the old slot is punched out (fallocate PUNCH_HOLE), so the object
 //     still takes its size on disk. The data is written once, never through

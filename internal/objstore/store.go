@@ -78,10 +78,10 @@ type Store struct {
 	// past any object on a real filesystem, where the gap is a sparse hole;
 	// small for the in-memory FS of the tests, which stores holes as bytes.
 	slotBase uint64
-	// noCachestat: the kernel has no cachestat (directio.go).
-	noCachestat atomic.Bool
-	db          *pebble.DB
-	dataDir     string
+	// noCachestat, noDsync: the kernel has no cachestat, no RWF_DSYNC (directio.go).
+	noCachestat, noDsync atomic.Bool
+	db                   *pebble.DB
+	dataDir              string
 
 	locks [nShards]sync.RWMutex
 
@@ -132,7 +132,7 @@ type dataFile struct {
 	dead bool
 
 	directOnce sync.Once
-	direct     int           // O_DIRECT read descriptor, or -1 (directio.go)
+	direct     int           // O_DIRECT descriptor, or -1 (directio.go)
 	readBefore atomic.Uint64 // regionBits of the large reads that missed the cache
 }
 
