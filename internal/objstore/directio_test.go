@@ -5,6 +5,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -13,10 +14,7 @@ import (
 // also after a reopen, which reads it from the disk rather than a cache.
 func TestDirectIOPut(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(Options{Dir: dir, ReserveBytes: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openReal(t, dir)
 	data := pattern(9, 4<<20+4096*3+100) // not a whole number of blocks
 	var tx Txn
 	tx.Put("1.0", "big", data)
@@ -33,10 +31,7 @@ func TestDirectIOPut(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err = Open(Options{Dir: dir, ReserveBytes: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = openReal(t, dir)
 	defer s.Close()
 	got, err = s.Read("1.0", "big", 0, 0)
 	if err != nil || !bytes.Equal(got, data) {
@@ -44,15 +39,12 @@ func TestDirectIOPut(t *testing.T) {
 	}
 }
 
-// TestDirectIORead: large reads on a real filesystem use O_DIRECT when the
-// file has no pending deferred writes, and buffered reads while it has; both
-// return what was written (deferred overwrites included), at any offset, and
+// TestDirectIORead: large reads on a real filesystem go O_DIRECT or through
+// the page cache (first or second touch, pending deferred writes); every way
+// returns what was written (deferred overwrites included), at any offset, and
 // a block corrupted on disk is still refused.
 func TestDirectIORead(t *testing.T) {
-	s, err := Open(Options{Dir: t.TempDir(), ReserveBytes: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openReal(t, t.TempDir())
 	defer s.Close()
 	want := pattern(3, 2<<20+777)
 	var tx Txn
@@ -104,14 +96,7 @@ func TestDirectIORead(t *testing.T) {
 	check("after the checkpoint")
 
 	path, _ := s.DataPath("1.0", "big")
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt([]byte{0xff ^ want[1<<20+5]}, 1<<20+5); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	flipByte(t, vfs.Default, path, 1<<20+5)
 	if _, err := s.Read("1.0", "big", 0, 0); !IsCorruption(err) {
 		t.Fatalf("a corrupted block read directly: err = %v, want corruption", err)
 	}
@@ -134,10 +119,7 @@ func firstFileID(t *testing.T, s *Store) uint64 {
 // and a corrupted block in slot B is refused like any other.
 func TestCopyOnWriteRealDisk(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(Options{Dir: dir, ReserveBytes: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openReal(t, dir)
 	want := pattern(5, 4<<20)
 	apply(t, s, func(tx *Txn) { tx.Put("1.0", "vol", want) })
 	seq := s.jseq.Load()
@@ -166,23 +148,13 @@ func TestCopyOnWriteRealDisk(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err = Open(Options{Dir: dir, ReserveBytes: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = openReal(t, dir)
 	defer s.Close()
 	if got := mustRead(t, s, "1.0", "vol", 0, 0); !bytes.Equal(got, want) {
 		t.Fatal("after reopen the object reads differently")
 	}
 	// After an odd number of flips the patched megabyte lives in slot B.
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt([]byte{^want[1<<20+9]}, int64(s.slotBase)+1<<20+9); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	flipByte(t, vfs.Default, path, int64(s.slotBase)+1<<20+9)
 	if _, err := s.Read("1.0", "vol", 1<<20, 4096); !IsCorruption(err) {
 		t.Fatalf("a corrupted block in slot B: err = %v, want corruption", err)
 	}
@@ -195,10 +167,7 @@ func TestCopyOnWriteRealDisk(t *testing.T) {
 // is not aligned is copied into one, an aligned one is written as it is;
 // a write asked to be durable (RWF_DSYNC) says so.
 func TestWriteUncachedAnyBuffer(t *testing.T) {
-	s, err := Open(Options{Dir: t.TempDir(), ReserveBytes: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openReal(t, t.TempDir())
 	defer s.Close()
 	const fid = 1 << 40
 	if err := os.WriteFile(s.filePath(fid), nil, 0o644); err != nil {
@@ -230,4 +199,14 @@ func TestWriteUncachedAnyBuffer(t *testing.T) {
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("file holds %d bytes, not what was written (%v)", len(got), err)
 	}
+}
+
+// openReal opens a store on the real filesystem under dir.
+func openReal(t *testing.T, dir string) *Store {
+	t.Helper()
+	s, err := Open(Options{Dir: dir, ReserveBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
