@@ -13,14 +13,15 @@ dev: build
 	./$(BIN) dev --dir $(DEVDIR)
 
 # Every test: unit, property, fuzz seed corpora, crash tests and end-to-end
-# tests that start real cluster processes.
+# tests that start real cluster processes. Recycled buffers are poisoned
+# when handed back, so a use after that shows up as wrong data.
 test:
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 20m ./...
+	CAIRN_BUFPOOL_POISON=1 $(GO) test -count=1 -timeout 20m ./...
 
 # Unit tests only (no cluster processes).
 test-short:
-	$(GO) test -count=1 -short ./...
+	CAIRN_BUFPOOL_POISON=1 $(GO) test -count=1 -short ./...
 
 # Run each fuzz target for FUZZTIME (default 20s).
 FUZZTIME ?= 20s

@@ -130,6 +130,22 @@ func (p *Pool) ReadAt(ctx context.Context, name string, off, length uint64) ([]b
 	return out, size, nil
 }
 
+// ReadAtPooled is ReadAt for callers that hand the data's buffer back once
+// done with it: release (never nil) returns it to the pool for the next
+// large read, and data must not be used afterwards. Not calling release is
+// safe, only slower.
+func (p *Pool) ReadAtPooled(ctx context.Context, name string, off, length uint64) (data []byte, size uint64, release func(), err error) {
+	if length == 0 || length > MaxChunk {
+		data, size, err = p.ReadAt(ctx, name, off, length)
+		return data, size, func() {}, err
+	}
+	resp, err := p.do(ctx, &proto.Request{Op: proto.OpRead, Object: name, Offset: off, Length: length})
+	if err != nil {
+		return nil, 0, func() {}, err
+	}
+	return resp.Data, resp.Size, resp.Release, nil
+}
+
 // Get reads the whole object.
 func (p *Pool) Get(ctx context.Context, name string) ([]byte, error) {
 	resp, err := p.do(ctx, &proto.Request{Op: proto.OpRead, Object: name, Length: MaxChunk})

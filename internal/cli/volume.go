@@ -576,7 +576,7 @@ func (d volumeDevice) Read(ctx context.Context, off uint64, length uint32) ([]nb
 	}
 	out := make([]nbd.Chunk, len(ext))
 	for i, e := range ext {
-		out[i] = nbd.Chunk{Data: e.Data, Hole: uint32(e.Hole)}
+		out[i] = nbd.Chunk{Data: e.Data, Hole: uint32(e.Hole), Release: e.Release}
 	}
 	return out, nil
 }

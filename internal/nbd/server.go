@@ -12,6 +12,8 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+
+	"github.com/cairn-storage/cairn/internal/bufpool"
 )
 
 // Chunk is a piece of a read: data, or a hole of Hole bytes that reads as
@@ -19,6 +21,9 @@ import (
 type Chunk struct {
 	Data []byte
 	Hole uint32
+	// Release, when not nil, is called once Data has been sent: the
+	// device may then reuse its buffer.
+	Release func()
 }
 
 func (c Chunk) len() uint32 {
@@ -35,6 +40,7 @@ type Device interface {
 	ReadOnly() bool
 	// Read returns length bytes at off as data and holes, in order.
 	Read(ctx context.Context, off uint64, length uint32) ([]Chunk, error)
+	// Write must not keep data after it returns: the buffer is reused.
 	Write(ctx context.Context, off uint64, data []byte) error
 	// Zero makes the range read as zeros; punch allows freeing the space.
 	Zero(ctx context.Context, off uint64, length uint32, punch bool) error
@@ -446,7 +452,7 @@ func (c *conn) transmit(ctx context.Context) error {
 				// The payload cannot be skipped safely: give up on this client.
 				return fmt.Errorf("%w: write of %d bytes (limit %d)", errMalformed, req.length, MaxPayload)
 			}
-			data = make([]byte, req.length)
+			data = bufpool.Get(int(req.length)) // handed back by do
 			if _, err := io.ReadFull(c.r, data); err != nil {
 				return err
 			}
@@ -495,8 +501,10 @@ func (c *conn) flusher(done chan<- struct{}) {
 	}
 }
 
-// do runs one request and sends its reply.
+// do runs one request and sends its reply. data, a write's payload, goes
+// back to bufpool when it returns: Device.Write must not keep it.
 func (c *conn) do(ctx context.Context, req request, data []byte) {
+	defer bufpool.Put(data)
 	size := c.dev.Size()
 	end := req.offset + uint64(req.length)
 	inRange := end >= req.offset && end <= size
@@ -586,6 +594,7 @@ func (c *conn) do(ctx context.Context, req request, data []byte) {
 // sendRead answers a successful read: structured (holes cost nothing) when
 // negotiated, else one simple reply with the data.
 func (c *conn) sendRead(req request, chunks []Chunk) {
+	defer releaseChunks(slices.Clone(chunks)) // once queue has copied or sent the data
 	// Headers and data go to the connection's buffer as separate parts:
 	// large data is written through without being copied into one reply.
 	var parts [][]byte
@@ -625,6 +634,14 @@ func (c *conn) sendRead(req request, chunks []Chunk) {
 		off += uint64(ch.len())
 	}
 	c.queue(parts...)
+}
+
+func releaseChunks(chunks []Chunk) {
+	for _, ch := range chunks {
+		if ch.Release != nil {
+			ch.Release()
+		}
+	}
 }
 
 // sendBlockStatus answers NBD_CMD_BLOCK_STATUS with one chunk of

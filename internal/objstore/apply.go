@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/cairn-storage/cairn/internal/bufpool"
 )
 
 // objState is the working copy of one object while a Txn is applied.
@@ -60,7 +62,8 @@ type applyCtx struct {
 	direct   map[uint64]*dataFile // files written before commit
 	unsynced map[uint64]bool      // of those, files with buffered writes, to sync
 	newFiles []uint64
-	punches  []punch // old slots of copy-on-write overwrites, freed after the commit
+	punches  []punch  // old slots of copy-on-write overwrites, freed after the commit
+	slabs    [][]byte // bufpool buffers of large writes, handed back when Apply returns
 }
 
 type punch struct {
@@ -102,6 +105,13 @@ func (s *Store) Apply(t *Txn) error {
 	a := &applyCtx{s: s, batch: s.db.NewBatch(), objs: map[string]*objState{}, now: time.Now().UnixNano(),
 		direct: map[uint64]*dataFile{}, unsynced: map[uint64]bool{}}
 	defer a.batch.Close()
+	defer func() {
+		// Nothing outlives Apply that points into a slab: the batch and
+		// the journal hold copies.
+		for _, b := range a.slabs {
+			bufpool.Put(b)
+		}
+	}()
 	err := a.run(t)
 	if err == nil {
 		err = a.finalize()
@@ -414,7 +424,8 @@ func (a *applyCtx) writeFile(st *objState, off uint64, data []byte) error {
 					if len(slab) == 0 {
 						// Aligned when large: a direct write then needs no copy.
 						if n := (lb - b + 1) * blockSize; n >= directMinBytes {
-							slab = alignedBuf(int(n))
+							slab = bufpool.Get(int(n))
+							a.slabs = append(a.slabs, slab)
 						} else {
 							slab = make([]byte, n)
 						}

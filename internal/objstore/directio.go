@@ -4,12 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cairn-storage/cairn/internal/bufpool"
 )
 
 // Large fresh extents (a new 4 MiB object, say) are written with O_DIRECT on
@@ -41,14 +42,6 @@ const directAlign = 4096
 // to write those pages back.
 const directReadMin = 128 << 10
 
-var alignedPool = sync.Pool{New: func() any { return alignedBuf(4 << 20) }}
-
-func alignedBuf(n int) []byte {
-	b := make([]byte, n+directAlign)
-	off := (directAlign - int(uintptr(unsafe.Pointer(&b[0]))%directAlign)) % directAlign
-	return b[off : off+n : off+n]
-}
-
 // writeUncached writes buf at off of data file fid with O_DIRECT, and with
 // RWF_DSYNC if dsync: the write then returns durable, with the metadata that
 // finds it (the allocation, the size), so the file needs no fdatasync of its
@@ -65,12 +58,8 @@ func (s *Store) writeUncached(df *dataFile, fid, off uint64, buf []byte, dsync b
 	}
 	ab := buf
 	if uintptr(unsafe.Pointer(&buf[0]))%directAlign != 0 {
-		if len(buf) <= 4<<20 {
-			ab = alignedPool.Get().([]byte)[:len(buf)]
-			defer alignedPool.Put(ab[:cap(ab)])
-		} else {
-			ab = alignedBuf(len(buf))
-		}
+		ab = bufpool.Get(len(buf))
+		defer bufpool.Put(ab)
 		copy(ab, buf)
 	}
 	durable = dsync && !s.noDsync.Load()

@@ -7,6 +7,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"golang.org/x/sys/unix"
+
+	"github.com/cairn-storage/cairn/internal/bufpool"
 )
 
 // TestDirectIOPut: a large new object on a real filesystem is written with
@@ -174,7 +176,7 @@ func TestWriteUncachedAnyBuffer(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := pattern(7, 256<<10)
-	aligned := alignedBuf(len(want))
+	aligned := bufpool.Get(len(want))
 	copy(aligned, want[:128<<10])
 	unaligned := make([]byte, 128<<10+1)[1:]
 	copy(unaligned, want[128<<10:])
@@ -209,4 +211,39 @@ func openReal(t *testing.T, dir string) *Store {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// Large reads land in recycled buffers, which are not zeroed: the blocks of
+// a sparse object that were never written must still read as zeros.
+func TestLargeReadOfSparseObjectReadsZeros(t *testing.T) {
+	s := openReal(t, t.TempDir())
+	defer s.Close()
+	const size = 1 << 20
+	tail := pattern(5, 4096)
+	var tx Txn
+	tx.Write("1.0", "sparse", size-4096, tail) // only the last block
+	if err := s.Apply(&tx); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		dirty := bufpool.Get(size)
+		for i := range dirty {
+			dirty[i] = 0xaa
+		}
+		bufpool.Put(dirty) // the next large read may well get this buffer
+		got, _, pooled, err := s.ReadPooled("1.0", "sparse", 0, size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pooled == nil {
+			t.Fatal("a 1 MiB read did not use a pooled buffer")
+		}
+		if !bytes.Equal(got[size-4096:], tail) {
+			t.Fatal("the written block reads back wrong")
+		}
+		if i := bytes.IndexFunc(got[:size-4096], func(r rune) bool { return r != 0 }); i >= 0 {
+			t.Fatalf("byte %d of a never-written block reads %#x, want 0", i, got[i])
+		}
+		bufpool.Put(pooled)
+	}
 }

@@ -19,6 +19,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/cairn-storage/cairn/internal/bufpool"
 )
 
 // Options configure Open.
@@ -642,26 +644,36 @@ func (s *Store) Read(coll, name string, off, length uint64) ([]byte, error) {
 // ReadInfo is Read that also returns the object's Info, from the same
 // lookup of its record (a read of a small object is then one index lookup).
 func (s *Store) ReadInfo(coll, name string, off, length uint64) ([]byte, Info, error) {
+	data, info, _, err := s.ReadPooled(coll, name, off, length)
+	return data, info, err
+}
+
+// ReadPooled is ReadInfo that also returns the buffer a large read's data
+// lives in when it comes from bufpool (nil otherwise): the caller hands it
+// back with bufpool.Put once done with data, or leaves it to the garbage
+// collector.
+func (s *Store) ReadPooled(coll, name string, off, length uint64) (data []byte, info Info, pooled []byte, err error) {
 	if err := checkName(coll, name); err != nil {
-		return nil, Info{}, err
+		return nil, Info{}, nil, err
 	}
 	defer s.rlock(coll, name)()
 	r, ok, err := s.loadRec(coll, name)
 	if err != nil {
-		return nil, Info{}, err
+		return nil, Info{}, nil, err
 	}
 	if !ok {
-		return nil, Info{}, notFound(coll, name)
+		return nil, Info{}, nil, notFound(coll, name)
 	}
-	info := Info{Size: r.size, Mtime: time.Unix(0, r.mtime)}
-	data, err := s.readRec(coll, name, &r, off, length)
-	return data, info, err
+	info = Info{Size: r.size, Mtime: time.Unix(0, r.mtime)}
+	data, pooled, err = s.readRec(coll, name, &r, off, length)
+	return data, info, pooled, err
 }
 
-// readRec reads [off, off+length) of the object whose record is r.
-func (s *Store) readRec(coll, name string, r *objRec, off, length uint64) ([]byte, error) {
+// readRec reads [off, off+length) of the object whose record is r, into a
+// bufpool buffer (returned as pooled) if the read is large.
+func (s *Store) readRec(coll, name string, r *objRec, off, length uint64) (data, pooled []byte, err error) {
 	if off >= r.size {
-		return []byte{}, nil
+		return []byte{}, nil, nil
 	}
 	end := r.size
 	if length > 0 && length < r.size-off {
@@ -671,26 +683,29 @@ func (s *Store) readRec(coll, name string, r *objRec, off, length uint64) ([]byt
 	if r.inline {
 		for b := fb; b <= lb; b++ {
 			if inlineBlockCRC(r.data, b) != r.crcs[b] {
-				return nil, &CorruptionError{Coll: coll, Name: name, Offset: b * blockSize, Detail: "inline block checksum mismatch"}
+				return nil, nil, &CorruptionError{Coll: coll, Name: name, Offset: b * blockSize, Detail: "inline block checksum mismatch"}
 			}
 		}
-		return r.data[off:end:end], nil
+		return r.data[off:end:end], nil, nil
 	}
 	var buf []byte
-	if n := (lb - fb + 1) * blockSize; n >= directReadMin && s.directIO.Load() {
-		buf = alignedBuf(int(n))
+	if n := (lb - fb + 1) * blockSize; n >= directReadMin {
+		// Aligned, so the read can bypass the page cache.
+		buf = bufpool.Get(int(n))
+		pooled = buf
 	} else {
 		buf = make([]byte, n)
 	}
-	err := s.readBlocks(coll, name, r.fileID, fb, lb, buf)
-	if err != nil {
-		return nil, err
+	if err := s.readBlocks(coll, name, r.fileID, fb, lb, buf); err != nil {
+		bufpool.Put(pooled)
+		return nil, nil, err
 	}
 	base := fb * blockSize
-	return buf[off-base : end-base : end-base], nil
+	return buf[off-base : end-base : end-base], pooled, nil
 }
 
-// readBlocks fills buf with verified blocks fb..lb of a data file.
+// readBlocks fills buf with verified blocks fb..lb of a data file, zeros
+// for blocks never written.
 func (s *Store) readBlocks(coll, name string, fileID, fb, lb uint64, buf []byte) error {
 	it, err := s.db.NewIter(&pebble.IterOptions{
 		LowerBound: csumKey(fileID, fb/chunkBlocks),
@@ -724,6 +739,7 @@ func (s *Store) readBlocks(coll, name string, fileID, fb, lb uint64, buf []byte)
 	defer func() { s.releaseFile(df) }()
 	for b := fb; b <= lb; {
 		if _, ok := present(b); !ok {
+			clear(buf[(b-fb)*blockSize : (b-fb+1)*blockSize]) // buf may be recycled
 			b++
 			continue
 		}

@@ -205,12 +205,12 @@ func (s *Server) readObject(coll string, req *proto.Request) *proto.Response {
 	case proto.OpSnaps:
 		return s.readSnaps(coll, req.Object)
 	case proto.OpRead, proto.OpReadReplica:
-		data, info, err := s.store.ReadInfo(coll, req.Object, req.Offset, req.Length)
+		data, info, pooled, err := s.store.ReadPooled(coll, req.Object, req.Offset, req.Length)
 		if err != nil {
 			return s.failErr(err)
 		}
 		r := s.ok()
-		r.Data, r.Size = data, info.Size
+		r.Data, r.Size, r.Pooled = data, info.Size, pooled
 		return r
 	case proto.OpStat:
 		info, err := s.store.Stat(coll, req.Object)

@@ -1,6 +1,9 @@
 package proto
 
-import "github.com/cairn-storage/cairn/internal/clustermap"
+import (
+	"github.com/cairn-storage/cairn/internal/bufpool"
+	"github.com/cairn-storage/cairn/internal/clustermap"
+)
 
 // Op is the operation a Request asks for.
 type Op uint8
@@ -143,6 +146,21 @@ type Response struct {
 	KVs     []KV
 	Names   []string // OpList
 	More    bool     // a listing stopped at Limit
+
+	// Pooled, when not nil, is a bufpool buffer that Data (and the other
+	// byte fields) may point into. It is not sent. The response's last
+	// user calls Release once done with it; a response never released is
+	// only garbage.
+	Pooled []byte
+}
+
+// Release hands the response's pooled buffer back; the response's byte
+// fields must not be used afterwards.
+func (r *Response) Release() {
+	if r.Pooled != nil {
+		bufpool.Put(r.Pooled)
+		r.Pooled, r.Data, r.KVs = nil, nil, nil
+	}
 }
 
 // Keys of an OpStatus reply.

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cairn-storage/cairn/internal/bufpool"
 	"github.com/cairn-storage/cairn/internal/proto"
 )
 
@@ -126,7 +127,7 @@ func (c *Conn) Call(ctx context.Context, req *proto.Request) (*proto.Response, e
 		return nil, err
 	}
 	id := c.ids.Add(1)
-	bp, b := beginFrame()
+	bp, b := beginFrame(len(req.Data) + len(req.Txn))
 	b = proto.AppendRequest(b, req)
 	if err := sealFrame(bp, b, kindRequest, id); err != nil {
 		return nil, err
@@ -220,6 +221,9 @@ func (c *Conn) readLoop() {
 			// The frame was intact, so only this response is bad; the
 			// stream itself is still in step.
 			err = fmt.Errorf("rpc: %s: %w", c.addr, err)
+			bufpool.Put(body)
+		} else if len(body) >= bufpool.MinSize {
+			resp.Pooled = body // the caller may Release it
 		}
 		cl.ch <- result{resp: resp, err: err}
 	}

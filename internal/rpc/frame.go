@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/cairn-storage/cairn/internal/bufpool"
 	"github.com/cairn-storage/cairn/internal/proto"
 )
 
@@ -46,8 +47,9 @@ type frameReader struct {
 // make us allocate 65 MiB for nothing.
 const smallBody = 17 << 20
 
-// next returns the next frame. body is freshly allocated and owned by the
-// caller (decoded messages alias it). At a clean frame boundary it returns
+// next returns the next frame. body is owned by the caller (decoded
+// messages alias it); a large one comes from bufpool, and the caller may
+// hand it back once nothing uses it. At a clean frame boundary it returns
 // io.EOF; a short frame is io.ErrUnexpectedEOF; rule violations are
 // *frameError.
 func (fr *frameReader) next() (kind byte, id uint64, body []byte, err error) {
@@ -72,8 +74,13 @@ func (fr *frameReader) next() (kind byte, id uint64, body []byte, err error) {
 		return 0, 0, nil, &frameError{fmt.Sprintf("body length %d exceeds limit %d", n, proto.MaxFrameBytes)}
 	}
 	if n <= smallBody {
-		body = make([]byte, n)
+		if n >= bufpool.MinSize {
+			body = bufpool.Get(int(n))
+		} else {
+			body = make([]byte, n)
+		}
 		if _, err := io.ReadFull(fr.r, body); err != nil {
+			bufpool.Put(body)
 			return 0, 0, nil, noEOF(err)
 		}
 	} else {
@@ -92,6 +99,7 @@ func (fr *frameReader) next() (kind byte, id uint64, body []byte, err error) {
 		}
 	}
 	if got := crc32.Checksum(body, castagnoli); got != sum {
+		bufpool.Put(body)
 		return 0, 0, nil, &frameError{fmt.Sprintf("crc32c %#08x of %d-byte body, header says %#08x", got, n, sum)}
 	}
 	return kind, id, body, nil
@@ -106,19 +114,33 @@ func noEOF(err error) error {
 
 // Frame buffers are pooled: a frame is encoded by its caller (so encoding runs
 // in parallel), handed to the connection's writer, copied into its bufio
-// buffer and returned here.
+// buffer and returned here. Small frames share one pool of growing buffers;
+// a frame carrying bulk data is encoded into a bufpool buffer sized for it,
+// so it is neither allocated nor grown by copying.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}
 
-// maxPooled keeps the odd large payload from pinning memory in the pool.
+// maxPooled keeps the odd large payload from pinning memory in the pool of
+// small frames.
 const maxPooled = 256 << 10
 
-func getBuf() *[]byte { return bufPool.Get().(*[]byte) }
+// frameSlack is room beyond the bulk data for a message's other fields.
+const frameSlack = 4 << 10
+
+func getBuf(hint int) *[]byte {
+	if hint+frameSlack > maxPooled {
+		b := bufpool.Get(hint + frameSlack)[:0]
+		return &b
+	}
+	return bufPool.Get().(*[]byte)
+}
 
 func putBuf(b *[]byte) {
 	if cap(*b) <= maxPooled {
 		*b = (*b)[:0]
 		bufPool.Put(b)
+		return
 	}
+	bufpool.Put(*b)
 }
 
 // errTooLarge is returned (not a connection error) for a message that would
@@ -130,10 +152,11 @@ func (e errTooLarge) Error() string {
 }
 
 // beginFrame returns a pooled buffer holding room for a header; the caller
-// appends the encoded message and calls sealFrame.
-func beginFrame() (*[]byte, []byte) {
+// appends the encoded message, of which about bulk bytes are data, and
+// calls sealFrame.
+func beginFrame(bulk int) (*[]byte, []byte) {
 	var zero [headerLen]byte
-	bp := getBuf()
+	bp := getBuf(headerLen + bulk)
 	return bp, append((*bp)[:0], zero[:]...)
 }
 

@@ -42,6 +42,6 @@ func checkImports(t *testing.T, dir string, allowed ...string) {
 }
 
 func TestImports(t *testing.T) {
-	checkImports(t, ".", "internal/proto")
-	checkImports(t, "../proto", "internal/clustermap")
+	checkImports(t, ".", "internal/proto", "internal/bufpool")
+	checkImports(t, "../proto", "internal/clustermap", "internal/bufpool")
 }

@@ -11,13 +11,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cairn-storage/cairn/internal/bufpool"
 	"github.com/cairn-storage/cairn/internal/proto"
 )
 
 // Handler serves requests. Serve is called concurrently, up to
 // ServerOptions.MaxInFlightPerConn at once per connection. ctx ends when the
 // connection breaks or the server closes. The request's byte slices are the
-// handler's to keep; the returned response must not be modified afterwards.
+// handler's only until Serve returns: they point into a frame buffer that is
+// reused then, so a handler copies what it keeps (and no goroutine it starts
+// may read them later). The returned response must not be modified
+// afterwards; its pooled buffer, if any, is released once it is encoded.
 // A nil response is sent as StatusIOError.
 type Handler interface {
 	Serve(ctx context.Context, req *proto.Request) *proto.Response
@@ -306,11 +310,15 @@ func (sc *serverConn) handle(ctx context.Context, id uint64, body []byte) {
 	} else if resp = sc.s.h.Serve(ctx, req); resp == nil {
 		resp = &proto.Response{Status: proto.StatusIOError, Message: "rpc: handler returned no response"}
 	}
-	bp, b := beginFrame()
+	bp, b := beginFrame(len(resp.Data))
 	b = proto.AppendResponse(b, resp)
+	// The response is copied into its frame, and the handler is done with
+	// the request (see Handler): both buffers can go back to the pool.
+	resp.Release()
+	bufpool.Put(body)
 	if err := sealFrame(bp, b, kindReply, id); err != nil {
 		sc.s.opts.Logf("rpc: response to request %d: %v", id, err)
-		bp, b = beginFrame()
+		bp, b = beginFrame(0)
 		b = proto.AppendResponse(b, &proto.Response{Status: proto.StatusIOError, Message: err.Error()})
 		sealFrame(bp, b, kindReply, id)
 	}

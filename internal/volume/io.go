@@ -137,19 +137,19 @@ func (v *Volume) inParent(index uint64) bool {
 
 // readObject reads [off, off+n) of object index; ok is false where neither
 // the object nor (in a clone) its parent has data.
-func (v *Volume) readObject(ctx context.Context, index, off, n uint64) ([]byte, bool, error) {
-	data, _, err := v.p.ReadAt(ctx, v.objectName(index), off, n)
+func (v *Volume) readObject(ctx context.Context, index, off, n uint64) (data []byte, release func(), ok bool, err error) {
+	data, _, release, err = v.p.ReadAtPooled(ctx, v.objectName(index), off, n)
 	if errors.Is(err, client.ErrNotFound) {
 		if !v.inParent(index) {
-			return nil, false, nil
+			return nil, nil, false, nil
 		}
 		start := index*v.ObjectSize + off
 		if start >= v.overlap {
-			return nil, false, nil
+			return nil, nil, false, nil
 		}
 		return v.parent.readObject(ctx, index, off, min(n, v.overlap-start))
 	}
-	return data, err == nil, err
+	return data, release, err == nil, err
 }
 
 // statObject returns how many bytes of object index hold data (through to
@@ -186,7 +186,7 @@ func (v *Volume) copyUp(ctx context.Context, wp *client.Pool, index uint64) erro
 	} else if !errors.Is(err, client.ErrNotFound) {
 		return err
 	}
-	data, ok, err := v.parent.readObject(ctx, index, 0, min(v.ObjectSize, v.overlap-index*v.ObjectSize))
+	data, _, ok, err := v.parent.readObject(ctx, index, 0, min(v.ObjectSize, v.overlap-index*v.ObjectSize))
 	if err != nil {
 		return fmt.Errorf("copying %s/%s's parent data: %w", v.Pool, v.Name, err)
 	}
@@ -218,6 +218,9 @@ func (v *Volume) removeObject(ctx context.Context, wp *client.Pool, index uint64
 type Extent struct {
 	Data []byte
 	Hole uint64
+	// Release, when not nil, hands Data's buffer back for reuse; the
+	// reader calls it once done with Data (or never: that is only slower).
+	Release func()
 }
 
 // piece is the part of an IO that falls in one data object.
@@ -276,7 +279,7 @@ func (v *Volume) Read(ctx context.Context, off, length uint64) ([]Extent, error)
 	parts := make([][]Extent, len(ps))
 	err := parallel(ps, func(pc piece) error {
 		i := pc.i
-		data, ok, err := v.readObject(ctx, pc.index, pc.objOff, pc.n)
+		data, release, ok, err := v.readObject(ctx, pc.index, pc.objOff, pc.n)
 		if err != nil {
 			return err
 		}
@@ -286,7 +289,7 @@ func (v *Volume) Read(ctx context.Context, off, length uint64) ([]Extent, error)
 		}
 		ext := []Extent{}
 		if len(data) > 0 {
-			ext = append(ext, Extent{Data: data})
+			ext = append(ext, Extent{Data: data, Release: release})
 		}
 		if rest := pc.n - uint64(len(data)); rest > 0 {
 			ext = append(ext, Extent{Hole: rest}) // beyond the object's end
@@ -294,14 +297,24 @@ func (v *Volume) Read(ctx context.Context, off, length uint64) ([]Extent, error)
 		parts[i] = ext
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
 	var out []Extent
 	for _, p := range parts {
 		out = append(out, p...)
 	}
+	if err != nil {
+		ReleaseAll(out) // the pieces read before one failed
+		return nil, err
+	}
 	return out, nil
+}
+
+// ReleaseAll hands back the buffers of extents from Read.
+func ReleaseAll(ext []Extent) {
+	for _, e := range ext {
+		if e.Release != nil {
+			e.Release()
+		}
+	}
 }
 
 // ReadAt reads len(b) bytes at off into b, zeros where never written.
@@ -319,6 +332,7 @@ func (v *Volume) ReadAt(ctx context.Context, b []byte, off uint64) error {
 			pos += int(e.Hole)
 		}
 	}
+	ReleaseAll(ext)
 	return nil
 }
 

@@ -150,7 +150,7 @@ func Rollback(ctx context.Context, p *client.Pool, name, snap string, progress P
 		if set.Resolve(s.ID, true).Head {
 			return nil // unchanged since the snapshot
 		}
-		data, ok, err := at.readObject(ctx, idx, 0, v.ObjectSize)
+		data, _, ok, err := at.readObject(ctx, idx, 0, v.ObjectSize)
 		switch {
 		case err != nil:
 			return err

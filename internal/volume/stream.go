@@ -390,7 +390,7 @@ func ExportDiff(ctx context.Context, p *client.Pool, name, from, to string, w io
 		if changed {
 			off := idx * b.ObjectSize
 			length := min(b.ObjectSize, b.Size-off)
-			data, _, err := b.readObject(ctx, idx, 0, length)
+			data, _, _, err := b.readObject(ctx, idx, 0, length)
 			if err != nil {
 				return err
 			}
@@ -552,11 +552,11 @@ func unchangedSince(ctx context.Context, p *client.Pool, info *Info, s Snap) err
 
 // sameObject reports whether object idx reads the same in a and b.
 func sameObject(ctx context.Context, a, b *Volume, idx uint64) (bool, error) {
-	da, _, err := a.readObject(ctx, idx, 0, a.ObjectSize)
+	da, _, _, err := a.readObject(ctx, idx, 0, a.ObjectSize)
 	if err != nil {
 		return false, err
 	}
-	db, _, err := b.readObject(ctx, idx, 0, b.ObjectSize)
+	db, _, _, err := b.readObject(ctx, idx, 0, b.ObjectSize)
 	if err != nil {
 		return false, err
 	}

@@ -1,0 +1,99 @@
+// Package bufpool recycles the large byte buffers of the data path: frame
+// bodies on both ends of a connection, object reads and the slabs of large
+// writes. A fresh multi-megabyte buffer costs page faults, zeroing and
+// garbage collection every time, more than the copy that fills it: under
+// 1 MiB reads, allocating the frame body was a quarter of the NBD gateway's
+// CPU and of an OSD's.
+//
+// Buffers come in power-of-two classes from MinSize to MaxSize, each
+// starting at an Align-aligned address (usable for O_DIRECT). The pool holds
+// no buffer against the garbage collector: sync.Pool lets idle ones go.
+//
+// The rule that keeps this safe: a buffer is handed back (Put) exactly once,
+// by its last user, after which nothing may touch it. Tests can set
+// CAIRN_BUFPOOL_POISON=1 so that every Put overwrites the buffer, turning a
+// use after Put into visibly wrong data.
+package bufpool
+
+import (
+	"os"
+	"sync"
+	"unsafe"
+)
+
+const (
+	// Align is the alignment of every buffer's first byte.
+	Align    = 4096
+	minShift = 16
+	maxShift = 26
+	// MinSize is the smallest pooled size: smaller buffers are cheap to
+	// allocate and Get just makes them.
+	MinSize = 1 << minShift
+	// MaxSize is the largest pooled size.
+	MaxSize = 1 << maxShift
+)
+
+var pools [maxShift - minShift + 1]sync.Pool
+
+// poison makes Put fill buffers with a pattern (see the package doc).
+var poison = os.Getenv("CAIRN_BUFPOOL_POISON") == "1"
+
+// class returns the pool index of buffers able to hold n bytes, or -1 if n is
+// not pooled.
+func class(n int) int {
+	if n < MinSize || n > MaxSize {
+		return -1
+	}
+	c := 0
+	for MinSize<<c < n {
+		c++
+	}
+	return c
+}
+
+// Get returns a buffer of length n whose first byte is Align-aligned. Its
+// contents are undefined: the caller overwrites all of it before anyone
+// reads it. Sizes outside the pooled classes are freshly allocated (and
+// zero).
+func Get(n int) []byte {
+	c := class(n)
+	if c < 0 {
+		return aligned(n)
+	}
+	if p, _ := pools[c].Get().(*[]byte); p != nil {
+		return (*p)[:n]
+	}
+	return aligned(MinSize << c)[:n]
+}
+
+// Put hands back a buffer from Get. Slices that cannot be a whole buffer
+// (another capacity, a sub-slice not starting at an aligned address) are
+// left to the garbage collector, so handing back the wrong slice never
+// corrupts anything; handing back a buffer still in use does.
+func Put(b []byte) {
+	c := class(cap(b))
+	if c < 0 || cap(b) != MinSize<<c {
+		return
+	}
+	b = b[:cap(b)]
+	if uintptr(unsafe.Pointer(&b[0]))%Align != 0 {
+		return
+	}
+	if poison {
+		for i := range b {
+			b[i] = 0xdb
+		}
+	}
+	pools[c].Put(&b)
+}
+
+// aligned allocates n bytes starting at an Align-aligned address, with
+// capacity n.
+func aligned(n int) []byte {
+	if n == 0 {
+		return []byte{}
+	}
+	b := make([]byte, n+Align)
+	off := (Align - int(uintptr(unsafe.Pointer(&b[0]))%Align)) % Align
+	return b[off : off+n : off+n]
+}

@@ -1,0 +1,66 @@
+package bufpool
+
+import (
+	"testing"
+	"unsafe"
+)
+
+func isAligned(b []byte) bool { return uintptr(unsafe.Pointer(&b[0]))%Align == 0 }
+
+func TestGetSizesAndAlignment(t *testing.T) {
+	for _, n := range []int{1, 4095, MinSize - 1, MinSize, MinSize + 1, 1 << 20, 3<<20 + 17, MaxSize, MaxSize + 1} {
+		b := Get(n)
+		if len(b) != n {
+			t.Fatalf("Get(%d): len %d", n, len(b))
+		}
+		if !isAligned(b) {
+			t.Fatalf("Get(%d): first byte not %d-aligned", n, Align)
+		}
+		if c := class(n); c >= 0 && cap(b) != MinSize<<c {
+			t.Fatalf("Get(%d): cap %d, want class size %d", n, cap(b), MinSize<<c)
+		}
+		b[n-1] = 1 // the whole length is usable
+		Put(b)
+	}
+}
+
+func TestClassBoundaries(t *testing.T) {
+	for n, want := range map[int]int{MinSize - 1: -1, MinSize: 0, MinSize + 1: 1, 2 * MinSize: 1, MaxSize: maxShift - minShift, MaxSize + 1: -1} {
+		if got := class(n); got != want {
+			t.Errorf("class(%d) = %d, want %d", n, got, want)
+		}
+	}
+}
+
+// A buffer handed back is handed out again (the point of the pool), and
+// slices that are not whole buffers from Get are never taken in.
+func TestPutReusesOnlyWholeBuffers(t *testing.T) {
+	poison = true
+	defer func() { poison = false }()
+	reused := false
+	for range 100 { // sync.Pool may drop a buffer; it rarely drops them all
+		b := Get(1 << 20)
+		b[0] = 7
+		Put(b)
+		if c := Get(1 << 20); &c[0] == &b[0] {
+			reused = true
+			if c[0] != 0xdb {
+				t.Fatalf("poisoned buffer starts with %#x", c[0])
+			}
+			break
+		}
+	}
+	if !reused {
+		t.Fatal("a buffer handed back was never handed out again")
+	}
+
+	whole := Get(1 << 20)
+	Put(whole[4096:]) // a sub-slice: ignored
+	for range 100 {
+		c := Get(1 << 20)
+		if &c[0] == &whole[4096] {
+			t.Fatal("a sub-slice was taken into the pool")
+		}
+		// Leave c out so the next Get would find anything wrongly put.
+	}
+}
