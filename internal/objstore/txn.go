@@ -202,8 +202,13 @@ const txnMagic = "CTX"
 const txnVersion = 1
 
 // Marshal encodes the Txn in the stable wire format.
-func (t *Txn) Marshal() []byte {
-	b := make([]byte, 0, t.bytes+16)
+func (t *Txn) Marshal() []byte { return t.AppendMarshal(make([]byte, 0, t.Size())) }
+
+// Size bounds the length of the Txn's encoding.
+func (t *Txn) Size() int { return t.bytes + 16 }
+
+// AppendMarshal appends the Txn's encoding to b.
+func (t *Txn) AppendMarshal(b []byte) []byte {
 	b = append(b, txnMagic...)
 	b = append(b, txnVersion)
 	b = binary.AppendUvarint(b, uint64(len(t.ops)))

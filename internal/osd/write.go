@@ -8,10 +8,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cairn-storage/cairn/internal/bufpool"
 	"github.com/cairn-storage/cairn/internal/clustermap"
 	"github.com/cairn-storage/cairn/internal/objstore"
 	"github.com/cairn-storage/cairn/internal/placement"
 	"github.com/cairn-storage/cairn/internal/proto"
+	"github.com/cairn-storage/cairn/internal/rpc"
 )
 
 // replicaWait bounds how long a write waits for a failed replica to be
@@ -147,7 +149,24 @@ func (s *Server) write(ctx context.Context, pool *clustermap.Pool, p *pgState, r
 	if lo, hi, ok := p.trimRange(ver); ok {
 		txn.OmapRmRange(coll, pgMetaObject, logKey(lo), logKey(hi))
 	}
-	payload := txn.Marshal()
+	// Encoded once into a recycled buffer: every replica gets the same
+	// frame body (rpc.Share), except after a map change.
+	payload := txn.AppendMarshal(bufpool.Get(txn.Size())[:0])
+	defer bufpool.Put(payload) // every return below drains the senders first
+	t := s.view.Table()
+	replicate := func(t *placement.Table) *proto.Request {
+		return &proto.Request{Op: proto.OpReplicate, Epoch: t.Map().Epoch, PG: req.PG, Object: req.Object, PGVersion: ver, Txn: payload}
+	}
+	var shared *rpc.Shared
+	sharedTable := t
+	if slices.ContainsFunc(writeSet, func(o clustermap.OSDID) bool { return o != s.id }) {
+		sh, err := rpc.Share(replicate(t))
+		if err != nil {
+			return s.failErr(err)
+		}
+		defer sh.Release()
+		shared = sh
+	}
 
 	type result struct {
 		osd  clustermap.OSDID
@@ -161,20 +180,24 @@ func (s *Server) write(ctx context.Context, pool *clustermap.Pool, p *pgState, r
 			results <- result{osd: osd, err: fmt.Errorf("%s not in map", osd)}
 			return
 		}
-		rr := &proto.Request{Op: proto.OpReplicate, Epoch: t.Map().Epoch, PG: req.PG, Object: req.Object, PGVersion: ver, Txn: payload}
-		resp, err := s.peers.Call(ctx, o.Addr, rr)
+		call := func() (*proto.Response, error) {
+			if t == sharedTable {
+				return s.peers.CallShared(ctx, o.Addr, shared)
+			}
+			return s.peers.Call(ctx, o.Addr, replicate(t))
+		}
+		resp, err := call()
 		if err != nil && !isRefused(err) && ctx.Err() == nil {
 			// The connection broke: dial again at once. A refused dial
 			// means the process is gone; say so rather than wait for its
 			// lease to run out.
-			resp, err = s.peers.Call(ctx, o.Addr, rr)
+			resp, err = call()
 		}
 		if isRefused(err) {
 			s.suspect(osd, o.Addr)
 		}
 		results <- result{osd: osd, resp: resp, err: err}
 	}
-	t := s.view.Table()
 	pending := 0
 	for _, r := range writeSet {
 		if r != s.id {

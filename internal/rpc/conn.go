@@ -20,7 +20,7 @@ import (
 type Conn struct {
 	addr  string
 	nc    net.Conn
-	sendq chan *[]byte  // encoded frames for the writer
+	sendq chan outFrame // encoded frames for the writer
 	done  chan struct{} // closed when the connection is broken or closed
 	wg    sync.WaitGroup
 	ids   atomic.Uint64
@@ -83,7 +83,7 @@ func Dial(ctx context.Context, addr string, key []byte) (*Conn, error) {
 	c := &Conn{
 		addr:    addr,
 		nc:      nc,
-		sendq:   make(chan *[]byte, 256),
+		sendq:   make(chan outFrame, 256),
 		done:    make(chan struct{}),
 		pending: make(map[uint64]*call),
 	}
@@ -132,26 +132,42 @@ func (c *Conn) Call(ctx context.Context, req *proto.Request) (*proto.Response, e
 	if err := sealFrame(bp, b, kindRequest, id); err != nil {
 		return nil, err
 	}
+	return c.roundTrip(ctx, id, outFrame{buf: bp})
+}
 
+// CallShared is Call for a request encoded once with Share, to be sent on
+// several connections.
+func (c *Conn) CallShared(ctx context.Context, s *Shared) (*proto.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.ref()
+	id := c.ids.Add(1)
+	return c.roundTrip(ctx, id, sharedFrame(s, kindRequest, id))
+}
+
+// roundTrip queues f, request id (handing it to the writer, or releasing
+// it), and waits for the response.
+func (c *Conn) roundTrip(ctx context.Context, id uint64, f outFrame) (*proto.Response, error) {
 	cl := callPool.Get().(*call)
 	c.mu.Lock()
 	if c.pending == nil {
 		err := c.err
 		c.mu.Unlock()
 		callPool.Put(cl)
-		putBuf(bp)
+		f.release()
 		return nil, err
 	}
 	c.pending[id] = cl
 	c.mu.Unlock()
 
 	select {
-	case c.sendq <- bp:
+	case c.sendq <- f:
 	case <-c.done:
 		// fail has answered (or will answer) every pending call; take it.
-		putBuf(bp)
+		f.release()
 	case <-ctx.Done():
-		putBuf(bp)
+		f.release()
 		return nil, c.abandon(id, cl, ctx.Err())
 	}
 

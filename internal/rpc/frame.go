@@ -8,6 +8,7 @@ import (
 	"io"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cairn-storage/cairn/internal/bufpool"
 	"github.com/cairn-storage/cairn/internal/proto"
@@ -169,39 +170,127 @@ func sealFrame(bp *[]byte, b []byte, kind byte, id uint64) error {
 		putBuf(bp)
 		return errTooLarge(len(body))
 	}
-	binary.BigEndian.PutUint32(b[0:4], frameMagic)
-	b[4] = kind
-	b[5], b[6], b[7] = 0, 0, 0
-	binary.BigEndian.PutUint64(b[8:16], id)
-	binary.BigEndian.PutUint32(b[16:20], uint32(len(body)))
-	binary.BigEndian.PutUint32(b[20:24], crc32.Checksum(body, castagnoli))
+	putHeader(b[:headerLen], kind, id, len(body), crc32.Checksum(body, castagnoli))
 	return nil
+}
+
+func putHeader(h []byte, kind byte, id uint64, n int, sum uint32) {
+	binary.BigEndian.PutUint32(h[0:4], frameMagic)
+	h[4] = kind
+	h[5], h[6], h[7] = 0, 0, 0
+	binary.BigEndian.PutUint64(h[8:16], id)
+	binary.BigEndian.PutUint32(h[16:20], uint32(n))
+	binary.BigEndian.PutUint32(h[20:24], sum)
+}
+
+// Shared is a request encoded and checksummed once for several
+// connections: a replicated write sends the same bytes to every replica,
+// and copying and checksumming megabytes once per replica was a pass over
+// the data each. Each call takes a reference until its frame is written;
+// the creator drops its own with Release.
+type Shared struct {
+	body []byte
+	sum  uint32
+	refs atomic.Int32
+}
+
+// Share encodes req for CallShared.
+func Share(req *proto.Request) (*Shared, error) {
+	var b []byte
+	if n := len(req.Data) + len(req.Txn) + frameSlack; n > maxPooled {
+		b = bufpool.Get(n)[:0]
+	} else {
+		b = make([]byte, 0, n)
+	}
+	b = proto.AppendRequest(b, req)
+	if len(b) > proto.MaxFrameBytes {
+		bufpool.Put(b)
+		return nil, errTooLarge(len(b))
+	}
+	s := &Shared{body: b, sum: crc32.Checksum(b, castagnoli)}
+	s.refs.Store(1)
+	return s, nil
+}
+
+// Release drops the creator's reference: the buffer goes back to the pool
+// once every frame using it is written. No call may start after Release.
+func (s *Shared) Release() { s.unref() }
+
+func (s *Shared) ref() {
+	if s.refs.Add(1) <= 1 {
+		panic("rpc: Shared request used after its last reference was dropped")
+	}
+}
+
+func (s *Shared) unref() {
+	switch n := s.refs.Add(-1); {
+	case n == 0:
+		bufpool.Put(s.body)
+	case n < 0:
+		panic("rpc: Shared request released more often than referenced")
+	}
+}
+
+// outFrame is one frame for a connection's writer, which owns it once
+// queued: a whole encoded frame, or the header of a Shared body.
+type outFrame struct {
+	buf    *[]byte
+	hdr    [headerLen]byte
+	shared *Shared
+}
+
+func sharedFrame(s *Shared, kind byte, id uint64) outFrame {
+	f := outFrame{shared: s}
+	putHeader(f.hdr[:], kind, id, len(s.body), s.sum)
+	return f
+}
+
+// release gives back what f holds (its writer is done with it, or it was
+// never queued).
+func (f outFrame) release() {
+	if f.shared != nil {
+		f.shared.unref()
+	} else {
+		putBuf(f.buf)
+	}
+}
+
+func (f outFrame) writeTo(w *bufio.Writer) error {
+	if f.shared == nil {
+		_, err := w.Write(*f.buf)
+		return err
+	}
+	if _, err := w.Write(f.hdr[:]); err != nil {
+		return err
+	}
+	_, err := w.Write(f.shared.body)
+	return err
 }
 
 // writeLoop is a connection's only writer. It takes every frame that has
 // queued up, copies them into one bufio buffer and flushes when the queue is
 // empty, so a burst of pipelined calls costs one write syscall rather than
 // one each. It returns on done or on the first write error.
-func writeLoop(w io.Writer, q <-chan *[]byte, done <-chan struct{}) error {
+func writeLoop(w io.Writer, q <-chan outFrame, done <-chan struct{}) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	for {
-		var b *[]byte
+		var f outFrame
 		select {
-		case b = <-q:
+		case f = <-q:
 		case <-done:
 			return nil
 		}
 		yielded := false
-		for b != nil {
-			_, err := bw.Write(*b)
-			putBuf(b)
+		for more := true; more; {
+			err := f.writeTo(bw)
+			f.release()
 			if err != nil {
 				return err
 			}
 			select {
-			case b = <-q:
+			case f = <-q:
 			default:
-				b = nil
+				more = false
 				if !yielded {
 					// Let goroutines that are about to queue a frame (a
 					// handler finishing, a caller encoding) do so, so
@@ -209,7 +298,8 @@ func writeLoop(w io.Writer, q <-chan *[]byte, done <-chan struct{}) error {
 					yielded = true
 					runtime.Gosched()
 					select {
-					case b = <-q:
+					case f = <-q:
+						more = true
 					default:
 					}
 				}

@@ -91,6 +91,15 @@ func (p *Pool) Call(ctx context.Context, addr string, req *proto.Request) (*prot
 	return c.Call(ctx, req)
 }
 
+// CallShared is Call for a request encoded once with Share.
+func (p *Pool) CallShared(ctx context.Context, addr string, sh *Shared) (*proto.Response, error) {
+	c, err := p.get(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	return c.CallShared(ctx, sh)
+}
+
 // Close closes every connection.
 func (p *Pool) Close() {
 	p.mu.Lock()

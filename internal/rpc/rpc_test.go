@@ -617,3 +617,56 @@ func cpuTime() time.Duration {
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// One encoded request goes out on several connections (a write to every
+// replica); each server gets the whole request, and the buffer goes back
+// to the pool only after the last frame using it is written.
+func TestSharedRequest(t *testing.T) {
+	var conns []*Conn
+	for range 3 {
+		_, addr, _ := startServer(t, "127.0.0.1", testKey, HandlerFunc(echo), ServerOptions{})
+		conns = append(conns, dial(t, addr))
+	}
+	data := make([]byte, 1<<20+3)
+	for i := range data {
+		data[i] = byte(i * 13)
+	}
+	sh, err := Share(&proto.Request{Op: proto.OpWrite, Object: "obj", Offset: 42, Data: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := conns[i%len(conns)].CallShared(context.Background(), sh)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if resp.Message != "obj" || resp.Size != 42 || !bytes.Equal(resp.Data, data) {
+				t.Errorf("call %d: the server got another request (object %q, offset %d, %d bytes)", i, resp.Message, resp.Size, len(resp.Data))
+			}
+			resp.Release()
+		}()
+	}
+	wg.Wait()
+	if sh.refs.Load() < 1 {
+		t.Fatal("the buffer went back while the creator still held it")
+	}
+	sh.Release()
+	// Each writer drops its reference just after writing, maybe after the
+	// response came back.
+	for deadline := time.Now().Add(3 * time.Second); sh.refs.Load() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d references left after every call returned and the creator released", sh.refs.Load())
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a call with a released Shared request did not panic")
+		}
+	}()
+	conns[0].CallShared(context.Background(), sh)
+}

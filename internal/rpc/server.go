@@ -202,7 +202,7 @@ func (s *Server) serveConn(nc net.Conn) {
 // serverConn is the state of one connection after its handshake.
 type serverConn struct {
 	s       *Server
-	sendq   chan *[]byte
+	sendq   chan outFrame
 	done    chan struct{} // closed when the connection is finished
 	work    chan job      // unbuffered: a send succeeds only if a worker is idle
 	workers int           // started so far; only the reader touches it
@@ -223,7 +223,7 @@ func (s *Server) serveStream(r io.Reader, w io.Writer, closeFn func()) error {
 	ctx, cancel := context.WithCancel(s.ctx)
 	sc := &serverConn{
 		s:     s,
-		sendq: make(chan *[]byte, s.opts.MaxInFlightPerConn),
+		sendq: make(chan outFrame, s.opts.MaxInFlightPerConn),
 		done:  make(chan struct{}),
 		work:  make(chan job),
 	}
@@ -323,7 +323,7 @@ func (sc *serverConn) handle(ctx context.Context, id uint64, body []byte) {
 		sealFrame(bp, b, kindReply, id)
 	}
 	select {
-	case sc.sendq <- bp:
+	case sc.sendq <- outFrame{buf: bp}:
 	case <-sc.done:
 		putBuf(bp)
 	}
