@@ -707,24 +707,8 @@ func (s *Store) readRec(coll, name string, r *objRec, off, length uint64) (data,
 // readBlocks fills buf with verified blocks fb..lb of a data file, zeros
 // for blocks never written.
 func (s *Store) readBlocks(coll, name string, fileID, fb, lb uint64, buf []byte) error {
-	it, err := s.db.NewIter(&pebble.IterOptions{
-		LowerBound: csumKey(fileID, fb/chunkBlocks),
-		UpperBound: csumKey(fileID, lb/chunkBlocks+1),
-	})
+	chunks, err := s.loadChunks(coll, name, fileID, fb/chunkBlocks, lb/chunkBlocks)
 	if err != nil {
-		return err
-	}
-	chunks := map[uint64]*chunk{}
-	for it.First(); it.Valid(); it.Next() {
-		k := it.Key()
-		c, err := decodeChunk(it.Value())
-		if err != nil || len(k) != 13 {
-			it.Close()
-			return &CorruptionError{Coll: coll, Name: name, Detail: "bad checksum chunk"}
-		}
-		chunks[uint64(binary.BigEndian.Uint32(k[9:]))] = c
-	}
-	if err := it.Close(); err != nil {
 		return err
 	}
 	present := func(b uint64) (uint32, bool) {
@@ -772,6 +756,49 @@ func (s *Store) readBlocks(coll, name string, fileID, fb, lb uint64, buf []byte)
 		b = e + 1
 	}
 	return nil
+}
+
+// loadChunks returns the checksum chunks first..last of a data file that
+// exist. One chunk (every read up to 256 KiB that is aligned) is a point
+// lookup, much cheaper than an iterator.
+func (s *Store) loadChunks(coll, name string, fileID, first, last uint64) (map[uint64]*chunk, error) {
+	chunks := map[uint64]*chunk{}
+	bad := &CorruptionError{Coll: coll, Name: name, Detail: "bad checksum chunk"}
+	if first == last {
+		v, err := s.get(csumKey(fileID, first))
+		if errors.Is(err, pebble.ErrNotFound) {
+			return chunks, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		c, err := decodeChunk(v)
+		if err != nil {
+			return nil, bad
+		}
+		chunks[first] = c
+		return chunks, nil
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{
+		LowerBound: csumKey(fileID, first),
+		UpperBound: csumKey(fileID, last+1),
+	})
+	if err != nil {
+		return nil, err
+	}
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()
+		c, err := decodeChunk(it.Value())
+		if err != nil || len(k) != 13 {
+			it.Close()
+			return nil, bad
+		}
+		chunks[uint64(binary.BigEndian.Uint32(k[9:]))] = c
+	}
+	if err := it.Close(); err != nil {
+		return nil, err
+	}
+	return chunks, nil
 }
 
 // phys is the file offset of block b in slot A or B.
