@@ -570,13 +570,19 @@ func TestConnClose(t *testing.T) {
 
 // benchCall measures 4 KiB writes (4 KiB request, small response) with
 // `callers` goroutines sharing one connection.
-func benchCall(b *testing.B, callers int) {
+// benchCall sends size-byte writes from callers goroutines; read makes the
+// server answer with the same bytes instead (a read of that size).
+func benchCall(b *testing.B, callers, size int, read bool) {
 	h := HandlerFunc(func(ctx context.Context, req *proto.Request) *proto.Response {
-		return &proto.Response{Status: proto.StatusOK, Size: uint64(len(req.Data)), Version: req.Offset}
+		r := &proto.Response{Status: proto.StatusOK, Size: uint64(len(req.Data)), Version: req.Offset}
+		if read {
+			r.Data = req.Data
+		}
+		return r
 	})
 	_, addr, _ := startServer(b, "127.0.0.1", testKey, h, ServerOptions{})
 	c := dial(b, addr)
-	data := make([]byte, 4096)
+	data := make([]byte, size)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(data)))
 	cpu0 := cpuTime()
@@ -588,10 +594,11 @@ func benchCall(b *testing.B, callers int) {
 			req := &proto.Request{Op: proto.OpWrite, Object: "rbd_data.1.0000000000000001", Data: data}
 			for next.Add(1) <= int64(b.N) {
 				resp, err := c.Call(context.Background(), req)
-				if err != nil || resp.Size != 4096 {
+				if err != nil || resp.Size != uint64(size) || read && len(resp.Data) != size {
 					b.Error(err)
 					return
 				}
+				resp.Release()
 			}
 		})
 	}
@@ -607,7 +614,15 @@ func benchCall(b *testing.B, callers int) {
 
 func BenchmarkCall4KiB(b *testing.B) {
 	for _, n := range []int{1, 16} {
-		b.Run(fmt.Sprintf("callers=%d", n), func(b *testing.B) { benchCall(b, n) })
+		b.Run(fmt.Sprintf("callers=%d", n), func(b *testing.B) { benchCall(b, n, 4096, false) })
+	}
+}
+
+// BenchmarkCall1MiB moves 1 MiB each way: the frames of both ends come from
+// bufpool, so B/op stays far below the bytes moved.
+func BenchmarkCall1MiB(b *testing.B) {
+	for _, dir := range []string{"write", "read"} {
+		b.Run(dir, func(b *testing.B) { benchCall(b, 4, 1<<20, dir == "read") })
 	}
 }
 
