@@ -79,6 +79,23 @@ func TestDirectIORead(t *testing.T) {
 		t.Fatal("a 2 MiB read did not open the file for direct IO")
 	}
 
+	// Whole-object reads go direct however often they come.
+	whole := pattern(5, 3<<20)
+	var tw Txn
+	tw.Put("1.0", "whole", whole)
+	if err := s.Apply(&tw); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if got, err := s.Read("1.0", "whole", 0, 0); err != nil || !bytes.Equal(got, whole) {
+			t.Fatalf("whole-object read: %v", err)
+		}
+	}
+	wdf := s.files[fileIDOf(t, s, "whole")]
+	if s.cached(wdf, 0, 4096) || s.cached(wdf, 1<<20, 4096) {
+		t.Fatal("repeated 3 MiB reads of an object went through the page cache")
+	}
+
 	// A small overwrite is deferred: the page cache is newer than the disk
 	// until the checkpoint, and reads must see it either way.
 	patch := pattern(4, 10000)
@@ -102,6 +119,17 @@ func TestDirectIORead(t *testing.T) {
 	if _, err := s.Read("1.0", "big", 0, 0); !IsCorruption(err) {
 		t.Fatalf("a corrupted block read directly: err = %v, want corruption", err)
 	}
+}
+
+// fileIDOf returns the data file of an object of collection 1.0.
+func fileIDOf(t *testing.T, s *Store, name string) uint64 {
+	t.Helper()
+	defer s.rlock("1.0", name)()
+	r, ok, err := s.loadRec("1.0", name)
+	if err != nil || !ok || r.inline {
+		t.Fatalf("object %q has no data file: %v", name, err)
+	}
+	return r.fileID
 }
 
 func firstFileID(t *testing.T, s *Store) uint64 {

@@ -98,7 +98,8 @@
 // the first time a region is read, and the cache from the second time on
 // (directio.go): data read once does not pass through the cache, whose
 // copies were the largest CPU cost of a 4 MiB read, and data read again is
-// cached.
+// cached. Reads of 2 MiB or more (whole objects) always go direct unless
+// already cached: for them the cache's copy costs more than it saves.
 //
 // The index has a block cache (Options.CacheBytes, 256 MiB by default), which
 // is also the read cache of inline objects, bloom filters (most writes look
