@@ -51,19 +51,32 @@ func class(n int) int {
 	return c
 }
 
-// Get returns a buffer of length n whose first byte is Align-aligned. Its
-// contents are undefined: the caller overwrites all of it before anyone
-// reads it. Sizes outside the pooled classes are freshly allocated (and
-// zero).
+// Get returns a buffer of length n. Its contents are undefined: the caller
+// overwrites all of it before anyone reads it. Pooled sizes (MinSize to
+// MaxSize) start at an Align-aligned address; smaller and larger buffers
+// are freshly allocated (and zero), and small ones are not aligned: see
+// Aligned.
 func Get(n int) []byte {
 	c := class(n)
 	if c < 0 {
+		if n < MinSize {
+			return make([]byte, n) // cheap, and exact: no alignment slack
+		}
 		return aligned(n)
 	}
 	if p, _ := pools[c].Get().(*[]byte); p != nil {
 		return (*p)[:n]
 	}
 	return aligned(MinSize << c)[:n]
+}
+
+// Aligned is Get for callers that need an Align-aligned buffer whatever its
+// size (O_DIRECT IO).
+func Aligned(n int) []byte {
+	if n < MinSize {
+		return aligned(n)
+	}
+	return Get(n)
 }
 
 // Put hands back a buffer from Get. Slices that cannot be a whole buffer

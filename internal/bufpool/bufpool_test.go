@@ -13,8 +13,14 @@ func TestGetSizesAndAlignment(t *testing.T) {
 		if len(b) != n {
 			t.Fatalf("Get(%d): len %d", n, len(b))
 		}
-		if !isAligned(b) {
+		if n >= MinSize && !isAligned(b) {
 			t.Fatalf("Get(%d): first byte not %d-aligned", n, Align)
+		}
+		if n < MinSize && cap(b) != n {
+			t.Fatalf("Get(%d): cap %d, want exactly %d for a small buffer", n, cap(b), n)
+		}
+		if a := Aligned(n); len(a) != n || !isAligned(a) {
+			t.Fatalf("Aligned(%d): len %d, aligned %v", n, len(a), isAligned(a))
 		}
 		if c := class(n); c >= 0 && cap(b) != MinSize<<c {
 			t.Fatalf("Get(%d): cap %d, want class size %d", n, cap(b), MinSize<<c)

@@ -69,7 +69,7 @@ func (s *Store) writeUncached(df *dataFile, fid, off uint64, buf []byte, dsync b
 	}
 	ab := buf
 	if uintptr(unsafe.Pointer(&buf[0]))%directAlign != 0 {
-		ab = bufpool.Get(len(buf))
+		ab = bufpool.Aligned(len(buf))
 		defer bufpool.Put(ab)
 		copy(ab, buf)
 	}

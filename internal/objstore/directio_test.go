@@ -204,7 +204,7 @@ func TestWriteUncachedAnyBuffer(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := pattern(7, 256<<10)
-	aligned := bufpool.Get(len(want))
+	aligned := bufpool.Aligned(len(want))
 	copy(aligned, want[:128<<10])
 	unaligned := make([]byte, 128<<10+1)[1:]
 	copy(unaligned, want[128<<10:])

@@ -200,7 +200,8 @@ func Share(req *proto.Request) (*Shared, error) {
 	if n := len(req.Data) + len(req.Txn) + frameSlack; n > maxPooled {
 		b = bufpool.Get(n)[:0]
 	} else {
-		b = make([]byte, 0, n)
+		// A small write: room for its fixed fields, grown if need be.
+		b = make([]byte, 0, len(req.Data)+len(req.Txn)+len(req.Object)+128)
 	}
 	b = proto.AppendRequest(b, req)
 	if len(b) > proto.MaxFrameBytes {
