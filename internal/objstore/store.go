@@ -203,7 +203,7 @@ func Open(o Options) (*Store, error) {
 	po := &pebble.Options{
 		FS:           s.fs,
 		Logger:       quietLogger{},
-		MemTableSize: 64 << 20,
+		MemTableSize: memTableSize(s.fs, o.MetaDir),
 		Cache:        cache,
 	}
 	// Object data (inline objects, journal records) rarely compresses;
@@ -226,6 +226,18 @@ func Open(o Options) (*Store, error) {
 	}
 	go s.checkpointer()
 	return s, nil
+}
+
+// memTableSize is 64 MiB, less on a small disk: pebble preallocates each
+// WAL file at 110% of the memtable, and two of them took 140 MiB of a
+// 160 MiB disk, leaving room for a handful of objects.
+func memTableSize(fs vfs.FS, dir string) uint64 {
+	const largest, smallest = 64 << 20, 4 << 20
+	du, err := fs.GetDiskUsage(dir)
+	if err != nil || du.TotalBytes == 0 {
+		return largest
+	}
+	return max(smallest, min(du.TotalBytes/64, largest))
 }
 
 func (s *Store) start() error {

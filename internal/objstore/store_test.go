@@ -545,3 +545,30 @@ func TestUsageRealDisk(t *testing.T) {
 		t.Fatalf("usage %+v %v", u, err)
 	}
 }
+
+// pebble preallocates each WAL at 110% of the memtable: on a small disk the
+// memtable shrinks so the WALs leave room for data.
+func TestMemTableSizeFollowsDiskSize(t *testing.T) {
+	small := smallDisk{vfs.NewMem(), 160 << 20}
+	if got := memTableSize(small, "/"); got != 4<<20 {
+		t.Fatalf("160 MiB disk: memtable of %d bytes, want the 4 MiB floor", got)
+	}
+	mid := smallDisk{vfs.NewMem(), 1 << 30}
+	if got := memTableSize(mid, "/"); got != 16<<20 {
+		t.Fatalf("1 GiB disk: memtable of %d bytes, want 16 MiB", got)
+	}
+	big := smallDisk{vfs.NewMem(), 1 << 40}
+	if got := memTableSize(big, "/"); got != 64<<20 {
+		t.Fatalf("1 TiB disk: memtable of %d bytes, want 64 MiB", got)
+	}
+}
+
+// smallDisk reports a disk of the given size.
+type smallDisk struct {
+	vfs.FS
+	total uint64
+}
+
+func (d smallDisk) GetDiskUsage(string) (vfs.DiskUsage, error) {
+	return vfs.DiskUsage{TotalBytes: d.total, AvailBytes: d.total}, nil
+}
