@@ -93,8 +93,9 @@ func Put(b []byte) {
 		return
 	}
 	if poison {
-		for i := range b {
-			b[i] = 0xdb
+		b[0] = 0xdb
+		for n := 1; n < len(b); n *= 2 {
+			copy(b[n:], b[:n])
 		}
 	}
 	pools[c].Put(&b)

@@ -50,8 +50,8 @@ func TestPutReusesOnlyWholeBuffers(t *testing.T) {
 		Put(b)
 		if c := Get(1 << 20); &c[0] == &b[0] {
 			reused = true
-			if c[0] != 0xdb {
-				t.Fatalf("poisoned buffer starts with %#x", c[0])
+			if c[0] != 0xdb || c[len(c)-1] != 0xdb || c[len(c)/3] != 0xdb {
+				t.Fatalf("poisoned buffer holds %#x, %#x, %#x", c[0], c[len(c)/3], c[len(c)-1])
 			}
 			break
 		}

@@ -594,7 +594,9 @@ func (c *conn) do(ctx context.Context, req request, data []byte) {
 // sendRead answers a successful read: structured (holes cost nothing) when
 // negotiated, else one simple reply with the data.
 func (c *conn) sendRead(req request, chunks []Chunk) {
-	defer releaseChunks(slices.Clone(chunks)) // once queue has copied or sent the data
+	// Once queue has copied or sent the data. The deletion of empty chunks
+	// below only moves the others to the front of this same slice.
+	defer releaseChunks(chunks)
 	// Headers and data go to the connection's buffer as separate parts:
 	// large data is written through without being copied into one reply.
 	var parts [][]byte

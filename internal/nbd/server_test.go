@@ -15,6 +15,7 @@ import (
 	"math/big"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -26,6 +27,8 @@ type memDevice struct {
 	data    []byte
 	written map[uint64]bool
 	flushes int
+	// Data chunks handed out by Read, and those the server released.
+	handedOut, released atomic.Int64
 }
 
 func newMem(size int) *memDevice {
@@ -50,7 +53,8 @@ func (m *memDevice) Read(_ context.Context, off uint64, n uint32) ([]Chunk, erro
 		blk := pos / 4096
 		end := min((blk+1)*4096, off+uint64(n))
 		if m.written[blk] {
-			out = append(out, Chunk{Data: append([]byte(nil), m.data[pos:end]...)})
+			m.handedOut.Add(1)
+			out = append(out, Chunk{Data: append([]byte(nil), m.data[pos:end]...), Release: func() { m.released.Add(1) }})
 		} else {
 			out = append(out, Chunk{Hole: uint32(end - pos)})
 		}
@@ -247,6 +251,7 @@ func TestHandshakeAndIO(t *testing.T) {
 	if errno, _, data := c.simpleReply(len(payload)); errno != 0 || !bytes.Equal(data, payload) {
 		t.Fatalf("read back: errno %d, equal %v", errno, bytes.Equal(data, payload))
 	}
+	waitReleased(t, dev)
 	// Past the end: writes ENOSPC, reads EINVAL; the connection goes on.
 	c.request(cmdWrite, 0, 3, 1<<20-1, 2, []byte("xy"))
 	if errno, _, _ := c.simpleReply(0); errno != errNoSpace {
@@ -280,7 +285,7 @@ func TestHandshakeAndIO(t *testing.T) {
 
 // With structured replies, unwritten blocks come back as holes.
 func TestStructuredReadSendsHoles(t *testing.T) {
-	addr, _ := startServer(t)
+	addr, dev := startServer(t)
 	c := dialClient(t, addr)
 	c.option(optStructuredReply, nil)
 	if typ, _ := c.optReply(); typ != repAck {
@@ -319,6 +324,21 @@ func TestStructuredReadSendsHoles(t *testing.T) {
 	}
 	if covered != 3*4096 || len(kinds) != 3 || kinds[0] != replyOffsetHole || kinds[1] != replyOffsetData || kinds[2] != replyOffsetHole {
 		t.Fatalf("chunks %v covering %d bytes; want hole, data, hole over 12288", kinds, covered)
+	}
+	waitReleased(t, dev)
+}
+
+// waitReleased waits until the server has released every data chunk the
+// device handed out, each once: the device may then reuse its buffers.
+func waitReleased(t *testing.T, dev *memDevice) {
+	t.Helper()
+	for deadline := time.Now().Add(3 * time.Second); dev.released.Load() != dev.handedOut.Load(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d data chunks released after their replies were sent", dev.released.Load(), dev.handedOut.Load())
+		}
+	}
+	if dev.handedOut.Load() == 0 {
+		t.Fatal("no data chunk was read")
 	}
 }
 

@@ -18,11 +18,7 @@ func TestDirectIOPut(t *testing.T) {
 	dir := t.TempDir()
 	s := openReal(t, dir)
 	data := pattern(9, 4<<20+4096*3+100) // not a whole number of blocks
-	var tx Txn
-	tx.Put("1.0", "big", data)
-	if err := s.Apply(&tx); err != nil {
-		t.Fatal(err)
-	}
+	apply(t, s, func(tx *Txn) { tx.Put("1.0", "big", data) })
 	if !s.directIO.Load() {
 		t.Skip("this filesystem refuses O_DIRECT; the buffered path was used")
 	}
@@ -49,11 +45,7 @@ func TestDirectIORead(t *testing.T) {
 	s := openReal(t, t.TempDir())
 	defer s.Close()
 	want := pattern(3, 2<<20+777)
-	var tx Txn
-	tx.Put("1.0", "big", want)
-	if err := s.Apply(&tx); err != nil {
-		t.Fatal(err)
-	}
+	apply(t, s, func(tx *Txn) { tx.Put("1.0", "big", want) })
 	if !s.directIO.Load() {
 		t.Skip("this filesystem refuses O_DIRECT")
 	}
@@ -81,11 +73,7 @@ func TestDirectIORead(t *testing.T) {
 
 	// Whole-object reads go direct however often they come.
 	whole := pattern(5, 3<<20)
-	var tw Txn
-	tw.Put("1.0", "whole", whole)
-	if err := s.Apply(&tw); err != nil {
-		t.Fatal(err)
-	}
+	apply(t, s, func(tx *Txn) { tx.Put("1.0", "whole", whole) })
 	for range 3 {
 		if got, err := s.Read("1.0", "whole", 0, 0); err != nil || !bytes.Equal(got, whole) {
 			t.Fatalf("whole-object read: %v", err)

@@ -101,6 +101,8 @@
 // cached. Reads of 2 MiB or more (whole objects) always go direct unless
 // already cached: for them the cache's copy costs more than it saves.
 //
+// The index's memtable is 1/64 of its disk, 4 to 64 MiB: pebble preallocates
+// each WAL file at 110% of it, which must leave a small disk room for data.
 // The index has a block cache (Options.CacheBytes, 256 MiB by default), which
 // is also the read cache of inline objects, bloom filters (most writes look
 // up a record that does not exist yet) and no block compression (object
