@@ -122,7 +122,10 @@ func (s *Store) Apply(t *Txn) error {
 	if err == nil {
 		err = a.batch.Commit(pebble.Sync)
 		if err != nil {
+			s.idx.reset()
 			err = fmt.Errorf("objstore: commit: %w", err)
+		} else {
+			s.idx.committed(a.batch)
 		}
 	}
 	if err != nil {
@@ -350,7 +353,7 @@ func (a *applyCtx) chunk(st *objState, c uint64) (*chunk, error) {
 	case st.hasCut && c >= st.cut:
 		ch = &chunk{origUnknown: true}
 	default:
-		v, err := a.s.get(csumKey(st.rec.fileID, c))
+		v, err := a.s.getIndexed(csumKey(st.rec.fileID, c))
 		if errors.Is(err, pebble.ErrNotFound) {
 			ch = &chunk{}
 		} else if err != nil {

@@ -287,7 +287,7 @@ func runModel(t *testing.T, seed int64, steps int) {
 	r := rand.New(rand.NewSource(seed))
 	fs := vfs.NewCrashableMem()
 	s := openMem(t, fs)
-	cow := int64(0)
+	cow, hits := int64(0), int64(0)
 	defer func() {
 		t.Logf("%d copy-on-write overwrites", cow+s.cowWrites.Load())
 		s.Close()
@@ -302,6 +302,7 @@ func runModel(t *testing.T, seed int64, steps int) {
 				t.Logf("step %d: reopen", step)
 			}
 			cow += s.cowWrites.Load()
+			hits += s.idx.hits.Load()
 			if r.Intn(2) == 0 {
 				// Power loss instead of a clean shutdown: every Apply so far
 				// was acknowledged, so the recovered store must match exactly.
@@ -347,5 +348,23 @@ func runModel(t *testing.T, seed int64, steps int) {
 			}
 		}
 		compareStore(t, r, s, m, colls, names)
+		checkIndexCache(t, s)
+	}
+	if hits+s.idx.hits.Load() == 0 {
+		t.Fatal("the index cache never answered a lookup")
+	}
+}
+
+// checkIndexCache asserts the cache's invariant: every entry is its key's
+// committed value.
+func checkIndexCache(t *testing.T, s *Store) {
+	t.Helper()
+	s.idx.mu.RLock()
+	defer s.idx.mu.RUnlock()
+	for k, v := range s.idx.m {
+		got, err := s.get([]byte(k))
+		if err != nil || !bytes.Equal(got, v) {
+			t.Fatalf("index cache holds %x = %x, the store %x (%v)", k, v, got, err)
+		}
 	}
 }

@@ -113,6 +113,8 @@ type Store struct {
 	failMu sync.Mutex
 	failed error
 
+	idx *indexCache // object records and checksum chunks recently looked up
+
 	replayed  int          // journal records replayed by Open (for tests and logs)
 	cowWrites atomic.Int64 // copy-on-write overwrites (for tests)
 }
@@ -173,6 +175,7 @@ func Open(o Options) (*Store, error) {
 		ckKick:  make(chan struct{}, 1),
 		closing: make(chan struct{}),
 		ckDone:  make(chan struct{}),
+		idx:     newIndexCache(indexCacheEntries),
 	}
 	s.directIO.Store(realFS)
 	s.slotBase = slotBaseReal
@@ -624,9 +627,22 @@ func notFound(coll, name string) error {
 	return fmt.Errorf("objstore: object %q/%q: %w", coll, name, ErrNotFound)
 }
 
+// getIndexed is get for an object record or checksum chunk, through the
+// index cache; the caller holds the object's shard lock (see indexCache).
+func (s *Store) getIndexed(key []byte) ([]byte, error) {
+	if v, ok := s.idx.get(key); ok {
+		return v, nil
+	}
+	v, err := s.get(key)
+	if err == nil {
+		s.idx.fill(key, v)
+	}
+	return v, err
+}
+
 // loadRec reads an object record; caller holds the object's shard lock.
 func (s *Store) loadRec(coll, name string) (objRec, bool, error) {
-	v, err := s.get(objKey(coll, name))
+	v, err := s.getIndexed(objKey(coll, name))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return objRec{}, false, nil
 	}
@@ -777,7 +793,7 @@ func (s *Store) loadChunks(coll, name string, fileID, first, last uint64) (map[u
 	chunks := map[uint64]*chunk{}
 	bad := &CorruptionError{Coll: coll, Name: name, Detail: "bad checksum chunk"}
 	if first == last {
-		v, err := s.get(csumKey(fileID, first))
+		v, err := s.getIndexed(csumKey(fileID, first))
 		if errors.Is(err, pebble.ErrNotFound) {
 			return chunks, nil
 		}

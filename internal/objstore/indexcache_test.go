@@ -1,0 +1,77 @@
+package objstore
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+func TestIndexCacheFollowsCommittedBatches(t *testing.T) {
+	db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c := newIndexCache(100)
+	rec := func(n int) []byte { return objKey("1.0", fmt.Sprint("obj", n)) }
+	for i := 0; i < 4; i++ {
+		c.fill(rec(i), []byte{byte(i)})
+		c.fill(csumKey(7, uint64(i)), []byte{byte(i)})
+	}
+	c.fill(idKey(tagOmap, 1, []byte("k")), []byte("v")) // not an index key: ignored
+	c.fill(rec(9), make([]byte, indexCacheMaxValue+1))  // too large: ignored
+	if len(c.m) != 8 {
+		t.Fatalf("%d entries after filling 8 index keys", len(c.m))
+	}
+
+	b := db.NewBatch()
+	b.Set(rec(0), []byte("new"), nil)                      // cached: updated
+	b.Set(rec(5), []byte("fresh"), nil)                    // not cached: stays out
+	b.Delete(rec(1), nil)                                  // dropped
+	b.Set(rec(2), make([]byte, indexCacheMaxValue+1), nil) // now too large: dropped
+	b.DeleteRange(csumKey(7, 1), csumKey(7, 3), nil)       // chunks 1 and 2 dropped
+	b.DeleteRange(idKey(tagOmap, 1, nil), idKey(tagOmap, 2, nil), nil)
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	c.committed(b)
+	b.Close()
+
+	want := map[string][]byte{
+		string(rec(0)):        []byte("new"),
+		string(rec(3)):        {3},
+		string(csumKey(7, 0)): {0},
+		string(csumKey(7, 3)): {3},
+	}
+	if len(c.m) != len(want) {
+		t.Fatalf("cache has %d entries, want %d", len(c.m), len(want))
+	}
+	for k, v := range want {
+		got, ok := c.get([]byte(k))
+		if !ok || !bytes.Equal(got, v) {
+			t.Fatalf("entry %x = %x (%v), want %x", k, got, ok, v)
+		}
+	}
+	// get hands out copies: changing one leaves the entry alone.
+	got, _ := c.get(rec(0))
+	got[0] = 'X'
+	if again, _ := c.get(rec(0)); string(again) != "new" {
+		t.Fatalf("entry changed through a returned value: %q", again)
+	}
+}
+
+func TestIndexCacheIsBounded(t *testing.T) {
+	c := newIndexCache(16)
+	for i := 0; i < 100; i++ {
+		c.fill(csumKey(1, uint64(i)), []byte{1})
+		if len(c.m) > 16 {
+			t.Fatalf("%d entries, bound 16", len(c.m))
+		}
+	}
+	if _, ok := c.get(csumKey(1, 99)); !ok {
+		t.Fatal("the newest entry was evicted")
+	}
+}
