@@ -75,3 +75,25 @@ func TestIndexCacheIsBounded(t *testing.T) {
 		t.Fatal("the newest entry was evicted")
 	}
 }
+
+// Blocks a write fills whole get their checksums at once (sums); a later
+// change in the same transaction must not leave a stale one behind.
+func TestEarlyChecksumsFollowLaterChanges(t *testing.T) {
+	s := openMem(t, vfs.NewMem())
+	defer s.Close()
+	big := pattern(3, 64*blockSize) // file-backed
+	apply(t, s, func(tx *Txn) {
+		tx.Write("c", "o", 0, big)
+		tx.Write("c", "o", 5, []byte("partial"))           // block 0 changes after its sum
+		tx.Write("c", "o", 2*blockSize, big[:blockSize])   // block 2 whole again
+		tx.Truncate("c", "o", 40*blockSize+100)            // block 40 cut short
+		tx.Write("c", "o", 3*blockSize, big[:2*blockSize]) // blocks 3 and 4 whole again
+	})
+	want := append([]byte(nil), big[:40*blockSize+100]...)
+	copy(want[5:], "partial")
+	copy(want[2*blockSize:], big[:blockSize])
+	copy(want[3*blockSize:], big[:2*blockSize])
+	if got := mustRead(t, s, "c", "o", 0, 0); !bytes.Equal(got, want) {
+		t.Fatal("object differs from what was written")
+	}
+}

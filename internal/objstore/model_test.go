@@ -16,6 +16,9 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
+// Every test of the package checks the checksums finalize takes early.
+func init() { verifySums = true }
+
 // mobj is the oracle's view of one object.
 type mobj struct {
 	data   []byte

