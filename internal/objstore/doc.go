@@ -110,6 +110,13 @@
 // checksum keys one by one while there are few, because range tombstones
 // slow every later read until compaction drops them.
 //
+// Above pebble sits a small index cache (indexcache.go, 32k entries) of
+// object records and checksum chunks, the lookups every read and write
+// makes; in a 64 MiB memtable each costs a chain of CPU cache misses. An
+// entry is filled only under its object's lock and updated from every
+// committed batch before the locks are released, so it always equals the
+// committed value; it is never a source of truth across a restart.
+//
 // # Crash consistency
 //
 // The pebble batch commit is the single commit point of every Apply.
