@@ -158,12 +158,23 @@ func DecodeRequest(b []byte) (*Request, error) {
 
 // AppendResponse appends the encoding of r to dst.
 func AppendResponse(dst []byte, r *Response) []byte {
+	return AppendResponseTail(append(AppendResponseHead(dst, r), r.Data...), r)
+}
+
+// AppendResponseHead appends the encoding of r up to its Data, which
+// follows it on the wire, then AppendResponseTail's bytes: a server can
+// send a large Data from where it lies instead of copying it.
+func AppendResponseHead(dst []byte, r *Response) []byte {
 	dst = append(dst, Version, byte(r.Status))
 	dst = binary.AppendUvarint(dst, uint64(r.Epoch))
 	dst = appendString(dst, r.Message)
 	dst = binary.AppendUvarint(dst, r.Size)
 	dst = binary.AppendUvarint(dst, r.Version)
-	dst = appendBytes(dst, r.Data)
+	return binary.AppendUvarint(dst, uint64(len(r.Data)))
+}
+
+// AppendResponseTail appends the encoding of r after its Data.
+func AppendResponseTail(dst []byte, r *Response) []byte {
 	dst = appendKVs(dst, r.KVs)
 	dst = binary.AppendUvarint(dst, uint64(len(r.Names)))
 	for _, n := range r.Names {

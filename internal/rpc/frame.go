@@ -249,11 +249,16 @@ func (s *Shared) unref() {
 }
 
 // outFrame is one frame for a connection's writer, which owns it once
-// queued: a whole encoded frame, or the header of a Shared body.
+// queued: a whole encoded frame; or the header of a Shared body; or a frame
+// whose bulk data is sent from where it lies (data != nil): buf holds the
+// header and the encoding before the data up to split, the rest after it.
 type outFrame struct {
 	buf    *[]byte
 	hdr    [headerLen]byte
 	shared *Shared
+	data   []byte
+	split  int
+	done   func() // called once the frame is written or dropped
 }
 
 func sharedFrame(s *Shared, kind byte, id uint64) outFrame {
@@ -270,9 +275,21 @@ func (f outFrame) release() {
 	} else {
 		putBuf(f.buf)
 	}
+	if f.done != nil {
+		f.done()
+	}
 }
 
 func (f outFrame) writeTo(w *bufio.Writer) error {
+	if f.data != nil {
+		b := *f.buf
+		for _, p := range [][]byte{b[:f.split], f.data, b[f.split:]} {
+			if _, err := w.Write(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if f.shared == nil {
 		_, err := w.Write(*f.buf)
 		return err

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-storage/cairn/internal/bufpool"
 	"github.com/cairn-storage/cairn/internal/proto"
 )
 
@@ -684,4 +685,54 @@ func TestSharedRequest(t *testing.T) {
 		}
 	}()
 	conns[0].CallShared(context.Background(), sh)
+}
+
+// A large reply is sent from where its data lies (not copied into the
+// frame); every field around the data must still arrive, and the data must
+// not go back to the pool before it is written (make test poisons buffers
+// handed back, which would show here as wrong bytes).
+func TestInPlaceReply(t *testing.T) {
+	h := HandlerFunc(func(ctx context.Context, req *proto.Request) *proto.Response {
+		n := int(req.Length)
+		buf := bufpool.Get(n)
+		for i := range n {
+			buf[i] = byte(i*31) ^ byte(req.Offset)
+		}
+		return &proto.Response{Status: proto.StatusOK, Size: req.Offset, Message: "m", Data: buf[:n], Pooled: buf,
+			KVs: []proto.KV{{Key: []byte("k"), Value: []byte("v")}}, Names: []string{"a", "b"}, More: true}
+	})
+	_, addr, _ := startServer(t, "127.0.0.1", testKey, h, ServerOptions{})
+	c := dial(t, addr)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				n := []int{sendInPlaceMin - 1, sendInPlaceMin, 1 << 20, 4<<20 + 5}[i%4]
+				off := uint64(g*100 + i)
+				resp, err := c.Call(context.Background(), &proto.Request{Op: proto.OpRead, Offset: off, Length: uint64(n)})
+				if err != nil {
+					errs <- err
+					return
+				}
+				ok := len(resp.Data) == n && resp.Size == off && resp.Message == "m" && resp.More &&
+					len(resp.KVs) == 1 && string(resp.KVs[0].Value) == "v" && strings.Join(resp.Names, ",") == "a,b"
+				for j := 0; ok && j < n; j++ {
+					ok = resp.Data[j] == byte(j*31)^byte(off)
+				}
+				resp.Release()
+				if !ok {
+					errs <- fmt.Errorf("reply of %d bytes to call %d differs from what the handler sent", n, off)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log"
 	"net"
@@ -301,6 +302,33 @@ func (sc *serverConn) worker(ctx context.Context, j job) {
 	}
 }
 
+// sendInPlaceMin is the Data size from which a reply is sent from where its
+// data lies rather than copied into the frame: the copy was a tenth of an
+// OSD's CPU under 4 MiB reads.
+const sendInPlaceMin = 64 << 10
+
+// inPlaceReply frames resp without copying its Data. The request body, which
+// Data may point into, and resp's pooled buffer go back once the frame is
+// written.
+func inPlaceReply(id uint64, resp *proto.Response, body []byte) (outFrame, error) {
+	bp, b := beginFrame(0)
+	b = proto.AppendResponseHead(b, resp)
+	split := len(b)
+	b = proto.AppendResponseTail(b, resp)
+	n := len(b) - headerLen + len(resp.Data)
+	if n > proto.MaxFrameBytes {
+		putBuf(bp)
+		return outFrame{}, errTooLarge(n)
+	}
+	sum := crc32.Update(crc32.Checksum(b[headerLen:split], castagnoli), castagnoli, resp.Data)
+	putHeader(b[:headerLen], kindReply, id, n, crc32.Update(sum, castagnoli, b[split:]))
+	*bp = b
+	return outFrame{buf: bp, data: resp.Data, split: split, done: func() {
+		resp.Release()
+		bufpool.Put(body)
+	}}, nil
+}
+
 func (sc *serverConn) handle(ctx context.Context, id uint64, body []byte) {
 	var resp *proto.Response
 	if req, err := proto.DecodeRequest(body); err != nil {
@@ -309,6 +337,16 @@ func (sc *serverConn) handle(ctx context.Context, id uint64, body []byte) {
 		resp = &proto.Response{Status: proto.StatusInvalid, Message: err.Error()}
 	} else if resp = sc.s.h.Serve(ctx, req); resp == nil {
 		resp = &proto.Response{Status: proto.StatusIOError, Message: "rpc: handler returned no response"}
+	}
+	if len(resp.Data) >= sendInPlaceMin {
+		if f, err := inPlaceReply(id, resp, body); err == nil {
+			select {
+			case sc.sendq <- f:
+			case <-sc.done:
+				f.release()
+			}
+			return
+		}
 	}
 	bp, b := beginFrame(len(resp.Data))
 	b = proto.AppendResponse(b, resp)
