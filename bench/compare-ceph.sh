@@ -13,6 +13,9 @@
 #   ONLY=              "ceph" or "cairn": run one side only
 #   THREADS=16         operations in flight for the throughput workloads
 #   SETTLE=3           seconds of idle between two benchmark runs
+#   SETTLE_MAX=60      then at most this many seconds more waiting for both
+#                      clusters' daemons to fall below IDLE_CORES
+#   IDLE_CORES=0.2     CPU (cores, over one second) under which they count as idle
 #   DROP_CACHES=0      1: sync and drop the kernel page cache before each read run
 #   MIN_FREE_GIB=5     stop a write run if the disk's free space falls below this
 #   EST_CEPH_MIBS=320  assumed 4 MiB write rates, for the disk space estimate
@@ -32,6 +35,8 @@ KEEP=${KEEP:-0}
 ONLY=${ONLY:-}
 THREADS=${THREADS:-16}
 SETTLE=${SETTLE:-3}
+SETTLE_MAX=${SETTLE_MAX:-60}
+IDLE_CORES=${IDLE_CORES:-0.2}
 DROP_CACHES=${DROP_CACHES:-0}
 MIN_FREE_GIB=${MIN_FREE_GIB:-5}
 EST_CEPH_MIBS=${EST_CEPH_MIBS:-320}
@@ -64,6 +69,8 @@ die() {
 [[ $DURATION =~ ^[1-9][0-9]*$ ]] || die "DURATION must be a whole number of seconds, got '$DURATION'"
 [[ $THREADS =~ ^[1-9][0-9]*$ ]] || die "THREADS must be a positive integer, got '$THREADS'"
 [[ $SETTLE =~ ^[0-9]+$ ]] || die "SETTLE must be a whole number of seconds, got '$SETTLE'"
+[[ $SETTLE_MAX =~ ^[0-9]+$ ]] || die "SETTLE_MAX must be a whole number of seconds, got '$SETTLE_MAX'"
+[[ $IDLE_CORES =~ ^[0-9]*\.?[0-9]+$ ]] || die "IDLE_CORES must be a number of cores such as 0.2, got '$IDLE_CORES'"
 for suite in $SUITES; do
 	[[ $suite == objects || $suite == block ]] || die "SUITES holds 'objects' and/or 'block', got '$SUITES'"
 done
@@ -821,6 +828,33 @@ cpu_ticks() {
 	echo "$total"
 }
 
+# settle: the pause between two runs. SETTLE seconds, then until the daemons
+# of both clusters are idle (below IDLE_CORES over one second), at most
+# SETTLE_MAX seconds more: Ceph's OSDs go on compacting and flushing
+# deferred writes for a while after a run of small writes, and that work
+# must not be charged to the other system's next run.
+settle() {
+	sleep "$SETTLE"
+	local pids=() waited=0 t0 t1 limit
+	[[ -n $CEPH_MON_PID ]] && pids+=("$CEPH_MON_PID")
+	[[ -n $CEPH_MGR_PID ]] && pids+=("$CEPH_MGR_PID")
+	pids+=("${CEPH_OSD_PIDS[@]}" "${CAIRN_OSD_PIDS[@]}")
+	((${#pids[@]})) || return 0
+	limit=$(python3 -c "print(int($IDLE_CORES * $CLK_TCK))")
+	while ((waited < SETTLE_MAX)); do
+		t0=$(cpu_ticks "${pids[@]}")
+		sleep 1
+		t1=$(cpu_ticks "${pids[@]}")
+		[[ -n $t0 && -n $t1 ]] || return 0
+		if ((t1 - t0 <= limit)); then
+			((waited == 0)) || log "daemons idle after $waited s more"
+			return 0
+		fi
+		waited=$((waited + 1))
+	done
+	log "daemons still busy (over $IDLE_CORES cores) after $SETTLE_MAX s more: going on"
+}
+
 # watch_bench NAME: wait for BENCH_PID; stop it if the disk gets too full.
 # Returns the bench's exit status (or 99 when it was stopped for space).
 watch_bench() {
@@ -879,7 +913,7 @@ run_ceph() {
 		helper record-ceph "$RAW" "$wl" "$out" "$d" "$CLK_TCK" "$rc"
 	fi
 	helper summary "$RAW" >&2
-	sleep "$SETTLE"
+	settle
 }
 
 # run_cairn WORKLOAD MODE SIZE THREADS RUNNAME
@@ -910,7 +944,7 @@ run_cairn() {
 		helper record-cairn "$RAW" "$wl" "$out" "$d" "$CLK_TCK" "$rc" >&2
 	fi
 	helper summary "$RAW" >&2
-	sleep "$SETTLE"
+	settle
 }
 
 now() { date +%s.%N; }
@@ -943,7 +977,7 @@ cleanup_objects() {
 			>"$out" 2>&1 || rc=$?
 		helper record-cleanup "$RAW" cairn "$wl" "$out" "$(since "$t0")" "$rc" >&2
 	fi
-	sleep "$SETTLE"
+	settle
 }
 
 # workload WORKLOAD MODE SIZE THREADS RUNNAME: Ceph first, then cairn.
@@ -1002,7 +1036,7 @@ run_fio() {
 	}
 	helper record-fio "$RAW" "$sys" "$name" "$out" "$d" "$CLK_TCK" "$rc"
 	helper summary "$RAW" >&2
-	sleep "$SETTLE"
+	settle
 }
 
 block_suite() {
@@ -1080,7 +1114,7 @@ json.dump(dict(date="$(date -u +%Y-%m-%dT%H:%M:%SZ)", duration=$DURATION, thread
                nproc=$(nproc), host="$(hostname)", kernel="$(uname -r)",
                ceph_version="$CEPH_VERSION", ceph_rotational="$CEPH_ROTATIONAL", ceph_pg_num=$CEPH_PG_NUM,
                ceph_block_gib=$CEPH_BLOCK_GIB, cairn_version="$CAIRN_VERSION", only="$ONLY",
-               settle_s=$SETTLE, drop_caches=$DROP_CACHES,
+               settle_s=$SETTLE, settle_max_s=$SETTLE_MAX, idle_cores=$IDLE_CORES, drop_caches=$DROP_CACHES,
                ceph_idle_osd_cores=$CEPH_IDLE, cairn_idle_osd_cores=$CAIRN_IDLE), open(sys.argv[1], "w"), indent=2)
 EOF
 
