@@ -34,8 +34,8 @@ type indexCache struct {
 	hits, misses atomic.Int64
 }
 
-// indexCacheEntries bounds the cache: about 14 MiB at its largest value
-// (a full checksum chunk, 272 bytes).
+// indexCacheEntries bounds the cache: about 10 MiB when full of checksum
+// chunks (at most 272 bytes each), under 20 MiB at the largest values.
 const indexCacheEntries = 32 << 10
 
 // indexCacheMaxValue keeps inline objects' data out of the cache: file
