@@ -21,8 +21,9 @@ import (
 // connection breaks or the server closes. The request's byte slices are the
 // handler's only until Serve returns: they point into a frame buffer that is
 // reused then, so a handler copies what it keeps (and no goroutine it starts
-// may read them later). The returned response must not be modified
-// afterwards; its pooled buffer, if any, is released once it is encoded.
+// may read them later). The returned response, and the bytes its Data
+// points to, must not be modified afterwards: a large Data is written from
+// where it lies. Its pooled buffer, if any, is released once it is sent.
 // A nil response is sent as StatusIOError.
 type Handler interface {
 	Serve(ctx context.Context, req *proto.Request) *proto.Response
