@@ -127,36 +127,26 @@ func TestConcurrentCalls(t *testing.T) {
 			if !strings.HasPrefix(c.Addr(), "[") && host == "::1" {
 				t.Fatalf("Addr %q", c.Addr())
 			}
-			const goroutines, calls = 64, 200
-			var wg sync.WaitGroup
-			errs := make(chan error, goroutines)
-			for g := range goroutines {
-				wg.Go(func() {
-					rng := rand.New(rand.NewPCG(uint64(g), 1))
-					for i := range calls {
-						data := make([]byte, rng.IntN(300))
-						for j := range data {
-							data[j] = byte(rng.Uint32())
-						}
-						req := &proto.Request{Op: proto.OpWrite, Object: fmt.Sprintf("obj-%d-%d", g, i),
-							Offset: uint64(g*calls + i), Length: uint64(rng.IntN(300)), Data: data}
-						resp, err := c.Call(context.Background(), req)
-						if err != nil {
-							errs <- err
-							return
-						}
-						if resp.Message != req.Object || resp.Size != req.Offset || !bytes.Equal(resp.Data, data) {
-							errs <- fmt.Errorf("call %s got the response of %s", req.Object, resp.Message)
-							return
-						}
+			const calls = 200
+			inParallel(t, 64, func(g int) error {
+				rng := rand.New(rand.NewPCG(uint64(g), 1))
+				for i := range calls {
+					data := make([]byte, rng.IntN(300))
+					for j := range data {
+						data[j] = byte(rng.Uint32())
 					}
-				})
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Error(err)
-			}
+					req := &proto.Request{Op: proto.OpWrite, Object: fmt.Sprintf("obj-%d-%d", g, i),
+						Offset: uint64(g*calls + i), Length: uint64(rng.IntN(300)), Data: data}
+					resp, err := c.Call(context.Background(), req)
+					if err != nil {
+						return err
+					}
+					if resp.Message != req.Object || resp.Size != req.Offset || !bytes.Equal(resp.Data, data) {
+						return fmt.Errorf("call %s got the response of %s", req.Object, resp.Message)
+					}
+				}
+				return nil
+			})
 		})
 	}
 }
@@ -703,37 +693,44 @@ func TestInPlaceReply(t *testing.T) {
 	})
 	_, addr, _ := startServer(t, "127.0.0.1", testKey, h, ServerOptions{})
 	c := dial(t, addr)
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for g := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 20 {
-				n := []int{sendInPlaceMin - 1, sendInPlaceMin, 1 << 20, 4<<20 + 5}[i%4]
-				off := uint64(g*100 + i)
-				resp, err := c.Call(context.Background(), &proto.Request{Op: proto.OpRead, Offset: off, Length: uint64(n)})
-				if err != nil {
-					errs <- err
-					return
-				}
-				ok := len(resp.Data) == n && resp.Size == off && resp.Message == "m" && resp.More &&
-					len(resp.KVs) == 1 && string(resp.KVs[0].Value) == "v" && strings.Join(resp.Names, ",") == "a,b"
-				for j := 0; ok && j < n; j++ {
-					ok = resp.Data[j] == byte(j*31)^byte(off)
-				}
-				resp.Release()
-				if !ok {
-					errs <- fmt.Errorf("reply of %d bytes to call %d differs from what the handler sent", n, off)
-					return
-				}
+	inParallel(t, 8, func(g int) error {
+		for i := range 20 {
+			n := []int{sendInPlaceMin - 1, sendInPlaceMin, 1 << 20, 4<<20 + 5}[i%4]
+			off := uint64(g*100 + i)
+			resp, err := c.Call(context.Background(), &proto.Request{Op: proto.OpRead, Offset: off, Length: uint64(n)})
+			if err != nil {
+				return err
 			}
-		}()
+			ok := len(resp.Data) == n && resp.Size == off && resp.Message == "m" && resp.More &&
+				len(resp.KVs) == 1 && string(resp.KVs[0].Value) == "v" && strings.Join(resp.Names, ",") == "a,b"
+			for j := 0; ok && j < n; j++ {
+				ok = resp.Data[j] == byte(j*31)^byte(off)
+			}
+			resp.Release()
+			if !ok {
+				return fmt.Errorf("reply of %d bytes to call %d differs from what the handler sent", n, off)
+			}
+		}
+		return nil
+	})
+}
+
+// inParallel runs fn(0) .. fn(n-1) at once and reports every error.
+func inParallel(t *testing.T, n int, fn func(g int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for g := range n {
+		wg.Go(func() {
+			if err := fn(g); err != nil {
+				errs <- err
+			}
+		})
 	}
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		t.Fatal(err)
+		t.Error(err)
 	}
 }
 
