@@ -40,6 +40,12 @@ type objState struct {
 	// keysSet: this txn set xattr or omap keys of the object, which the
 	// committed state clearRange scans does not show yet.
 	keysSet bool
+	// recChanged: the txn created the object or changed its data or size,
+	// so its record is rewritten. Xattr and omap changes leave the record
+	// (and mtime, as in POSIX) alone: on every client write the OSD sets a
+	// version xattr and a PG log entry, and rewriting two records for them
+	// cost a memtable insert each.
+	recChanged bool
 }
 
 func (st *objState) verifyInline() error {
@@ -191,7 +197,7 @@ func (a *applyCtx) ensure(st *objState) error {
 	if err != nil {
 		return err
 	}
-	st.exists = true
+	st.exists, st.recChanged = true, true
 	st.rec = objRec{id: id, inline: true}
 	st.chunks, st.dirty, st.sums, st.newFile, st.hasCut = nil, nil, nil, false, false
 	return nil
@@ -294,6 +300,11 @@ func (a *applyCtx) do(st *objState, o *op) error {
 		if err := a.ensure(st); err != nil {
 			return err
 		}
+	}
+	switch o.typ {
+	case opSetXattr, opRmXattr, opOmapSet, opOmapRm, opOmapRmRange:
+	default:
+		st.recChanged = true
 	}
 	id := st.rec.id
 	switch o.typ {
@@ -555,7 +566,7 @@ func (a *applyCtx) truncate(st *objState, size uint64) error {
 func (a *applyCtx) finalize() error {
 	s := a.s
 	for _, st := range a.order {
-		if !st.exists {
+		if !st.exists || !st.recChanged {
 			continue
 		}
 		st.rec.mtime = a.now

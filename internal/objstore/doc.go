@@ -45,6 +45,11 @@
 //	ver(1) flags(1) objID(8) size(8) mtime(8) fileID(8)
 //	[inline only: crc32c(4) per 4 KiB block | data (size bytes)]
 //
+// A transaction rewrites the record only when it creates the object or
+// changes its data or size; xattr and omap changes leave it, and mtime, as
+// they were (as POSIX does), since every client write sets a version xattr
+// and a PG log entry.
+//
 // Checksum chunk: presence bitmap(8), then one crc32c(4) per set bit, then
 // (only if some present block lives in slot B) the slot-B bitmap(8). A block
 // whose bit is clear was never written or was truncated away; it reads as

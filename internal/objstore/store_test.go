@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -571,4 +572,53 @@ type smallDisk struct {
 
 func (d smallDisk) GetDiskUsage(string) (vfs.DiskUsage, error) {
 	return vfs.DiskUsage{TotalBytes: d.total, AvailBytes: d.total}, nil
+}
+
+// An xattr or omap change leaves the object's record, and so its mtime,
+// as it was; a data change or a re-creation rewrites it.
+func TestKeyChangesLeaveTheRecord(t *testing.T) {
+	s := openMem(t, nil)
+	defer s.Close()
+	stat := func(name string) Info {
+		t.Helper()
+		info, err := s.Stat("c", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info
+	}
+	apply(t, s, func(tx *Txn) {
+		tx.Put("c", "inline", []byte("small"))
+		tx.Write("c", "file", 0, bytes.Repeat([]byte{7}, 3*InlineMax))
+	})
+	for _, name := range []string{"inline", "file"} {
+		before := stat(name)
+		time.Sleep(2 * time.Millisecond)
+		apply(t, s, func(tx *Txn) {
+			tx.SetXattr("c", name, "v", []byte("1"))
+			tx.OmapSet("c", name, []byte("k"), []byte("x"))
+			tx.OmapRmRange("c", name, []byte("a"), []byte("b"))
+		})
+		apply(t, s, func(tx *Txn) { tx.RmXattr("c", name, "v"); tx.OmapRm("c", name, []byte("k")) })
+		if after := stat(name); after != before {
+			t.Fatalf("%s: key changes rewrote the record: %+v, was %+v", name, after, before)
+		}
+		time.Sleep(2 * time.Millisecond)
+		apply(t, s, func(tx *Txn) { tx.SetXattr("c", name, "v", []byte("2")); tx.Write("c", name, 1, []byte("y")) })
+		if after := stat(name); !after.Mtime.After(before.Mtime) {
+			t.Fatalf("%s: a write kept mtime %v", name, after.Mtime)
+		}
+		if v, err := s.GetXattr("c", name, "v"); err != nil || string(v) != "2" {
+			t.Fatalf("%s: xattr %q, %v", name, v, err)
+		}
+	}
+	// Deleted and created again in one transaction, by a key change alone:
+	// a new, empty object with a record of its own.
+	apply(t, s, func(tx *Txn) { tx.Delete("c", "inline"); tx.SetXattr("c", "inline", "v", []byte("3")) })
+	if info := stat("inline"); info.Size != 0 {
+		t.Fatalf("re-created object has size %d", info.Size)
+	}
+	if got := mustRead(t, s, "c", "inline", 0, 0); len(got) != 0 {
+		t.Fatalf("re-created object reads %q", got)
+	}
 }
