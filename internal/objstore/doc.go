@@ -113,7 +113,9 @@
 // up a record that does not exist yet) and no block compression (object
 // data rarely compresses). Deletes remove an object's xattr, omap and
 // checksum keys one by one while there are few, because range tombstones
-// slow every later read until compaction drops them.
+// slow every later read until compaction drops them. New sstables gather
+// pebble's one-block writes into 256 KiB ones (tablefs.go): a memtable flush
+// under small writes was otherwise 16k syscalls.
 //
 // Above pebble sits a small index cache (indexcache.go, 32k entries) of
 // object records and checksum chunks, the lookups every read and write

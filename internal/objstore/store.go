@@ -204,7 +204,7 @@ func Open(o Options) (*Store, error) {
 	cache := pebble.NewCache(o.CacheBytes)
 	defer cache.Unref() // the DB holds its own reference
 	po := &pebble.Options{
-		FS:           s.fs,
+		FS:           tableFS{s.fs},
 		Logger:       quietLogger{},
 		MemTableSize: memTableSize(s.fs, o.MetaDir),
 		Cache:        cache,
