@@ -113,9 +113,12 @@
 // up a record that does not exist yet) and no block compression (object
 // data rarely compresses). Deletes remove an object's xattr, omap and
 // checksum keys one by one while there are few, because range tombstones
-// slow every later read until compaction drops them. New sstables gather
-// pebble's one-block writes into 256 KiB ones (tablefs.go): a memtable flush
-// under small writes was otherwise 16k syscalls.
+// slow every later read until compaction drops them. Files go through
+// indexFS (indexfs.go): new sstables gather pebble's one-block writes into
+// 256 KiB ones (a memtable flush under small writes was otherwise 16k
+// syscalls), and new WAL files are zero-filled and synced before use, so a
+// commit's fdatasync writes the data alone, not also the inode of a growing
+// file (QD1 4 KiB writes, 3 copies, fresh cluster: p50 821 -> 616 µs).
 //
 // Above pebble sits a small index cache (indexcache.go, 32k entries) of
 // object records and checksum chunks, the lookups every read and write

@@ -16,8 +16,9 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// Every test of the package checks the checksums finalize takes early.
-func init() { verifySums = true }
+// Every test of the package checks the checksums finalize takes early, and
+// zero-fills new WAL files as on a disk.
+func init() { verifySums, testWALFill = true, 1<<20 }
 
 // mobj is the oracle's view of one object.
 type mobj struct {

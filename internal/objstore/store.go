@@ -203,10 +203,15 @@ func Open(o Options) (*Store, error) {
 	}
 	cache := pebble.NewCache(o.CacheBytes)
 	defer cache.Unref() // the DB holds its own reference
+	mt := memTableSize(s.fs, o.MetaDir)
+	ifs := indexFS{FS: s.fs, walFill: testWALFill}
+	if realFS {
+		ifs.walFill = int64(mt + mt/10) // pebble preallocates 110%
+	}
 	po := &pebble.Options{
-		FS:           tableFS{s.fs},
+		FS:           ifs,
 		Logger:       quietLogger{},
-		MemTableSize: memTableSize(s.fs, o.MetaDir),
+		MemTableSize: mt,
 		Cache:        cache,
 	}
 	// Object data (inline objects, journal records) rarely compresses;
@@ -230,6 +235,9 @@ func Open(o Options) (*Store, error) {
 	go s.checkpointer()
 	return s, nil
 }
+
+// testWALFill is indexFS.walFill on file systems in memory: tests set it.
+var testWALFill int64
 
 // memTableSize is 64 MiB, less on a small disk: pebble preallocates each
 // WAL file at 110% of the memtable, and two of them took 140 MiB of a

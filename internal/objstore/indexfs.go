@@ -1,6 +1,7 @@
 package objstore
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -14,17 +15,53 @@ import (
 // syscalls, 5% of an OSD's CPU.
 const tableWriteSize = 256 << 10
 
-// tableFS is the index's file system: sstables it creates gather their
-// writes (tableFile); every other file (the WAL, the manifest) is the
-// underlying one, untouched.
-type tableFS struct{ vfs.FS }
+// indexFS is the file system under the index (pebble). Files it creates
+// are the underlying ones except for two kinds:
+//   - sstables gather their writes (tableFile);
+//   - a new WAL file is written with zeros up to walFill bytes, and synced,
+//     before pebble appends to it. Pebble reuses a WAL file once its
+//     memtable is flushed, but the first two after every Open are new. In a
+//     new file each commit's fdatasync also wrote the inode (the file grew,
+//     preallocated blocks turned written): on this ext4 a second device
+//     write per commit, 507 against 298 µs for a 4 KiB write at depth 1 to a
+//     one-copy pool. Low-rate clusters spend most of their time on those
+//     two files: 64 MiB of small writes take hours to fill. Filling 70 MiB
+//     takes 30-50 ms, once at Open and once at the first WAL switch.
+//
+// Pebble reads a WAL that ends in zeros as it reads a preallocated one: the
+// records end at the first zeroed chunk.
+type indexFS struct {
+	vfs.FS
+	walFill int64 // 0: no fill (file systems in memory)
+}
 
-func (fs tableFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+func (fs indexFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := fs.FS.Create(name, category)
-	if err != nil || !strings.HasSuffix(name, ".sst") {
+	if err != nil {
 		return f, err
 	}
-	return &tableFile{File: f}, nil
+	switch {
+	case strings.HasSuffix(name, ".sst"):
+		return &tableFile{File: f}, nil
+	case strings.HasSuffix(name, ".log") && fs.walFill > 0:
+		if err := fillZeros(f, fs.walFill); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("objstore: zero-fill new WAL %s: %w", name, err)
+		}
+	}
+	return f, nil
+}
+
+// fillZeros writes n zero bytes from offset 0 with WriteAt, so the file's
+// own offset, where pebble appends, stays at 0, and syncs them.
+func fillZeros(f vfs.File, n int64) error {
+	zeros := make([]byte, min(n, 1<<20))
+	for off := int64(0); off < n; off += int64(len(zeros)) {
+		if _, err := f.WriteAt(zeros[:min(int64(len(zeros)), n-off)], off); err != nil {
+			return err
+		}
+	}
+	return f.SyncData()
 }
 
 // tableFile gathers appends in a pooled buffer and writes them out before

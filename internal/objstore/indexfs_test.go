@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -47,7 +48,7 @@ func (f countingFile) Write(p []byte) (int, error) {
 // looking at the file sees all of them.
 func TestTableFileGathersWrites(t *testing.T) {
 	under := &countingFS{FS: vfs.NewMem()}
-	fs := tableFS{under}
+	fs := indexFS{FS: under}
 	f, err := fs.Create("000001.sst", vfs.WriteCategoryUnspecified)
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +121,7 @@ func TestTableFileGathersWrites(t *testing.T) {
 func TestTableFileWriteErrorSticks(t *testing.T) {
 	under := &countingFS{FS: vfs.NewMem()}
 	under.failAfter.Store(1)
-	f, err := tableFS{under}.Create("000001.sst", vfs.WriteCategoryUnspecified)
+	f, err := indexFS{FS: under}.Create("000001.sst", vfs.WriteCategoryUnspecified)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,5 +188,118 @@ func TestIndexTablesThroughTableFS(t *testing.T) {
 		if got := mustRead(t, s, "c", name, 0, 0); !bytes.Equal(got, obj(i)) {
 			t.Fatalf("%s: read %d bytes, want %d", name, len(got), len(obj(i)))
 		}
+	}
+}
+
+// A new WAL file holds walFill zero bytes, synced, before pebble's first
+// append, which lands at offset 0.
+func TestNewWALIsZeroFilled(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	fs := indexFS{FS: mem, walFill: 3<<20 + 5}
+	if err := mem.MkdirAll("/wal", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := fs.Create("/wal/000004.log", vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{"/", "/wal"} { // as pebble syncs its directory
+		d, err := mem.OpenDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		d.Close()
+	}
+	if _, ok := f.(*tableFile); ok {
+		t.Fatal("a WAL file is gathered")
+	}
+	rec := bytes.Repeat([]byte("record"), 1000)
+	if _, err := f.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	// What survives a power loss without a sync of the record: the zeros.
+	clone := mem.CrashClone(vfs.CrashCloneCfg{})
+	for _, c := range []struct {
+		fs   vfs.FS
+		head []byte
+	}{{mem, rec}, {clone, make([]byte, len(rec))}} {
+		r, err := c.fs.Open("/wal/000004.log")
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := io.ReadAll(r)
+		r.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int64(len(all)) != fs.walFill {
+			t.Fatalf("file is %d bytes, want %d", len(all), fs.walFill)
+		}
+		if !bytes.Equal(all[:len(rec)], c.head) || bytes.ContainsFunc(all[len(rec):], func(r rune) bool { return r != 0 }) {
+			t.Fatal("file is not the appended bytes followed by zeros")
+		}
+	}
+	f.Close()
+
+	// Without a fill size, and for other files, nothing is written.
+	for _, c := range []struct {
+		fs   indexFS
+		name string
+	}{{indexFS{FS: mem}, "000005.log"}, {fs, "MANIFEST-000006"}} {
+		g, err := c.fs.Create(c.name, vfs.WriteCategoryUnspecified)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi, err := g.Stat(); err != nil || fi.Size() != 0 {
+			t.Fatalf("%s: %v, %v; want an empty file", c.name, fi, err)
+		}
+		g.Close()
+	}
+}
+
+// A store on a real disk zero-fills its WAL: its records survive a close
+// and reopen, and a copy of the files taken while it runs (as a power loss
+// would leave them, all written data kept) opens with every synced write.
+func TestWALFillOnDisk(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir, ReserveBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		apply(t, s, func(tx *Txn) { tx.Put("c", fmt.Sprint(i), bytes.Repeat([]byte{byte(i)}, 100+i)) })
+	}
+	logs, _ := vfs.Default.List(s.opts.MetaDir)
+	filled := false
+	for _, n := range logs {
+		if strings.HasSuffix(n, ".log") {
+			fi, err := vfs.Default.Stat(vfs.Default.PathJoin(s.opts.MetaDir, n))
+			filled = filled || err == nil && fi.Size() >= int64(memTableSize(vfs.Default, s.opts.MetaDir))
+		}
+	}
+	if !filled {
+		t.Fatalf("no WAL file in %v is zero-filled", logs)
+	}
+	copyDir := t.TempDir()
+	if err := os.CopyFS(copyDir, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{dir, copyDir} {
+		s, err := Open(Options{Dir: d, ReserveBytes: -1})
+		if err != nil {
+			t.Fatalf("reopen %s: %v", d, err)
+		}
+		for i := range 200 {
+			if got := mustRead(t, s, "c", fmt.Sprint(i), 0, 0); !bytes.Equal(got, bytes.Repeat([]byte{byte(i)}, 100+i)) {
+				t.Fatalf("%s: object %d reads %d bytes", d, i, len(got))
+			}
+		}
+		s.Close()
 	}
 }
