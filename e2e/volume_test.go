@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/cairn-storage/cairn/internal/volume"
@@ -163,5 +164,62 @@ func TestVolumeResizeAndRemove(t *testing.T) {
 	}
 	if _, err := c.cli(nil, "volume", "info", "default/r"); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Fatalf("info after rm: %v", err)
+	}
+}
+
+// TestConcurrentWritesToOneObject: writes racing to the same data objects
+// queue behind each other and go out merged (adjacent ones) or in order
+// (with gaps between them); every one lands where it was written, and
+// later, non-racing, overwrites win.
+func TestConcurrentWritesToOneObject(t *testing.T) {
+	c := startCluster(t, clusterOpts{hosts: 3, perHost: 1})
+	ctx := context.Background()
+	if out, err := c.cli(nil, "volume", "create", "default/q", "--size", "8M", "--object-size", "4M"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	v, err := volume.Open(ctx, c.pool("default"), "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	want := make([]byte, 8<<20)
+	const chunk = 32 << 10
+	var writes []uint64
+	for off := uint64(0); off < 4<<20; off += chunk {
+		writes = append(writes, off) // object 0: every chunk, adjacent
+	}
+	for off := uint64(4 << 20); off < 8<<20; off += 3 * chunk {
+		writes = append(writes, off) // object 1: gaps between them
+	}
+	for round := range 2 {
+		var wg sync.WaitGroup
+		errs := make(chan error, len(writes))
+		for i, off := range writes {
+			data := payload(fmt.Sprintf("q%d-%d", round, i), round, chunk)
+			copy(want[off:], data)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := v.WriteAt(ctx, data, off); err != nil {
+					errs <- fmt.Errorf("write at %d: %w", off, err)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(want))
+		if err := v.ReadAt(ctx, got, 0); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("round %d: the volume differs first at byte %d", round, i)
+				}
+			}
+		}
 	}
 }

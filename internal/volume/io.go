@@ -28,6 +28,7 @@ type Volume struct {
 	paused bool         // the snapshot-group registration is lost
 	member *client.SnapWriter
 	copied sync.Map // clone objects known to hold their own data
+	queues objectQueues // writes waiting behind another to the same object
 }
 
 // ErrReadOnly is returned for writes to a volume opened at a snapshot.
@@ -350,7 +351,7 @@ func (v *Volume) WriteAt(ctx context.Context, b []byte, off uint64) error {
 		if err := v.copyUp(ctx, wp, pc.index); err != nil {
 			return err
 		}
-		return wp.WriteAt(ctx, v.objectName(pc.index), pc.objOff, b[pc.ioOffset:pc.ioOffset+pc.n])
+		return v.writeObject(ctx, wp, pc.index, pc.objOff, b[pc.ioOffset:pc.ioOffset+pc.n])
 	})
 }
 
