@@ -27,7 +27,7 @@ type Volume struct {
 	wp     *client.Pool // writes: carries the snapshot number
 	paused bool         // the snapshot-group registration is lost
 	member *client.SnapWriter
-	copied sync.Map // clone objects known to hold their own data
+	copied sync.Map     // clone objects known to hold their own data
 	queues objectQueues // writes waiting behind another to the same object
 }
 
