@@ -1,7 +1,6 @@
 package objstore
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -45,10 +44,10 @@ func (fs indexFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File,
 	case strings.HasSuffix(name, ".sst"):
 		return &tableFile{File: f}, nil
 	case strings.HasSuffix(name, ".log") && fs.walFill > 0:
-		if err := fillZeros(f, fs.walFill); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("objstore: zero-fill new WAL %s: %w", name, err)
-		}
+		// Best effort, as pebble's own preallocation: on a full disk the
+		// OSD must still open (to serve deletes). Zeros written before a
+		// failure do no harm, and a real IO error shows at pebble's sync.
+		_ = fillZeros(f, fs.walFill)
 	}
 	return f, nil
 }

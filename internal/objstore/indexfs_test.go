@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -301,5 +302,39 @@ func TestWALFillOnDisk(t *testing.T) {
 			}
 		}
 		s.Close()
+	}
+}
+
+// fullFS fails every WriteAt with ENOSPC, as a full disk does.
+type fullFS struct{ vfs.FS }
+
+func (fs fullFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.Create(name, c)
+	if err != nil {
+		return nil, err
+	}
+	return fullFile{f}, nil
+}
+
+type fullFile struct{ vfs.File }
+
+func (fullFile) WriteAt([]byte, int64) (int, error) { return 0, syscall.ENOSPC }
+
+// On a full disk a new WAL file is not filled, and its store still opens,
+// takes writes (where pebble finds room) and replays them.
+func TestWALFillOnFullDisk(t *testing.T) {
+	old := testWALFill
+	testWALFill = 8 << 20
+	defer func() { testWALFill = old }()
+	fs := fullFS{vfs.NewMem()}
+	s := openMem(t, fs)
+	apply(t, s, func(tx *Txn) { tx.Put("c", "o", []byte("kept")) })
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openMem(t, fs)
+	defer s.Close()
+	if got := mustRead(t, s, "c", "o", 0, 0); string(got) != "kept" {
+		t.Fatalf("read %q after reopening", got)
 	}
 }
