@@ -173,6 +173,12 @@ func runBench(ctx context.Context, g *globals, o benchOptions, poolName, mode st
 	)
 	runCtx, cancel := context.WithTimeout(ctx, o.duration)
 	defer cancel()
+	// One deadline for every operation of the run, about what each would
+	// get from the client on its own: a timer per operation cost the
+	// benchmark client, which shares the machine with the cluster it
+	// measures, 14-15 µs of CPU per 4 KiB read against 11-14 without.
+	opCtx, opCancel := context.WithTimeout(ctx, o.duration+c.OpTimeout)
+	defer opCancel()
 	start := time.Now()
 	for w := 0; w < o.threads; w++ {
 		h := bench.NewHistogram()
@@ -197,14 +203,15 @@ func runBench(ctx context.Context, g *globals, o benchOptions, poolName, mode st
 				inFlight.Add(1)
 				t0 := time.Now()
 				var err error
-				// Operations started before the deadline finish (with ctx,
-				// not runCtx), so every object index handed out exists.
+				// Operations started before the deadline finish (with
+				// opCtx, not runCtx), so every object index handed out
+				// exists.
 				if mode == "write" {
-					err = p.Put(ctx, benchObject(o.runName, i), data)
+					err = p.Put(opCtx, benchObject(o.runName, i), data)
 				} else {
 					// Into a recycled buffer: the benchmark shares the
 					// machine with the cluster it measures.
-					got, objSize, release, rerr := p.ReadAtPooled(ctx, benchObject(o.runName, i), 0, uint64(size))
+					got, objSize, release, rerr := p.ReadAtPooled(opCtx, benchObject(o.runName, i), 0, uint64(size))
 					if err = rerr; err == nil && (int64(len(got)) != size || objSize != uint64(size)) {
 						err = fmt.Errorf("%s is %d bytes, want %d", benchObject(o.runName, i), objSize, size)
 					}
