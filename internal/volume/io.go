@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/cairn-storage/cairn/client"
 )
@@ -26,9 +27,12 @@ type Volume struct {
 	mu     sync.RWMutex
 	wp     *client.Pool // writes: carries the snapshot number
 	paused bool         // the snapshot-group registration is lost
-	member *client.SnapWriter
-	copied sync.Map     // clone objects known to hold their own data
-	queues objectQueues // writes waiting behind another to the same object
+	// resumed is closed when a lost registration returns (nil while
+	// registered): writers wait on it.
+	resumed chan struct{}
+	member  *client.SnapWriter
+	copied  sync.Map     // clone objects known to hold their own data
+	queues  objectQueues // writes waiting behind another to the same object
 }
 
 // ErrReadOnly is returned for writes to a volume opened at a snapshot.
@@ -46,11 +50,7 @@ func Open(ctx context.Context, p *client.Pool, name string) (*Volume, error) {
 	if err := v.openParent(ctx); err != nil {
 		return nil, err
 	}
-	v.member, err = p.Client().JoinSnapGroup(ctx, info.group(), func(seq uint64, ok bool) {
-		v.mu.Lock()
-		v.wp, v.paused = p.WithSnapSeq(seq), !ok
-		v.mu.Unlock()
-	})
+	v.member, err = p.Client().JoinSnapGroup(ctx, info.group(), v.setSnapSeq)
 	if err != nil {
 		return nil, err
 	}
@@ -116,18 +116,55 @@ func (v *Volume) Close() error {
 	return nil
 }
 
+// setSnapSeq is the snapshot group's callback: writes carry seq from now
+// on, or, if !ok, the registration is lost and writes wait. It takes mu
+// exclusively, so no write under the old number is in flight after it.
+func (v *Volume) setSnapSeq(seq uint64, ok bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	switch {
+	case !ok && !v.paused:
+		v.resumed = make(chan struct{})
+	case ok && v.paused:
+		close(v.resumed)
+		v.resumed = nil
+	}
+	v.wp, v.paused = v.p.WithSnapSeq(seq), !ok
+}
+
+// pausedWait bounds how long a write waits for a lost snapshot-group
+// registration to return (the group re-registers within seconds when etcd
+// answers) before it fails.
+var pausedWait = 30 * time.Second
+
 // writer returns the pool handle writes use now, and the function that
-// ends the write.
-func (v *Volume) writer() (*client.Pool, func(), error) {
+// ends the write. While the snapshot-group registration is lost it waits
+// for it to return: a guest sees a slow write rather than an IO error.
+func (v *Volume) writer(ctx context.Context) (*client.Pool, func(), error) {
 	if v.readOnly {
 		return nil, nil, fmt.Errorf("%w: %s/%s is open at a snapshot or for reading only", ErrReadOnly, v.Pool, v.Name)
 	}
-	v.mu.RLock()
-	if v.paused {
+	var deadline <-chan time.Time
+	for {
+		v.mu.RLock()
+		if !v.paused {
+			return v.wp, v.mu.RUnlock, nil
+		}
+		resumed := v.resumed
 		v.mu.RUnlock()
-		return nil, nil, fmt.Errorf("%w: %s/%s: lost its registration with etcd, so a snapshot could miss its writes; writes wait for it to return", client.ErrUnavailable, v.Pool, v.Name)
+		if deadline == nil {
+			t := time.NewTimer(pausedWait)
+			defer t.Stop()
+			deadline = t.C
+		}
+		select {
+		case <-resumed:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-deadline:
+			return nil, nil, fmt.Errorf("%w: %s/%s: lost its registration with etcd, so a snapshot could miss its writes, and it did not return within %v", client.ErrUnavailable, v.Pool, v.Name, pausedWait)
+		}
 	}
-	return v.wp, v.mu.RUnlock, nil
 }
 
 // inParent reports whether object index of a clone can fall through to
@@ -342,7 +379,7 @@ func (v *Volume) WriteAt(ctx context.Context, b []byte, off uint64) error {
 	if err := v.check(off, uint64(len(b))); err != nil {
 		return err
 	}
-	wp, done, err := v.writer()
+	wp, done, err := v.writer(ctx)
 	if err != nil {
 		return err
 	}
@@ -362,7 +399,7 @@ func (v *Volume) Zero(ctx context.Context, off, length uint64, punch bool) error
 	if err := v.check(off, length); err != nil {
 		return err
 	}
-	wp, done, err := v.writer()
+	wp, done, err := v.writer(ctx)
 	if err != nil {
 		return err
 	}
@@ -409,7 +446,7 @@ func (v *Volume) Trim(ctx context.Context, off, length uint64) error {
 	if len(whole) == 0 {
 		return nil
 	}
-	wp, done, err := v.writer()
+	wp, done, err := v.writer(ctx)
 	if err != nil {
 		return err
 	}

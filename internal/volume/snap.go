@@ -126,7 +126,7 @@ func Rollback(ctx context.Context, p *client.Pool, name, snap string, progress P
 	if err != nil {
 		return err
 	}
-	wp, done, err := v.writer()
+	wp, done, err := v.writer(ctx)
 	if err != nil {
 		return err
 	}
@@ -214,7 +214,7 @@ func Flatten(ctx context.Context, p *client.Pool, name string, progress Progress
 		// They read the parent where the clone had no data of its own.
 		return fmt.Errorf("%w: clone %s/%s has snapshots, which still read its parent: remove them first", ErrInvalid, p.Name(), name)
 	}
-	wp, done, err := v.writer()
+	wp, done, err := v.writer(ctx)
 	if err != nil {
 		return err
 	}

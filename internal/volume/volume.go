@@ -330,7 +330,7 @@ func Resize(ctx context.Context, p *client.Pool, name string, size uint64) (Info
 		return Info{}, err
 	}
 	if size < v.Size {
-		wp, done, err := v.writer()
+		wp, done, err := v.writer(ctx)
 		if err != nil {
 			return Info{}, err
 		}

@@ -1,0 +1,54 @@
+package volume
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/cairn-storage/cairn/client"
+)
+
+// While the snapshot-group registration is lost, writers wait for it to
+// return and then carry the number it brings back; past pausedWait, or when
+// their context ends, they fail.
+func TestWritersWaitForTheSnapGroup(t *testing.T) {
+	v := &Volume{p: &client.Pool{}}
+	v.setSnapSeq(3, true)
+	at3 := v.wp
+	v.setSnapSeq(0, false)
+	got := make(chan *client.Pool, 1)
+	go func() {
+		wp, done, err := v.writer(context.Background())
+		if err != nil {
+			t.Error(err)
+			got <- nil
+			return
+		}
+		done()
+		got <- wp
+	}()
+	select {
+	case <-got:
+		t.Fatal("a write went ahead without a registration")
+	case <-time.After(50 * time.Millisecond):
+	}
+	v.setSnapSeq(4, true)
+	if wp := <-got; wp == nil || wp == at3 || wp != v.wp {
+		t.Fatal("the writer did not get the pool at the number the registration brought back")
+	}
+
+	v.setSnapSeq(0, false)
+	old := pausedWait
+	pausedWait = 20 * time.Millisecond
+	defer func() { pausedWait = old }()
+	if _, _, err := v.writer(context.Background()); !errors.Is(err, client.ErrUnavailable) {
+		t.Fatalf("after pausedWait: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	pausedWait = time.Minute
+	if _, _, err := v.writer(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("with its context cancelled: %v", err)
+	}
+}
