@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -30,6 +31,19 @@ type SnapWriter struct {
 	apply  func(seq uint64, ok bool)
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	mu   sync.Mutex
+	lost error // why the registration was last lost, if it was
+}
+
+// Lost returns why the registration was last lost, nil if it never was.
+func (w *SnapWriter) Lost() error {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lost
 }
 
 // JoinSnapGroup registers a writer of group. apply(seq, true) is called
@@ -80,10 +94,13 @@ func (w *SnapWriter) register(ctx, wctx context.Context) (clientv3.LeaseID, <-ch
 func (w *SnapWriter) run(ctx context.Context, lease clientv3.LeaseID, ka <-chan *clientv3.LeaseKeepAliveResponse, rev int64) {
 	defer close(w.done)
 	for ctx.Err() == nil {
-		w.follow(ctx, lease, ka, rev)
+		why := w.follow(ctx, lease, ka, rev)
 		if ctx.Err() != nil {
 			break
 		}
+		w.mu.Lock()
+		w.lost = fmt.Errorf("%s at %s", why, time.Now().Format(time.StampMilli))
+		w.mu.Unlock()
 		// The lease is lost or the watch broke. Stop writing first, then
 		// end the lease (if it still lives, its key would hold snapshots
 		// back forever), and register anew.
@@ -107,19 +124,23 @@ func (w *SnapWriter) run(ctx context.Context, lease clientv3.LeaseID, ka <-chan 
 	cancel()
 }
 
-// follow applies every new number until the lease is lost or ctx ends.
-func (w *SnapWriter) follow(ctx context.Context, lease clientv3.LeaseID, ka <-chan *clientv3.LeaseKeepAliveResponse, rev int64) {
+// follow applies every new number until the lease is lost or ctx ends, and
+// says why it stopped.
+func (w *SnapWriter) follow(ctx context.Context, lease clientv3.LeaseID, ka <-chan *clientv3.LeaseKeepAliveResponse, rev int64) string {
 	key := prefixSnapWriter + w.group + "/" + strconv.FormatInt(int64(lease), 16)
 	wch := w.s.cli.Watch(clientv3.WithRequireLeader(ctx), prefixSnapSeq+w.group, clientv3.WithRev(rev+1))
 	for {
 		select {
 		case _, ok := <-ka:
 			if !ok {
-				return
+				return "the lease's keepalive ended (lease expired or etcd unreachable)"
 			}
 		case resp, ok := <-wch:
-			if !ok || resp.Err() != nil {
-				return
+			if !ok {
+				return "the watch of the snapshot number closed"
+			}
+			if err := resp.Err(); err != nil {
+				return fmt.Sprintf("the watch of the snapshot number failed: %v", err)
 			}
 			for _, ev := range resp.Events {
 				if ev.Type != clientv3.EventTypePut {
@@ -134,7 +155,7 @@ func (w *SnapWriter) follow(ctx context.Context, lease clientv3.LeaseID, ka <-ch
 				_, err = w.s.cli.Put(pctx, key, strconv.FormatUint(seq, 10), clientv3.WithLease(lease))
 				cancel()
 				if err != nil {
-					return
+					return fmt.Sprintf("announcing number %d failed: %v", seq, err)
 				}
 			}
 		}

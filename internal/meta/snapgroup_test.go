@@ -117,6 +117,9 @@ func TestSnapGroup(t *testing.T) {
 	if seq, err := s.NextSnap(ctx, "g", 10*time.Second); err != nil || seq != 4 {
 		t.Fatalf("after a writer re-registered: %d, %v", seq, err)
 	}
+	if err := w5.Lost(); err == nil || !strings.Contains(err.Error(), "keepalive ended") {
+		t.Fatalf("a writer whose lease was revoked says it lost it because: %v", err)
+	}
 	w5.Leave()
 
 	w1.Leave()

@@ -162,7 +162,7 @@ func (v *Volume) writer(ctx context.Context) (*client.Pool, func(), error) {
 		case <-ctx.Done():
 			return nil, nil, ctx.Err()
 		case <-deadline:
-			return nil, nil, fmt.Errorf("%w: %s/%s: lost its registration with etcd, so a snapshot could miss its writes, and it did not return within %v", client.ErrUnavailable, v.Pool, v.Name, pausedWait)
+			return nil, nil, fmt.Errorf("%w: %s/%s: lost its registration with etcd (%v), so a snapshot could miss its writes, and it did not return within %v", client.ErrUnavailable, v.Pool, v.Name, v.member.Lost(), pausedWait)
 		}
 	}
 }
