@@ -10,9 +10,14 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/cairn-storage/cairn/client"
+	"github.com/cairn-storage/cairn/internal/meta"
 	"github.com/cairn-storage/cairn/internal/volume"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // TestVolumeExportImport: a volume written in scattered places is exported
@@ -221,5 +226,110 @@ func TestConcurrentWritesToOneObject(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestWritesRideOutALostSnapGroupRegistration: when a volume's writer
+// loses its snapshot-group lease (revoked in etcd here), it pauses writes
+// while it registers again; writes in that window wait and succeed rather
+// than fail, and land.
+func TestWritesRideOutALostSnapGroupRegistration(t *testing.T) {
+	c := startCluster(t, clusterOpts{hosts: 3, perHost: 1})
+	ctx := context.Background()
+	if out, err := c.cli(nil, "volume", "create", "default/lease", "--size", "16M"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	v, err := volume.Open(ctx, c.pool("default"), "lease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	cfg, err := client.LoadConfig(c.conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec := clientv3.Config{Endpoints: cfg.EtcdEndpoints, DialTimeout: 5 * time.Second}
+	if auth := meta.AuthFor(cfg); auth != nil {
+		ec.Username, ec.Password = auth.User, auth.Password
+	}
+	etcd, err := clientv3.New(ec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcd.Close()
+	const writerKeys = "/cairn/snapwriter/"
+	leases := func() map[int64]bool {
+		resp, err := etcd.Get(ctx, writerKeys, clientv3.WithPrefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[int64]bool{}
+		for _, kv := range resp.Kvs {
+			m[kv.Lease] = true
+		}
+		return m
+	}
+	old := leases()
+	if len(old) == 0 {
+		t.Fatal("the open volume has no snapshot-group registration in etcd")
+	}
+
+	// Four writers keep writing while the lease goes and comes back.
+	want := make([]byte, 16<<20)
+	var mu sync.Mutex
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; !stop.Load(); i++ {
+				off := uint64(w)*4<<20 + uint64(i%1024)*4096
+				data := payload("lease", w*100000+i, 4096)
+				if err := v.WriteAt(ctx, data, off); err != nil {
+					errs <- fmt.Errorf("writer %d, write %d: %w", w, i, err)
+					return
+				}
+				mu.Lock()
+				copy(want[off:], data)
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(200 * time.Millisecond)
+	for id := range old {
+		if _, err := etcd.Revoke(ctx, clientv3.LeaseID(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		now := leases()
+		back := len(now) > 0
+		for id := range now {
+			back = back && !old[id]
+		}
+		if back {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the writer did not register again under a new lease")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	stop.Store(true)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(want))
+	if err := v.ReadAt(ctx, got, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("the volume does not hold what the writers wrote")
 	}
 }

@@ -21,8 +21,9 @@ const tableWriteSize = 256 << 10
 //     before pebble appends to it. Pebble reuses a WAL file once its
 //     memtable is flushed, but the first two after every Open are new. In a
 //     new file each commit's fdatasync also wrote the inode (the file grew,
-//     preallocated blocks turned written): on this ext4 a second device
-//     write per commit. 4 KiB writes at depth 1 to 3 copies on a fresh
+//     preallocated blocks turned written): on ext4 without a journal
+//     (the machines these figures come from) a second device write per
+//     commit. 4 KiB writes at depth 1 to 3 copies on a fresh
 //     cluster: p50 821 µs before, 616 µs with the fill. Low-rate clusters
 //     spend most of their time on those two files: 64 MiB of small writes
 //     take hours to fill. Filling 70 MiB takes 30-50 ms, once at Open and

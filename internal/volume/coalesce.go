@@ -19,7 +19,10 @@ import (
 //
 // Every queued write is acknowledged only once the write that carries it is
 // durable, as before. All writes in a batch hold the volume's writer lock
-// (Volume.mu) shared, so they carry the same snapshot number.
+// (Volume.mu) shared, so they carry the same snapshot number. A batch is
+// sent under its first writer's context: a queued writer waits for the
+// batch whatever its own context does (its bytes may be on the wire), and
+// shares the batch's error, a cancellation of the first writer's included.
 
 // objectQueues holds, for each data object with a write in flight, the
 // writes waiting behind it.
