@@ -756,3 +756,61 @@ func BenchmarkChecksum(b *testing.B) {
 		}
 	})
 }
+
+// TestStalledPeerHoldsNoCaller: while a server stops reading (its one
+// handler is stuck), the client's socket fills up. Callers must still
+// return at their deadline rather than wait in a write, and once the server
+// reads again every frame must arrive intact and in the order sent.
+func TestStalledPeerHoldsNoCaller(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var seen []uint64
+	h := HandlerFunc(func(ctx context.Context, req *proto.Request) *proto.Response {
+		<-release
+		mu.Lock()
+		seen = append(seen, req.Offset)
+		mu.Unlock()
+		return &proto.Response{Status: proto.StatusOK, Size: uint64(len(req.Data))}
+	})
+	_, addr, _ := startServer(t, "127.0.0.1", testKey, h, ServerOptions{MaxInFlightPerConn: 1})
+	c := dial(t, addr)
+	data := make([]byte, 1<<20)
+	const n = 48 // far more than the socket buffers hold
+	calls := make(chan error, 1)
+	go func() {
+		for i := range n {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+			_, err := c.Call(ctx, &proto.Request{Op: proto.OpWrite, Offset: uint64(i), Data: data})
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) {
+				calls <- fmt.Errorf("call %d to a stalled server: %v, want its deadline", i, err)
+				return
+			}
+		}
+		calls <- nil
+	}()
+	select {
+	case err := <-calls:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(n*20*time.Millisecond + 5*time.Second):
+		close(release) // so the test's cleanup can end
+		t.Fatalf("%d calls of 20 ms each did not end in time: a caller waits on the socket", n)
+	}
+	close(release)
+	resp, err := c.Call(context.Background(), &proto.Request{Op: proto.OpWrite, Offset: n, Data: data})
+	if err != nil || resp.Size != uint64(len(data)) {
+		t.Fatalf("call after the server resumed: %v %v", resp, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != n+1 {
+		t.Fatalf("server saw %d requests, want %d", len(seen), n+1)
+	}
+	for i, off := range seen {
+		if off != uint64(i) {
+			t.Fatalf("request %d the server saw was sent as %d: %v", i, off, seen)
+		}
+	}
+}
