@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/cairn-storage/cairn/client"
@@ -36,8 +37,12 @@ func Main(args []string) int {
 	}
 	root.PersistentFlags().StringVar(&g.conf, "conf", "", "path of cairn.conf (default: $CAIRN_CONF, ./cairn.conf or ./cairn-dev/cairn.conf)")
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print the result as JSON")
-	root.AddCommand(devCmd(g), monCmd(g), osdCmd(g), poolCmd(g), objCmd(g), statusCmd(g), benchCmd(g), scrubCmd(g), volumeCmd(g), nbdCmd(g))
+	root.AddCommand(longRunning(devCmd(g)), longRunning(monCmd(g)), longRunning(osdCmd(g)), poolCmd(g), objCmd(g),
+		statusCmd(g), longRunning(benchCmd(g)), scrubCmd(g), volumeCmd(g), longRunning(nbdCmd(g)))
 	root.SetArgs(args)
+	if c, _, err := root.Find(args); err == nil && slices.Equal(args, os.Args[1:]) {
+		reexecForSysmon(c) // see sysmon.go; returns only if it does not
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := root.ExecuteContext(ctx); err != nil {
