@@ -458,7 +458,7 @@ the server requires TLS (NBD_OPT_STARTTLS) before anything else; with
 			if err != nil {
 				return err
 			}
-			srv := &nbd.Server{Exports: volumeExports{c}, Logf: logger.Printf, TLS: tc}
+			srv := &nbd.Server{Exports: volumeExports{c, logger.Printf}, Logf: logger.Printf, TLS: tc}
 			logger.Printf("nbd: serving volumes on %s", ln.Addr())
 			go func() {
 				<-ctx.Done()
@@ -506,7 +506,10 @@ func nbdTLS(certFile, keyFile, clientCA string) (*tls.Config, error) {
 }
 
 // volumeExports serves cairn volumes as NBD exports named POOL/NAME.
-type volumeExports struct{ c *client.Client }
+type volumeExports struct {
+	c    *client.Client
+	logf func(format string, args ...any)
+}
 
 func (e volumeExports) Open(ctx context.Context, export string) (nbd.Device, error) {
 	vol, snap, atSnap := strings.Cut(export, "@")
@@ -525,7 +528,7 @@ func (e volumeExports) Open(ctx context.Context, export string) (nbd.Device, err
 	if atSnap {
 		v, err = volume.OpenSnap(ctx, p, name, snap) // read-only
 	} else {
-		v, err = volume.Open(ctx, p, name)
+		v, err = volume.Open(ctx, p, name, volume.WithLog(e.logf))
 	}
 	if errors.Is(err, volume.ErrNotFound) || errors.Is(err, volume.ErrSnapNotFound) {
 		return nil, fmt.Errorf("%w: %v", nbd.ErrUnknownExport, err)

@@ -29,31 +29,49 @@ type Volume struct {
 	paused bool         // the snapshot-group registration is lost
 	// resumed is closed when a lost registration returns (nil while
 	// registered): writers wait on it.
-	resumed chan struct{}
-	member  *client.SnapWriter
-	copied  sync.Map     // clone objects known to hold their own data
-	queues  objectQueues // writes waiting behind another to the same object
+	resumed  chan struct{}
+	pausedAt time.Time
+	member   *client.SnapWriter // set under mu: its callback reads it
+	logf     func(format string, args ...any)
+	copied   sync.Map     // clone objects known to hold their own data
+	queues   objectQueues // writes waiting behind another to the same object
 }
 
 // ErrReadOnly is returned for writes to a volume opened at a snapshot.
 var ErrReadOnly = errors.New("volume is read-only")
 
+// An Option changes how Open opens a volume.
+type Option func(*Volume)
+
+// WithLog has the volume report what its user's operator should see
+// through logf: its snapshot-group registration lost (writes wait) and
+// back.
+func WithLog(logf func(format string, args ...any)) Option {
+	return func(v *Volume) { v.logf = logf }
+}
+
 // Open opens a volume for reading and writing. It joins the volume's
 // snapshot group (Close leaves it), so snapshots taken while it is open
 // wait until its writes carry their number.
-func Open(ctx context.Context, p *client.Pool, name string) (*Volume, error) {
+func Open(ctx context.Context, p *client.Pool, name string, opts ...Option) (*Volume, error) {
 	info, err := Stat(ctx, p, name)
 	if err != nil {
 		return nil, err
 	}
 	v := &Volume{Info: info, p: p, wp: p}
+	for _, o := range opts {
+		o(v)
+	}
 	if err := v.openParent(ctx); err != nil {
 		return nil, err
 	}
-	v.member, err = p.Client().JoinSnapGroup(ctx, info.group(), v.setSnapSeq)
+	m, err := p.Client().JoinSnapGroup(ctx, info.group(), v.setSnapSeq)
 	if err != nil {
 		return nil, err
 	}
+	v.mu.Lock()
+	v.member = m
+	v.mu.Unlock()
 	return v, nil
 }
 
@@ -125,11 +143,21 @@ func (v *Volume) setSnapSeq(seq uint64, ok bool) {
 	switch {
 	case !ok && !v.paused:
 		v.resumed = make(chan struct{})
+		v.pausedAt = time.Now()
+		v.log("volume %s/%s: lost its snapshot-group registration with etcd (%v): writes wait for it to return, up to %v",
+			v.Pool, v.Name, v.member.Lost(), pausedWait)
 	case ok && v.paused:
 		close(v.resumed)
 		v.resumed = nil
+		v.log("volume %s/%s: snapshot-group registration back after %v: writes go on", v.Pool, v.Name, time.Since(v.pausedAt).Round(time.Millisecond))
 	}
 	v.wp, v.paused = v.p.WithSnapSeq(seq), !ok
+}
+
+func (v *Volume) log(format string, args ...any) {
+	if v.logf != nil {
+		v.logf(format, args...)
+	}
 }
 
 // pausedWait bounds how long a write waits for a lost snapshot-group

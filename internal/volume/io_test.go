@@ -3,6 +3,8 @@ package volume
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,10 +15,15 @@ import (
 // return and then carry the number it brings back; past pausedWait, or when
 // their context ends, they fail.
 func TestWritersWaitForTheSnapGroup(t *testing.T) {
-	v := &Volume{p: &client.Pool{}}
+	var logged []string
+	v := &Volume{p: &client.Pool{}, Info: Info{Pool: "p", Name: "v"}}
+	WithLog(func(format string, args ...any) { logged = append(logged, fmt.Sprintf(format, args...)) })(v)
 	v.setSnapSeq(3, true)
 	at3 := v.wp
 	v.setSnapSeq(0, false)
+	if len(logged) != 1 || !strings.Contains(logged[0], "volume p/v: lost its snapshot-group registration") {
+		t.Fatalf("losing the registration logged %q", logged)
+	}
 	got := make(chan *client.Pool, 1)
 	go func() {
 		wp, done, err := v.writer(context.Background())
@@ -36,6 +43,9 @@ func TestWritersWaitForTheSnapGroup(t *testing.T) {
 	v.setSnapSeq(4, true)
 	if wp := <-got; wp == nil || wp == at3 || wp != v.wp {
 		t.Fatal("the writer did not get the pool at the number the registration brought back")
+	}
+	if len(logged) != 2 || !strings.Contains(logged[1], "volume p/v: snapshot-group registration back after") {
+		t.Fatalf("the registration's return logged %q", logged)
 	}
 
 	v.setSnapSeq(0, false)
