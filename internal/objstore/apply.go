@@ -135,6 +135,7 @@ func (s *Store) Apply(t *Txn) error {
 		err = a.syncDirect()
 	}
 	if err == nil {
+		s.addToFilter(a.batch) // before the commit: see objFilter
 		err = a.batch.Commit(pebble.Sync)
 		if err != nil {
 			s.idx.reset()

@@ -126,6 +126,11 @@
 // entry is filled only under its object's lock and updated from every
 // committed batch before the locks are released, so it always equals the
 // committed value; it is never a source of truth across a restart.
+// Beside it, a Bloom filter of every object key (objfilter.go, 10 bits per
+// key, built by Open's scan of the records and added to by every batch
+// before it commits) answers the lookup of an object that does not exist
+// yet, which every create makes, without pebble: under 4 KiB creates that
+// lookup was 11% of an OSD's CPU, the filter costs under 1%.
 //
 // # Crash consistency
 //

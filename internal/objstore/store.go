@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"hash/maphash"
 	"io"
 	"os"
 	"slices"
@@ -114,6 +115,9 @@ type Store struct {
 	failed error
 
 	idx *indexCache // object records and checksum chunks recently looked up
+
+	filter      atomic.Pointer[objFilter] // nil: disabled (see objFilter)
+	filterSkips atomic.Int64              // lookups it answered (for tests)
 
 	replayed  int          // journal records replayed by Open (for tests and logs)
 	cowWrites atomic.Int64 // copy-on-write overwrites (for tests)
@@ -460,16 +464,58 @@ func (s *Store) countObjects() error {
 		return err
 	}
 	var n, b int64
+	seed := maphash.MakeSeed()
+	var hashes []uint64 // for the filter, sized once n is known
 	for it.First(); it.Valid(); it.Next() {
 		v := it.Value()
 		if len(v) >= recHeaderLen {
 			b += int64(binary.BigEndian.Uint64(v[10:]))
 		}
+		if n < filterMaxKeys {
+			hashes = append(hashes, filterHash(seed, it.Key()))
+		}
 		n++
 	}
 	s.objects.Store(n)
 	s.dataBytes.Store(b)
-	return it.Close()
+	if err := it.Close(); err != nil {
+		return err
+	}
+	if n <= filterMaxKeys {
+		f := newObjFilter(n, seed)
+		for _, h := range hashes {
+			f.addHash(h)
+		}
+		s.filter.Store(f)
+	}
+	return nil
+}
+
+// addToFilter adds the object keys batch sets to the filter, before the
+// batch commits (see objFilter).
+func (s *Store) addToFilter(batch *pebble.Batch) {
+	f := s.filter.Load()
+	if f == nil {
+		return
+	}
+	r := batch.Reader()
+	for {
+		kind, k, _, ok, err := r.Next()
+		if err != nil {
+			// Built here, so legible; if not, stop trusting the filter.
+			s.filter.Store(nil)
+			return
+		}
+		if !ok {
+			break
+		}
+		if kind == pebble.InternalKeyKindSet && len(k) > 0 && k[0] == tagObject {
+			f.add(k)
+		}
+	}
+	if f.overfull() {
+		s.filter.CompareAndSwap(f, nil)
+	}
 }
 
 // Close checkpoints the journal and closes the store.
@@ -650,7 +696,12 @@ func (s *Store) getIndexed(key []byte) ([]byte, error) {
 
 // loadRec reads an object record; caller holds the object's shard lock.
 func (s *Store) loadRec(coll, name string) (objRec, bool, error) {
-	v, err := s.getIndexed(objKey(coll, name))
+	key := objKey(coll, name)
+	if f := s.filter.Load(); f != nil && !f.mayContain(key) {
+		s.filterSkips.Add(1)
+		return objRec{}, false, nil
+	}
+	v, err := s.getIndexed(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return objRec{}, false, nil
 	}
