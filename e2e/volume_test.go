@@ -211,19 +211,26 @@ func TestConcurrentWritesToOneObject(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
-		}
-		got := make([]byte, len(want))
-		if err := v.ReadAt(ctx, got, 0); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want) {
-			for i := range got {
-				if got[i] != want[i] {
-					t.Fatalf("round %d: the volume differs first at byte %d", round, i)
-				}
+		mustHold(t, ctx, v, want, errs, fmt.Sprintf("round %d", round))
+	}
+}
+
+// mustHold fails the test with the first error in errs (closing it), or if
+// v does not read back as want, naming the first byte that differs.
+func mustHold(t *testing.T, ctx context.Context, v *volume.Volume, want []byte, errs chan error, what string) {
+	t.Helper()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("%s: %v", what, err)
+	}
+	got := make([]byte, len(want))
+	if err := v.ReadAt(ctx, got, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("%s: the volume differs from what was written first at byte %d", what, i)
 			}
 		}
 	}
@@ -321,15 +328,5 @@ func TestWritesRideOutALostSnapGroupRegistration(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	stop.Store(true)
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	got := make([]byte, len(want))
-	if err := v.ReadAt(ctx, got, 0); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatal("the volume does not hold what the writers wrote")
-	}
+	mustHold(t, ctx, v, want, errs, "after the lease was revoked")
 }

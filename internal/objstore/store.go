@@ -471,8 +471,11 @@ func (s *Store) countObjects() error {
 		if len(v) >= recHeaderLen {
 			b += int64(binary.BigEndian.Uint64(v[10:]))
 		}
-		if n < filterMaxKeys {
+		switch {
+		case n < filterMaxKeys:
 			hashes = append(hashes, filterHash(seed, it.Key()))
+		case n == filterMaxKeys:
+			hashes = nil // too many objects for a filter: see filterMaxKeys
 		}
 		n++
 	}
