@@ -85,10 +85,17 @@ type clusterOpts struct {
 	downOut        time.Duration // default: cairn dev's (30 s)
 }
 
-// freePorts finds n consecutive free TCP ports on 127.0.0.1.
+// freePorts finds n consecutive free TCP ports on 127.0.0.1 to .4, below
+// the kernel's ephemeral range (32768 and up by default): a port taken from
+// that range can be free when checked and then be handed out as the local
+// port of some other test's outgoing connection before cairn listens on it.
 func freePorts(t testing.TB, n int) int {
+	const lo, hi = 10000, 32000
+	if n > hi-lo {
+		t.Fatalf("freePorts: %d ports asked for", n)
+	}
 	for try := 0; try < 100; try++ {
-		base := 20000 + rand.IntN(30000)
+		base := lo + rand.IntN(hi-lo-n)
 		ok := true
 		for i := 0; i < n && ok; i++ {
 			for _, ip := range []string{"127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4"} {
@@ -239,6 +246,9 @@ func (c *cluster) stop() {
 	c.extra = nil
 	if c.cmd == nil || c.cmd.Process == nil {
 		return
+	}
+	if c.t.Failed() {
+		c.t.Logf("logs of the cluster of a failed test:\n%s", c.logs())
 	}
 	c.cmd.Process.Signal(os.Interrupt)
 	done := make(chan error, 1)
