@@ -92,8 +92,8 @@ type deferredWrite struct {
 }
 
 // Apply applies t atomically; when it returns nil the transaction is durable.
-// Concurrent Applies share pebble's group commit, so N concurrent small
-// transactions cost far fewer than N device syncs.
+// Concurrent Applies share the commit log's group writes, so N concurrent
+// small transactions cost far fewer than N device writes.
 func (s *Store) Apply(t *Txn) error {
 	if err := t.Validate(); err != nil {
 		return err
@@ -136,7 +136,14 @@ func (s *Store) Apply(t *Txn) error {
 	}
 	if err == nil {
 		s.addToFilter(a.batch) // before the commit: see objFilter
-		err = a.batch.Commit(pebble.Sync)
+		err = s.commit(a.batch)
+		if errors.Is(err, errCommitLog) {
+			// The batch may be in the log and come back at the next
+			// Open: leave everything it refers to in place.
+			s.idx.reset()
+			s.fail(err)
+			return err
+		}
 		if err != nil {
 			s.idx.reset()
 			err = fmt.Errorf("objstore: commit: %w", err)
@@ -934,7 +941,7 @@ func (s *Store) checkpoint() error {
 	for _, j := range batch {
 		b.Delete(journalKey(j.seq), nil)
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := s.commit(b); err != nil {
 		return fmt.Errorf("objstore: checkpoint commit: %w", err)
 	}
 	s.ckMu.Lock()

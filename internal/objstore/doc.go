@@ -18,7 +18,8 @@
 //
 // # On-disk layout
 //
-//	MetaDir/            pebble database (WAL, sstables): the index and journal
+//	MetaDir/            pebble database (sstables, no WAL): the index and journal
+//	MetaDir/commitlog-0 .. commitlog-2   the commit log (commitlog.go), preallocated
 //	Dir/data/00 .. ff/  256 fan-out directories, created and synced at format
 //	Dir/data/ab/<16 hex digits of fileID>   one bulk data file per large object
 //
@@ -63,16 +64,21 @@
 //
 // # Why one design fits VM disks and S3 objects
 //
+// Every Apply builds one pebble batch and commits it through the commit log
+// (commitlog.go), the index's write-ahead log: the first committer writes
+// the batches queued behind it in one O_DIRECT|O_DSYNC write, then applies
+// them to the index (pebble, without a WAL of its own) in log order.
+//
 // Objects of at most InlineMax (64 KiB) live entirely in their pebble record:
-// creating or rewriting a 4 KiB object is one pebble batch with one synced
-// WAL write, and pebble group-commits the syncs of concurrent Applies.
+// creating or rewriting a 4 KiB object is one batch, made durable by one
+// log write shared with concurrent Applies.
 //
 // Larger objects have a data file. Two write paths keep both workloads cheap:
 //
 //   - Deferred write (random 4 KiB overwrites of a VM-disk object, small
 //     appends): the new blocks go into a journal record in the same pebble
-//     batch as their checksums and the new size. One synced, group-committed
-//     WAL write makes the transaction durable; afterwards the blocks are
+//     batch as their checksums and the new size. One group-committed log
+//     write makes the transaction durable; afterwards the blocks are
 //     written to the data file's page cache while the object lock is still
 //     held, so readers see them. A background checkpointer fdatasyncs the
 //     touched files every 500 ms (sooner when 64 MiB are pending) and then
@@ -106,8 +112,8 @@
 // cached. Reads of 2 MiB or more (whole objects) always go direct unless
 // already cached: for them the cache's copy costs more than it saves.
 //
-// The index's memtable is 1/64 of its disk, 4 to 64 MiB: pebble preallocates
-// each WAL file at 110% of it, which must leave a small disk room for data.
+// The index's memtable is 1/64 of its disk, 4 to 64 MiB, and each of the
+// three commit-log segments its size: a small disk keeps room for data.
 // The index has a block cache (Options.CacheBytes, 256 MiB by default), which
 // is also the read cache of inline objects, bloom filters (most writes look
 // up a record that does not exist yet) and no block compression (object
@@ -116,9 +122,10 @@
 // slow every later read until compaction drops them. Files go through
 // indexFS (indexfs.go): new sstables gather pebble's one-block writes into
 // 256 KiB ones (a memtable flush under small writes was otherwise 16k
-// syscalls), and new WAL files are zero-filled and synced before use, so a
-// commit's fdatasync writes the data alone, not also the inode of a growing
-// file (QD1 4 KiB writes, 3 copies, fresh cluster: p50 821 -> 616 µs).
+// syscalls). Commit-log segments are zero-filled and synced when created,
+// so a commit's write changes the data alone, not also the inode of a
+// growing file (with pebble's WAL, zero-filling its files took QD1 4 KiB
+// writes, 3 copies, from p50 821 to 616 µs).
 //
 // Above pebble sits a small index cache (indexcache.go, 32k entries) of
 // object records and checksum chunks, the lookups every read and write
@@ -134,7 +141,10 @@
 //
 // # Crash consistency
 //
-// The pebble batch commit is the single commit point of every Apply.
+// The write of an Apply's batch to the commit log is its single commit
+// point. Open replays the log into the index before anything else (see
+// commitlog.go for why replaying batches the index already has is safe, and
+// why a damaged log refuses to open instead of dropping commits).
 //
 //   - Before the commit nothing visible has changed: direct writes touch
 //     only blocks that are not live in the committed state (fresh blocks, or
@@ -174,12 +184,13 @@
 // deadlock) from building the batch until the deferred writes are in the
 // page cache; reads take the read lock of one shard, so reads of different
 // objects and Applies to different objects run in parallel and their
-// commits share one WAL sync. Collections and List are pebble scans without
+// commits share one log write. Collections and List are pebble scans without
 // object locks and see a consistent snapshot of committed state.
 //
 // # Space
 //
-// pebble treats a failed WAL write as fatal, so Apply first checks free space
+// A failed log write fails the store (it may be on disk and come back at
+// the next Open), so Apply first checks free space
 // on Dir and MetaDir (statfs cached for 100 ms and debited by admitted
 // transactions) against ReserveBytes plus twice the transaction size and
 // refuses with ErrNoSpace without changing anything. Deletion-only

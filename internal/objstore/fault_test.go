@@ -85,9 +85,7 @@ func TestCorruptionDetected(t *testing.T) {
 		t.Fatal(err)
 	}
 	v[len(v)-1] ^= 1
-	if err := s.db.Set(k, v, nil); err != nil {
-		t.Fatal(err)
-	}
+	setIndexKey(t, s, k, v)
 	s.idx.reset() // the damage is on disk; a cached copy of the record would hide it until evicted
 	if _, err := s.Read("c", "small", 0, 0); !IsCorruption(err) {
 		t.Fatalf("inline corruption: %v", err)

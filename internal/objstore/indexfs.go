@@ -14,26 +14,11 @@ import (
 // syscalls, 5% of an OSD's CPU.
 const tableWriteSize = 256 << 10
 
-// indexFS is the file system under the index (pebble). Files it creates
-// are the underlying ones except for two kinds:
-//   - sstables gather their writes (tableFile);
-//   - a new WAL file is written with zeros up to walFill bytes, and synced,
-//     before pebble appends to it. Pebble reuses a WAL file once its
-//     memtable is flushed, but the first two after every Open are new. In a
-//     new file each commit's fdatasync also wrote the inode (the file grew,
-//     preallocated blocks turned written): on ext4 without a journal
-//     (the machines these figures come from) a second device write per
-//     commit. 4 KiB writes at depth 1 to 3 copies on a fresh
-//     cluster: p50 821 µs before, 616 µs with the fill. Low-rate clusters
-//     spend most of their time on those two files: 64 MiB of small writes
-//     take hours to fill. Filling 70 MiB takes 30-50 ms, once at Open and
-//     once at the first WAL switch.
-//
-// Pebble reads a WAL that ends in zeros as it reads a preallocated one: the
-// records end at the first zeroed chunk.
+// indexFS is the file system under the index (pebble). New sstables
+// gather their writes (tableFile); every other file is the underlying one.
+// (The index writes no WAL: see commitlog.go.)
 type indexFS struct {
 	vfs.FS
-	walFill int64 // 0: no fill (file systems in memory)
 }
 
 func (fs indexFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
@@ -41,20 +26,15 @@ func (fs indexFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File,
 	if err != nil {
 		return f, err
 	}
-	switch {
-	case strings.HasSuffix(name, ".sst"):
+	if strings.HasSuffix(name, ".sst") {
 		return &tableFile{File: f}, nil
-	case strings.HasSuffix(name, ".log") && fs.walFill > 0:
-		// Best effort, as pebble's own preallocation: on a full disk the
-		// OSD must still open (to serve deletes). Zeros written before a
-		// failure do no harm, and a real IO error shows at pebble's sync.
-		_ = fillZeros(f, fs.walFill)
 	}
 	return f, nil
 }
 
-// fillZeros writes n zero bytes from offset 0 with WriteAt, so the file's
-// own offset, where pebble appends, stays at 0, and syncs them.
+// fillZeros writes n zero bytes from offset 0, and syncs them: writes into
+// the file after that change no metadata (size, allocation) that a sync
+// would have to commit too.
 func fillZeros(f vfs.File, n int64) error {
 	zeros := make([]byte, min(n, 1<<20))
 	for off := int64(0); off < n; off += int64(len(zeros)) {

@@ -18,7 +18,7 @@ import (
 
 // Every test of the package checks the checksums finalize takes early, and
 // zero-fills new WAL files as on a disk.
-func init() { verifySums, testWALFill, filterMinKeys = true, 1<<20, 256 }
+func init() { verifySums, testLogSegment, filterMinKeys = true, 1<<20, 256 }
 
 // mobj is the oracle's view of one object.
 type mobj struct {

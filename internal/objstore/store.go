@@ -55,9 +55,10 @@ type Usage struct {
 }
 
 const (
-	// formatVersion 2 added slot B (copy-on-write overwrites): version 1
-	// stores are upgraded on open, and older builds refuse version 2.
-	formatVersion  = 2
+	// formatVersion 2 added slot B (copy-on-write overwrites), 3 the commit
+	// log (commitlog.go) in place of the index's own WAL: older stores are
+	// upgraded on open, and older builds refuse newer versions.
+	formatVersion  = 3
 	defaultReserve = 64 << 20
 	// DefaultCacheBytes is the index block cache of one store.
 	DefaultCacheBytes = 256 << 20
@@ -84,6 +85,7 @@ type Store struct {
 	// noCachestat, noDsync: the kernel has no cachestat, no RWF_DSYNC (directio.go).
 	noCachestat, noDsync atomic.Bool
 	db                   *pebble.DB
+	log                  *commitLog // every change to db goes through it
 	dataDir              string
 
 	locks [nShards]sync.RWMutex
@@ -119,8 +121,9 @@ type Store struct {
 	filter      atomic.Pointer[objFilter] // nil: disabled (see objFilter)
 	filterSkips atomic.Int64              // lookups it answered (for tests)
 
-	replayed  int          // journal records replayed by Open (for tests and logs)
-	cowWrites atomic.Int64 // copy-on-write overwrites (for tests)
+	replayed    int          // journal records replayed by Open (for tests and logs)
+	logReplayed int          // commit-log batches replayed by Open (for tests)
+	cowWrites   atomic.Int64 // copy-on-write overwrites (for tests)
 }
 
 type appliedJ struct {
@@ -208,15 +211,12 @@ func Open(o Options) (*Store, error) {
 	cache := pebble.NewCache(o.CacheBytes)
 	defer cache.Unref() // the DB holds its own reference
 	mt := memTableSize(s.fs, o.MetaDir)
-	ifs := indexFS{FS: s.fs, walFill: testWALFill}
-	if realFS {
-		ifs.walFill = int64(mt + mt/10) // pebble preallocates 110%
-	}
 	po := &pebble.Options{
-		FS:           ifs,
+		FS:           indexFS{FS: s.fs},
 		Logger:       quietLogger{},
 		MemTableSize: mt,
 		Cache:        cache,
+		DisableWAL:   true, // the commit log is the WAL (commitlog.go)
 	}
 	// Object data (inline objects, journal records) rarely compresses;
 	// decompressing it cost a tenth of an OSD's CPU on small reads.
@@ -231,8 +231,19 @@ func Open(o Options) (*Store, error) {
 		return nil, fmt.Errorf("objstore: open index in %s: %w", o.MetaDir, err)
 	}
 	s.db = db
+	segSize := testLogSegment
+	if realFS {
+		segSize = int64(mt)
+	}
+	apply := func(b *pebble.Batch) error { return db.Apply(b, pebble.NoSync) }
+	s.log, s.logReplayed, err = openCommitLog(s.fs, o.MetaDir, segSize, realFS, apply, db.Flush)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
 	if err := s.start(); err != nil {
 		s.closeFiles()
+		s.log.close()
 		db.Close()
 		return nil, err
 	}
@@ -240,12 +251,9 @@ func Open(o Options) (*Store, error) {
 	return s, nil
 }
 
-// testWALFill is indexFS.walFill on file systems in memory: tests set it.
-var testWALFill int64
-
-// memTableSize is 64 MiB, less on a small disk: pebble preallocates each
-// WAL file at 110% of the memtable, and two of them took 140 MiB of a
-// 160 MiB disk, leaving room for a handful of objects.
+// memTableSize is 64 MiB, less on a small disk: the commit log takes three
+// segments of the memtable's size (and pebble's WAL files took 140 MiB of
+// a 160 MiB disk, leaving room for a handful of objects).
 func memTableSize(fs vfs.FS, dir string) uint64 {
 	const largest, smallest = 64 << 20, 4 << 20
 	du, err := fs.GetDiskUsage(dir)
@@ -269,11 +277,11 @@ func (s *Store) start() error {
 		if n <= 0 {
 			return fmt.Errorf("objstore: unreadable superblock in %s", s.opts.MetaDir)
 		}
-		if ver != formatVersion && ver != 1 {
-			return fmt.Errorf("objstore: on-disk format version %d in %s is not supported by this build (supports 1 and %d)", ver, s.opts.MetaDir, formatVersion)
+		if ver < 1 || ver > formatVersion {
+			return fmt.Errorf("objstore: on-disk format version %d in %s is not supported by this build (supports 1 to %d)", ver, s.opts.MetaDir, formatVersion)
 		}
 		if ver != formatVersion {
-			if err := s.db.Set(keySuperblock, binary.AppendUvarint(nil, formatVersion), pebble.Sync); err != nil {
+			if err := s.setDurable(keySuperblock, binary.AppendUvarint(nil, formatVersion)); err != nil {
 				return err
 			}
 		}
@@ -310,7 +318,25 @@ func (s *Store) format() error {
 	if err := s.syncDir(s.opts.Dir); err != nil {
 		return err
 	}
-	return s.db.Set(keySuperblock, binary.AppendUvarint(nil, formatVersion), pebble.Sync)
+	return s.setDurable(keySuperblock, binary.AppendUvarint(nil, formatVersion))
+}
+
+// commit makes a batch durable (in the commit log) and visible.
+func (s *Store) commit(b *pebble.Batch) error {
+	return s.log.commit(b)
+}
+
+// setDurable sets the superblock in the index's sstables, not only in the
+// commit log: a build that predates the log reads the version there, and
+// must refuse the store rather than open it without its newest commits.
+func (s *Store) setDurable(key, value []byte) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	b.Set(key, value, nil)
+	if err := s.commit(b); err != nil {
+		return err
+	}
+	return s.db.Flush()
 }
 
 func (s *Store) syncDir(path string) error {
@@ -426,7 +452,10 @@ func (s *Store) replayJournal() error {
 			return fmt.Errorf("objstore: journal replay sync of file %016x: %w", id, err)
 		}
 	}
-	return s.db.DeleteRange([]byte{tagJournal}, []byte{tagJournal + 1}, pebble.Sync)
+	b := s.db.NewBatch()
+	defer b.Close()
+	b.DeleteRange([]byte{tagJournal}, []byte{tagJournal + 1}, nil)
+	return s.commit(b)
 }
 
 // removeOrphans deletes data files no object refers to: files written for a
@@ -529,6 +558,7 @@ func (s *Store) Close() error {
 		<-s.ckDone
 		err = s.checkpoint()
 		s.closeFiles()
+		s.log.close()
 		if e := s.db.Close(); err == nil {
 			err = e
 		}
@@ -604,7 +634,11 @@ func (s *Store) allocID() (uint64, error) {
 		hw := s.idHigh + idBatch
 		var b [8]byte
 		binary.BigEndian.PutUint64(b[:], hw)
-		if err := s.db.Set(keyIDHigh, b[:], pebble.Sync); err != nil {
+		batch := s.db.NewBatch()
+		batch.Set(keyIDHigh, b[:], nil)
+		err := s.commit(batch)
+		batch.Close()
+		if err != nil {
 			return 0, err
 		}
 		s.idHigh = hw

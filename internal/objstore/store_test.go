@@ -476,23 +476,20 @@ func TestConcurrentApply(t *testing.T) {
 func TestFormatVersionCheck(t *testing.T) {
 	fs := vfs.NewMem()
 	s := openMem(t, fs)
-	if err := s.db.Set(keySuperblock, []byte{9}, nil); err != nil {
-		t.Fatal(err)
-	}
+	setIndexKey(t, s, keySuperblock, []byte{9})
 	s.Close()
 	_, err := Open(Options{Dir: "/osd", FS: fs, ReserveBytes: -1})
 	if err == nil || !strings.Contains(err.Error(), "version 9") {
 		t.Fatalf("newer format accepted: %v", err)
 	}
 
-	// Version 1 (before slot B) is read as it is and marked version 2, so a
-	// build that does not know slot B refuses the store from then on.
+	// Version 1 (before slot B) is read as it is and marked the current
+	// version, so a build that does not know slot B refuses the store from
+	// then on.
 	fs = vfs.NewMem()
 	s = openMem(t, fs)
 	apply(t, s, func(tx *Txn) { tx.Put("1.0", "old", pattern(1, 300<<10)) })
-	if err := s.db.Set(keySuperblock, []byte{1}, nil); err != nil {
-		t.Fatal(err)
-	}
+	setIndexKey(t, s, keySuperblock, []byte{1})
 	s.Close()
 	s = openMem(t, fs)
 	defer s.Close()
@@ -501,6 +498,17 @@ func TestFormatVersionCheck(t *testing.T) {
 	}
 	if v, _ := s.get(keySuperblock); len(v) != 1 || v[0] != formatVersion {
 		t.Fatalf("superblock after opening a version 1 store: %v", v)
+	}
+}
+
+// setIndexKey sets one key of the index, durably, as a commit would.
+func setIndexKey(t *testing.T, s *Store, k, v []byte) {
+	t.Helper()
+	b := s.db.NewBatch()
+	defer b.Close()
+	b.Set(k, v, nil)
+	if err := s.commit(b); err != nil {
+		t.Fatal(err)
 	}
 }
 
