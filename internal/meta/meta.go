@@ -14,7 +14,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
+	"sync/atomic"
 	"time"
 
 	"github.com/cairn-storage/cairn/internal/clustermap"
@@ -22,6 +22,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/metadata"
 )
 
 // Key layout in etcd.
@@ -40,7 +41,21 @@ var ErrNoMap = errors.New("no cluster map in etcd: the cluster was not created (
 
 // Store is a connection to the cluster's etcd.
 type Store struct {
-	cli *clientv3.Client
+	cli    *clientv3.Client
+	watchN atomic.Uint64 // numbers each watch's stream (see watch)
+}
+
+// watch starts a watch on a gRPC stream of its own. The etcd client runs
+// every watch of one context on one shared stream, which carries the auth
+// token it was opened with: once that token expired (etcd forgets an idle
+// one after 5 minutes), etcd refuses every new watch on the stream, and a
+// re-established watch failed again at once, forever (a volume lost its
+// snapshot-group registration 10,925 times in 5 minutes). A new stream
+// carries the token as refreshed by the client's last request.
+func (s *Store) watch(ctx context.Context, key string, opts ...clientv3.OpOption) clientv3.WatchChan {
+	ctx = metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(ctx),
+		"cairn-watch", strconv.FormatUint(s.watchN.Add(1), 10))
+	return s.cli.Watch(ctx, key, opts...)
 }
 
 // Auth is the etcd user and password to authenticate with.
@@ -188,7 +203,7 @@ func (s *Store) Watch(ctx context.Context, fn func(*clustermap.Map)) {
 			continue
 		}
 		deliver(m)
-		wch := s.cli.Watch(clientv3.WithRequireLeader(ctx), keyMap, clientv3.WithRev(rev+1))
+		wch := s.watch(ctx, keyMap, clientv3.WithRev(rev+1))
 		for wr := range wch {
 			if wr.Err() != nil {
 				break
@@ -505,7 +520,7 @@ func (s *Store) RunKeeper(ctx context.Context, name string, logf func(string, ..
 func (s *Store) keep(ctx context.Context, sess *concurrency.Session, logf func(string, ...any)) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wch := s.cli.Watch(wctx, prefixAlive, clientv3.WithPrefix())
+	wch := s.watch(wctx, prefixAlive, clientv3.WithPrefix())
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
 	for {

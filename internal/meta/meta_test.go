@@ -16,6 +16,12 @@ import (
 // startEtcd runs a single-member etcd for the test.
 func startEtcd(t *testing.T) string {
 	t.Helper()
+	return startEtcdWith(t, func(*embed.Config) {})
+}
+
+// startEtcdWith runs a single-member etcd configured further by opt.
+func startEtcdWith(t *testing.T, opt func(*embed.Config)) string {
+	t.Helper()
 	free := func() string {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -32,6 +38,7 @@ func startEtcd(t *testing.T) string {
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
 	cfg.InitialCluster = cfg.Name + "=" + pu.String()
 	cfg.LogLevel = "error"
+	opt(cfg)
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		t.Fatal(err)

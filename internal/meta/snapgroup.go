@@ -128,7 +128,7 @@ func (w *SnapWriter) run(ctx context.Context, lease clientv3.LeaseID, ka <-chan 
 // says why it stopped.
 func (w *SnapWriter) follow(ctx context.Context, lease clientv3.LeaseID, ka <-chan *clientv3.LeaseKeepAliveResponse, rev int64) string {
 	key := prefixSnapWriter + w.group + "/" + strconv.FormatInt(int64(lease), 16)
-	wch := w.s.cli.Watch(clientv3.WithRequireLeader(ctx), prefixSnapSeq+w.group, clientv3.WithRev(rev+1))
+	wch := w.s.watch(ctx, prefixSnapSeq+w.group, clientv3.WithRev(rev+1))
 	for {
 		select {
 		case _, ok := <-ka:
@@ -233,7 +233,7 @@ func (s *Store) NextSnap(ctx context.Context, group string, wait time.Duration) 
 		if lagging == 0 {
 			return next, nil
 		}
-		wch := s.cli.Watch(wctx, prefixSnapWriter+group+"/", clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+		wch := s.watch(wctx, prefixSnapWriter+group+"/", clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
 		select {
 		case <-wch:
 		case <-wctx.Done():

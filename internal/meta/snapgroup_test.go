@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-storage/cairn/internal/clustermap"
+	"github.com/cairn-storage/cairn/internal/conf"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
 )
 
 // TestSnapGroup: a new snapshot number is returned only once every
@@ -133,5 +136,53 @@ func TestSnapGroup(t *testing.T) {
 	}
 	if seq, _ := s.SnapSeq(ctx, "g"); seq != 0 {
 		t.Fatalf("a deleted group still has seq %d", seq)
+	}
+}
+
+// A writer that joins once the client's auth token has expired (etcd drops
+// an idle one, after 5 minutes by default) stays registered: its watch
+// must not ride the stream an earlier watch opened with the old token,
+// which etcd refuses every new watch on.
+func TestSnapGroupAfterAuthTokenExpired(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd")
+	}
+	ep := startEtcdWith(t, func(c *embed.Config) { c.AuthTokenTTL = 1 })
+	ctx := context.Background()
+	if err := EnableAuth(ctx, ep, "secret"); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Connect(ctx, []string{ep}, &Auth{User: conf.EtcdUser, Password: "secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Init(ctx, "fsid"); err != nil {
+		t.Fatal(err)
+	}
+	// A long-lived watch, as every gateway and OSD keeps on the map.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	maps := make(chan *clustermap.Map, 1)
+	go s.Watch(wctx, func(m *clustermap.Map) {
+		select {
+		case maps <- m:
+		default:
+		}
+	})
+	<-maps
+	time.Sleep(3 * time.Second) // the token expires
+
+	w, err := s.JoinSnapGroup(ctx, "vol", func(uint64, bool) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Leave()
+	time.Sleep(time.Second)
+	if err := w.Lost(); err != nil {
+		t.Fatalf("registration lost after the token expired: %v", err)
+	}
+	if seq, err := s.NextSnap(ctx, "vol", 5*time.Second); err != nil || seq != 1 {
+		t.Fatalf("snapshot: %d, %v", seq, err)
 	}
 }
