@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	iofs "io/fs"
 	"slices"
 	"sync"
 	"sync/atomic"
 
-	"github.com/cockroachdb/errors/oserror"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"golang.org/x/sys/unix"
@@ -126,7 +126,9 @@ type commitLog struct {
 	closing chan struct{}
 	done    chan struct{}
 
-	wraps, large atomic.Int64 // segment switches, large batches (for tests)
+	// For tests and benchmarks: groups written, segment switches, large
+	// batches.
+	groups, wraps, large atomic.Int64
 }
 
 func (l *commitLog) maxGroup() int64 { return l.segSize / logMaxGroupFrac }
@@ -179,7 +181,7 @@ func (l *commitLog) openSegments(dir string) error {
 		switch {
 		case err == nil:
 			l.segSize = st.Size()
-		case oserror.IsNotExist(err):
+		case errors.Is(err, iofs.ErrNotExist):
 			missing = append(missing, l.segs[i])
 		default:
 			return fmt.Errorf("objstore: commit log: %w", err)
@@ -591,6 +593,7 @@ func (l *commitLog) writeGroup(group []*logWaiter) error {
 	}
 	l.off += size
 	l.seq++
+	l.groups.Add(1)
 	return nil
 }
 
