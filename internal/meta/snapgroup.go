@@ -93,10 +93,20 @@ func (w *SnapWriter) register(ctx, wctx context.Context) (clientv3.LeaseID, <-ch
 
 func (w *SnapWriter) run(ctx context.Context, lease clientv3.LeaseID, ka <-chan *clientv3.LeaseKeepAliveResponse, rev int64) {
 	defer close(w.done)
+	var backoff time.Duration
 	for ctx.Err() == nil {
+		since := time.Now()
 		why := w.follow(ctx, lease, ka, rev)
 		if ctx.Err() != nil {
 			break
+		}
+		// A registration that fails again at once (a fault that
+		// registering does not cure) is retried ever more slowly, not in a
+		// loop that floods etcd and the log.
+		if time.Since(since) < time.Second {
+			backoff = min(max(2*backoff, 50*time.Millisecond), 2*time.Second)
+		} else {
+			backoff = 0
 		}
 		w.mu.Lock()
 		w.lost = fmt.Errorf("%s at %s", why, time.Now().Format(time.StampMilli))
@@ -108,6 +118,7 @@ func (w *SnapWriter) run(ctx context.Context, lease clientv3.LeaseID, ka <-chan 
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		w.s.cli.Revoke(rctx, lease)
 		cancel()
+		sleep(ctx, backoff)
 		for ctx.Err() == nil {
 			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			var err error
