@@ -459,9 +459,14 @@ func (l *commitLog) commit(b *pebble.Batch) error {
 	l.leading = true
 	for {
 		group := l.takeGroup()
-		l.mu.Unlock()
-		err := l.commitGroup(group)
-		l.mu.Lock()
+		err := l.err
+		if err == nil {
+			// After a failed write nothing more is written: a later group
+			// intact behind a torn one would make the log unreadable.
+			l.mu.Unlock()
+			err = l.commitGroup(group)
+			l.mu.Lock()
+		}
 		if err != nil && l.err == nil {
 			l.err = fmt.Errorf("%w: %v", errCommitLog, err)
 		}

@@ -6,8 +6,12 @@ import (
 	"fmt"
 	randv2 "math/rand/v2"
 	"os"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -280,5 +284,79 @@ func TestCommitLogUpgradeFromIndexWAL(t *testing.T) {
 			t.Fatalf("superblock %v after the upgrade", v)
 		}
 		s.Close()
+	}
+}
+
+// tornLogFS tears the next commit-log write once armed: it waits for
+// release, then writes the group's header but not its records, and reports
+// EIO.
+type tornLogFS struct {
+	vfs.FS
+	armed   *atomic.Bool
+	release chan struct{}
+}
+
+func (fs tornLogFS) OpenReadWrite(name string, c vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
+	f, err := fs.FS.OpenReadWrite(name, c, opts...)
+	if err != nil || !strings.Contains(name, "commitlog-") {
+		return f, err
+	}
+	return tornFile{f, fs}, nil
+}
+
+type tornFile struct {
+	vfs.File
+	fs tornLogFS
+}
+
+func (f tornFile) WriteAt(p []byte, off int64) (int, error) {
+	if f.fs.armed.CompareAndSwap(true, false) {
+		<-f.fs.release
+		n, _ := f.File.WriteAt(p[:logHeaderLen], off)
+		return n, syscall.EIO
+	}
+	return f.File.WriteAt(p, off)
+}
+
+// After a failed log write the store writes nothing more: the commits
+// queued behind the failed one fail too, and the store reopens with every
+// acknowledged commit (a later group intact behind the torn one would make
+// the log unreadable).
+func TestCommitLogStopsAfterAFailedWrite(t *testing.T) {
+	mem := vfs.NewMem()
+	fs := tornLogFS{mem, new(atomic.Bool), make(chan struct{})}
+	s := openMem(t, fs)
+	apply(t, s, func(tx *Txn) { tx.Put("c", "before", []byte("kept")) })
+	fs.armed.Store(true)
+	errs := make(chan error, 6)
+	commit := func(name string) {
+		b := s.db.NewBatch()
+		defer b.Close()
+		b.Set(objKey("c", name), []byte("not acknowledged"), nil)
+		errs <- s.commit(b)
+	}
+	go commit("torn")
+	for fs.armed.Load() { // the leader is in its write
+		time.Sleep(time.Millisecond)
+	}
+	for i := range 5 {
+		go commit(fmt.Sprint("queued-", i))
+	}
+	for queued := 0; queued < 5; time.Sleep(time.Millisecond) {
+		s.log.mu.Lock()
+		queued = len(s.log.queue)
+		s.log.mu.Unlock()
+	}
+	close(fs.release)
+	for range 6 {
+		if err := <-errs; !errors.Is(err, errCommitLog) {
+			t.Fatalf("a commit during or after the failed write: %v", err)
+		}
+	}
+	s.Close()
+	s = openMem(t, mem)
+	defer s.Close()
+	if got := mustRead(t, s, "c", "before", 0, 0); string(got) != "kept" {
+		t.Fatalf("acknowledged object reads %q", got)
 	}
 }
