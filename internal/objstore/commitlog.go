@@ -75,6 +75,7 @@ var errCommitLog = errors.New("objstore: commit log failed, restart the OSD")
 // testLogSegment sizes commit-log segments on file systems in memory.
 var testLogSegment int64 = 4 << 20
 
+// logSegment is one preallocated file of the log, reused in turn.
 type logSegment struct {
 	path string
 	f    vfs.File // reads; writes too when fd < 0
@@ -91,6 +92,7 @@ const (
 	segFull
 )
 
+// logWaiter is one committer waiting for its batch's group.
 type logWaiter struct {
 	batch *pebble.Batch
 	err   error
@@ -100,6 +102,7 @@ type logWaiter struct {
 
 var waiterPool = sync.Pool{New: func() any { return &logWaiter{wake: make(chan struct{}, 1)} }}
 
+// commitLog is a store's write-ahead log (see the top of this file).
 type commitLog struct {
 	fs      vfs.FS
 	segSize int64
