@@ -223,6 +223,8 @@ func (l *commitLog) openSegments(dir string) error {
 	}
 	return nil
 }
+
+// createSegment writes a zero-filled segment of size bytes at path.
 func createSegment(fs vfs.FS, path string, size int64) error {
 	tmp := path + ".tmp"
 	f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
