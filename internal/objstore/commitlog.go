@@ -136,6 +136,11 @@ type commitLog struct {
 
 func (l *commitLog) maxGroup() int64 { return l.segSize / logMaxGroupFrac }
 
+// LogSegmentBytes is the size of each of the store's commit-log segments:
+// the index's memtable size, less on a disk that was nearly full when the
+// log was created.
+func (s *Store) LogSegmentBytes() int64 { return s.log.segSize }
+
 // openCommitLog opens (creating if missing) the log segments in dir,
 // replays them into the index, flushes the index and starts a segment.
 // segSize sizes the segments it creates. It returns the number of batches
@@ -190,10 +195,8 @@ func (l *commitLog) openSegments(dir string) error {
 			return fmt.Errorf("objstore: commit log: %w", err)
 		}
 	}
-	for _, seg := range missing {
-		if err := createSegment(l.fs, seg.path, l.segSize); err != nil {
-			return err
-		}
+	if err := l.createSegments(missing); err != nil {
+		return err
 	}
 	for _, seg := range l.segs {
 		st, err := l.fs.Stat(seg.path)
@@ -222,6 +225,37 @@ func (l *commitLog) openSegments(dir string) error {
 		return fmt.Errorf("objstore: sync %s: %w", dir, err)
 	}
 	return nil
+}
+
+// logMinSegment is the smallest segment createSegments falls back to.
+const logMinSegment = 1 << 20
+
+// createSegments creates the missing segments. A store without any (new,
+// or upgraded from a format without the log) on a disk too full for
+// segments of the wanted size gets smaller ones, down to logMinSegment,
+// rather than not opening: an operator upgrading a nearly full OSD must
+// still be able to start it and delete data. Smaller segments only mean
+// more frequent index flushes.
+func (l *commitLog) createSegments(missing []*logSegment) error {
+	for {
+		var err error
+		var made []*logSegment
+		for _, seg := range missing {
+			if err = createSegment(l.fs, seg.path, l.segSize); err != nil {
+				break
+			}
+			made = append(made, seg)
+		}
+		if err == nil || !errors.Is(err, ErrNoSpace) || len(missing) < logSegments || l.segSize/2 < logMinSegment {
+			return err
+		}
+		for _, seg := range made {
+			if e := l.fs.Remove(seg.path); e != nil {
+				return fmt.Errorf("objstore: commit log: %w", e)
+			}
+		}
+		l.segSize /= 2
+	}
 }
 
 // createSegment writes a zero-filled segment of size bytes at path.

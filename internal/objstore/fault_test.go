@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -277,5 +279,57 @@ func TestRealENOSPC(t *testing.T) {
 	}
 	if b := mustRead(t, s, "c", "after", 0, 0); !bytes.Equal(b, pattern(7, 1<<20)) {
 		t.Fatal("object written after freeing space lost")
+	}
+}
+
+// TestCommitLogOnNearlyFullDisk opens a store whose disk has no room for
+// log segments of the memtable's size (an old-format store upgraded on a
+// nearly full OSD): it must open with smaller segments, keep what it holds
+// through a reopen, and let space be freed.
+func TestCommitLogOnNearlyFullDisk(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=64m"); err != nil {
+		t.Skipf("cannot mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	want := int64(memTableSize(vfs.Default, dir)) // 4 MiB
+	// 6 MiB free: room for three segments of 1 MiB, not of 2 or 4.
+	filler := filepath.Join(dir, "filler")
+	if err := os.WriteFile(filler, make([]byte, 58<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(Options{Dir: dir, ReserveBytes: -1})
+	if err != nil {
+		t.Fatalf("open on a nearly full disk: %v", err)
+	}
+	got := s.LogSegmentBytes()
+	if got >= want || got < logMinSegment {
+		t.Fatalf("segments of %d bytes on a disk with %d free; want smaller than %d", got, want, want)
+	}
+	t.Logf("segments of %d bytes instead of %d", got, want)
+	for i := range 40 {
+		apply(t, s, func(tx *Txn) { tx.Put("c", fmt.Sprint(i), pattern(i, 4<<10)) })
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(Options{Dir: dir, ReserveBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.LogSegmentBytes() != got {
+		t.Fatalf("reopened with segments of %d bytes, created with %d", s.LogSegmentBytes(), got)
+	}
+	for i := range 40 {
+		if b := mustRead(t, s, "c", fmt.Sprint(i), 0, 0); !bytes.Equal(b, pattern(i, 4<<10)) {
+			t.Fatalf("object %d lost or damaged", i)
+		}
 	}
 }

@@ -260,7 +260,8 @@ func memTableSize(fs vfs.FS, dir string) uint64 {
 	if err != nil || du.TotalBytes == 0 {
 		return largest
 	}
-	return max(smallest, min(du.TotalBytes/64, largest))
+	// Whole MiBs: the log's segments must be multiples of 4 KiB.
+	return max(smallest, min(du.TotalBytes/64, largest)) &^ (1<<20 - 1)
 }
 
 func (s *Store) start() error {

@@ -555,8 +555,8 @@ func TestUsageRealDisk(t *testing.T) {
 	}
 }
 
-// pebble preallocates each WAL at 110% of the memtable: on a small disk the
-// memtable shrinks so the WALs leave room for data.
+// The commit log takes three segments of the memtable's size: on a small
+// disk the memtable shrinks so the log leaves room for data.
 func TestMemTableSizeFollowsDiskSize(t *testing.T) {
 	small := smallDisk{vfs.NewMem(), 160 << 20}
 	if got := memTableSize(small, "/"); got != 4<<20 {
@@ -565,6 +565,12 @@ func TestMemTableSizeFollowsDiskSize(t *testing.T) {
 	mid := smallDisk{vfs.NewMem(), 1 << 30}
 	if got := memTableSize(mid, "/"); got != 16<<20 {
 		t.Fatalf("1 GiB disk: memtable of %d bytes, want 16 MiB", got)
+	}
+	// A disk of a decimal size: segments stay whole MiBs (multiples of the
+	// 4 KiB a segment must be), not 1e9/64 bytes.
+	decimal := smallDisk{vfs.NewMem(), 1e9}
+	if got := memTableSize(decimal, "/"); got != 14<<20 {
+		t.Fatalf("1 GB disk: memtable of %d bytes, want 14 MiB", got)
 	}
 	big := smallDisk{vfs.NewMem(), 1 << 40}
 	if got := memTableSize(big, "/"); got != 64<<20 {

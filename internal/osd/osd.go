@@ -208,7 +208,7 @@ func Run(ctx context.Context, o Options) error {
 	if err := markUp(ctx, ms, id, addr, o); err != nil {
 		return err
 	}
-	o.Logf("%s: serving on %s (data %s)", id, addr, o.DataDir)
+	o.Logf("%s: serving on %s (data %s, commit log segments of %d KiB)", id, addr, o.DataDir, st.LogSegmentBytes()>>10)
 	go ms.RunKeeper(ctx, id.String(), o.Logf)
 	go s.peeringLoop(ctx)
 	go s.recoveryLoop(ctx)
