@@ -27,6 +27,7 @@ var forbidden = map[string][]string{
 	"internal/nbd":        {"internal/", "client"},
 	"internal/snapset":    {"internal/", "client"},
 	"internal/bufpool":    {"internal/", "client"},
+	"internal/gcpolicy":   {"internal/", "client"},
 }
 
 // leaves are imported by any package: they import nothing of cairn.

@@ -8,13 +8,13 @@ import (
 	"net/http"
 	_ "net/http/pprof"
 	"os"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/cairn-storage/cairn/client"
 	"github.com/cairn-storage/cairn/internal/clustermap"
+	"github.com/cairn-storage/cairn/internal/gcpolicy"
 	"github.com/cairn-storage/cairn/internal/meta"
 	"github.com/cairn-storage/cairn/internal/mon"
 	"github.com/cairn-storage/cairn/internal/osd"
@@ -22,17 +22,6 @@ import (
 )
 
 var logger = log.New(os.Stderr, "", log.LstdFlags|log.Lmicroseconds|log.LUTC)
-
-// dataPathGC makes the garbage collector of a data-path daemon (OSD, NBD
-// gateway) run less often. Their live heap is small, but every request
-// allocates its payload: at Go's default (GOGC=100) a stream of 1 MiB reads
-// or writes starts a collection every few requests, which cost a third of
-// the NBD gateway's CPU. GOGC in the environment still wins.
-func dataPathGC() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(400)
-	}
-}
 
 func monCmd(g *globals) *cobra.Command {
 	var o mon.Options
@@ -99,7 +88,7 @@ func osdCmd(g *globals) *cobra.Command {
 			if o.DataDir == "" {
 				return fmt.Errorf("osd: --data DIR is required")
 			}
-			dataPathGC()
+			gcpolicy.ForDataPath(cmd.Context())
 			cfg, err := client.LoadConfig(g.conf)
 			if err != nil {
 				return err

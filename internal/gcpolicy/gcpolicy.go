@@ -1,0 +1,66 @@
+// Package gcpolicy sets how the garbage collector of a data-path daemon (an
+// OSD, a gateway) runs: rarely while requests stream through, and never so
+// rarely that the heap grows from fresh pages once the load changes.
+package gcpolicy
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"time"
+)
+
+// quietPeriod and quietHeapGoal parameterize collectWhenQuiet for daemons.
+const (
+	quietPeriod   = time.Second
+	quietHeapGoal = 128 << 20
+)
+
+// ForDataPath applies the policy to this process until ctx ends.
+//
+// The collector runs less often than Go's default: a data-path daemon's
+// live heap is small, but every request allocates its payload, and at
+// GOGC=100 a stream of 1 MiB reads or writes started a collection every
+// few requests, a third of the NBD gateway's CPU. GOGC in the environment
+// still wins.
+func ForDataPath(ctx context.Context) {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+	go collectWhenQuiet(ctx, quietPeriod, quietHeapGoal)
+}
+
+// collectWhenQuiet runs a collection whenever a whole period passed without
+// one while the heap may grow past large before the next.
+//
+// At GOGC=400 a burst of large requests sets the next collection far away:
+// 4 MiB writes keep about 300 MiB of buffers live on an OSD, so its heap may
+// then grow to 1.5 GiB. When the load turns to small requests, the daemon
+// allocates that whole distance from fresh pages, each faulted in and zeroed
+// by the kernel, before any memory is reused: 14 page faults per 4 KiB
+// write on an OSD, where 2.5 is the norm, and in a VM whose host reclaims
+// free guest memory, a third fewer writes per second. A collection brings
+// the goal down within two periods (pooled buffers left idle are let go
+// after two collections). Under steady load collections come more often
+// than once a period anyway.
+func collectWhenQuiet(ctx context.Context, period time.Duration, large uint64) {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/gc/heap/goal:bytes"}}
+	t := time.NewTicker(period)
+	defer t.Stop()
+	var last uint64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		metrics.Read(s)
+		if s[0].Value.Uint64() == last && s[1].Value.Uint64() > large {
+			runtime.GC()
+			metrics.Read(s)
+		}
+		last = s[0].Value.Uint64()
+	}
+}
