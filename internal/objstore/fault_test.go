@@ -159,11 +159,7 @@ func TestRealDiskFull(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=24m"); err != nil {
-		t.Skipf("cannot mount tmpfs (%v); the reserve path is covered by TestReserveNoSpace", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	dir := tmpfs(t, "24m") // without one, TestReserveNoSpace covers the reserve path
 	old := spaceCacheValidity
 	spaceCacheValidity = 0 // statfs every time: tmpfs is the real oracle here
 	defer func() { spaceCacheValidity = old }()
@@ -225,11 +221,7 @@ func TestRealENOSPC(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=24m"); err != nil {
-		t.Skipf("cannot mount tmpfs: %v", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	dir := tmpfs(t, "24m")
 	// The index lives elsewhere, as on an OSD with a separate DB device,
 	// so only the bulk data device fills up.
 	s, err := Open(Options{Dir: dir, MetaDir: t.TempDir(), ReserveBytes: -1})
@@ -290,11 +282,7 @@ func TestCommitLogOnNearlyFullDisk(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=64m"); err != nil {
-		t.Skipf("cannot mount tmpfs: %v", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	dir := tmpfs(t, "64m")
 	want := int64(memTableSize(vfs.Default, dir)) // 4 MiB
 	// 6 MiB free: room for three segments of 1 MiB, not of 2 or 4.
 	filler := filepath.Join(dir, "filler")
@@ -332,4 +320,17 @@ func TestCommitLogOnNearlyFullDisk(t *testing.T) {
 			t.Fatalf("object %d lost or damaged", i)
 		}
 	}
+}
+
+// tmpfs mounts a tmpfs of the given size (as mount's size= option) on a
+// fresh directory, or skips the test where mounting is not allowed. The
+// disk-full tests need a real filesystem that runs out of space.
+func tmpfs(t *testing.T, size string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
+		t.Skipf("cannot mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	return dir
 }
