@@ -43,11 +43,10 @@ func ForDataPath(ctx context.Context) {
 // allocates that whole distance from fresh pages, each faulted in and zeroed
 // by the kernel, before any memory is reused: 14 page faults per 4 KiB
 // write on an OSD, where 2.5 is the norm, and in a VM whose host reclaims
-// free guest memory, half as many writes per second. A collection brings the
+// free guest memory, 40% fewer writes per second. A collection brings the
 // goal down within two periods (pooled buffers left idle are let go after
 // two collections). A daemon that allocates little (large reads served
-// from pooled buffers) is left alone: collecting under it only emptied the
-// pool, 15% off 4 MiB reads.
+// from pooled buffers) grows nothing and is left alone.
 func collectWhenQuiet(ctx context.Context, period time.Duration, goal, allocated uint64) {
 	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/gc/heap/goal:bytes"}, {Name: "/gc/heap/allocs:bytes"}}
 	t := time.NewTicker(period)
