@@ -49,8 +49,9 @@ func TestCollectWhenQuiet(t *testing.T) {
 
 	burst(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go collectWhenQuiet(ctx, 20*time.Millisecond, goal, allocated)
+	done := make(chan struct{})
+	defer func() { cancel(); <-done }() // no collection leaks into the next test
+	go func() { collectWhenQuiet(ctx, 20*time.Millisecond, goal, allocated); close(done) }()
 	time.Sleep(200 * time.Millisecond) // no allocation: nothing to do
 	if g := heapGoal(); g <= goal {
 		t.Fatalf("heap goal fell to %d MiB while nothing was allocated", g>>20)
