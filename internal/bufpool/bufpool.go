@@ -9,6 +9,16 @@
 // starting at an Align-aligned address (usable for O_DIRECT). The pool holds
 // no buffer against the garbage collector: sync.Pool lets idle ones go.
 //
+// Buffers of HugePage bytes or more start at a HugePage boundary and ask the
+// kernel for transparent huge pages. An O_DIRECT read or write then pins two
+// physically contiguous pieces per 4 MiB instead of up to 1,024 scattered
+// pages: the virtio disk measured here takes at most 254 segments per
+// request, so a 4 MiB read into scattered pages went out as four requests,
+// and 4 MiB object reads ran at 1.4-1.9 GB/s instead of 2.5. Under 4 MiB
+// writes the OSDs' CPU per GiB fell by a tenth (fewer faults, pins and TLB
+// misses). The slack before and after such a buffer costs address space;
+// the OSDs' resident memory after 4 MiB writes measured the same.
+//
 // The rule that keeps this safe: a buffer is handed back (Put) exactly once,
 // by its last user, after which nothing may touch it. Tests can set
 // CAIRN_BUFPOOL_POISON=1 so that every Put overwrites the buffer, turning a
@@ -19,6 +29,8 @@ import (
 	"os"
 	"sync"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 const (
@@ -31,6 +43,10 @@ const (
 	MinSize = 1 << minShift
 	// MaxSize is the largest pooled size.
 	MaxSize = 1 << maxShift
+	// HugePage is the size of a transparent huge page on x86-64 and arm64
+	// (with 4 KiB base pages), and the alignment of buffers at least that
+	// large.
+	HugePage = 2 << 20
 )
 
 var pools [maxShift - minShift + 1]sync.Pool
@@ -101,13 +117,23 @@ func Put(b []byte) {
 	pools[c].Put(&b)
 }
 
-// aligned allocates n bytes starting at an Align-aligned address, with
-// capacity n.
+// aligned allocates n bytes starting at an Align-aligned address (a
+// HugePage-aligned one from HugePage bytes on), with capacity n.
 func aligned(n int) []byte {
 	if n == 0 {
 		return []byte{}
 	}
-	b := make([]byte, n+Align)
-	off := (Align - int(uintptr(unsafe.Pointer(&b[0]))%Align)) % Align
-	return b[off : off+n : off+n]
+	align := Align
+	if n >= HugePage {
+		align = HugePage
+	}
+	b := make([]byte, n+align)
+	off := (align - int(uintptr(unsafe.Pointer(&b[0]))%uintptr(align))) % align
+	b = b[off : off+n : off+n]
+	if align == HugePage {
+		// Before the first touch, so the faults take huge pages. A kernel
+		// without them says EINVAL, and the buffer works as it is.
+		_ = unix.Madvise(b, unix.MADV_HUGEPAGE)
+	}
+	return b
 }

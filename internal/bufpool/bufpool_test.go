@@ -1,6 +1,10 @@
 package bufpool
 
 import (
+	"bufio"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"unsafe"
 )
@@ -21,6 +25,9 @@ func TestGetSizesAndAlignment(t *testing.T) {
 		}
 		if a := Aligned(n); len(a) != n || !isAligned(a) {
 			t.Fatalf("Aligned(%d): len %d, aligned %v", n, len(a), isAligned(a))
+		}
+		if at := uintptr(unsafe.Pointer(&b[0])); n >= HugePage && at%HugePage != 0 {
+			t.Fatalf("Get(%d) at %#x: not on a huge-page boundary", n, at)
 		}
 		if c := class(n); c >= 0 && cap(b) != MinSize<<c {
 			t.Fatalf("Get(%d): cap %d, want class size %d", n, cap(b), MinSize<<c)
@@ -69,4 +76,47 @@ func TestPutReusesOnlyWholeBuffers(t *testing.T) {
 		}
 		// Leave c out so the next Get would find anything wrongly put.
 	}
+}
+
+// TestLargeBuffersGetHugePages: where the kernel offers transparent huge
+// pages, a large buffer is backed by them once touched.
+func TestLargeBuffersGetHugePages(t *testing.T) {
+	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	if err != nil || strings.Contains(string(mode), "[never]") {
+		t.Skipf("no transparent huge pages here (%q, %v)", mode, err)
+	}
+	b := Aligned(8 << 20)
+	for i := range b {
+		b[i] = byte(i)
+	}
+	at := uint64(uintptr(unsafe.Pointer(&b[0])))
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		t.Skip(err)
+	}
+	defer f.Close()
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if lo, hi, ok := strings.Cut(strings.Fields(line)[0], "-"); ok && !strings.HasSuffix(line, ":") {
+			l, err1 := strconv.ParseUint(lo, 16, 64)
+			h, err2 := strconv.ParseUint(hi, 16, 64)
+			if err1 == nil && err2 == nil {
+				in = l <= at && at < h
+				continue
+			}
+		}
+		if f := strings.Fields(line); in && f[0] == "AnonHugePages:" {
+			kb, _ := strconv.Atoi(f[1])
+			// Memory the heap used before may keep small pages: at least
+			// one huge page must be there.
+			if kb < 2<<10 {
+				t.Fatalf("an 8 MiB buffer's mapping holds %d KiB of huge pages", kb)
+			}
+			t.Logf("%d KiB of huge pages", kb)
+			return
+		}
+	}
+	t.Fatal("the buffer's mapping is not in /proc/self/smaps")
 }

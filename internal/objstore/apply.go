@@ -75,6 +75,9 @@ type applyCtx struct {
 	newFiles []uint64
 	punches  []punch  // old slots of copy-on-write overwrites, freed after the commit
 	slabs    [][]byte // bufpool buffers of large writes, handed back when Apply returns
+	// inPlace: the txn changes object data in one op, so no block is
+	// written twice and large aligned data can serve as its own blocks.
+	inPlace bool
 }
 
 // verifySums makes finalize recompute every checksum taken early (sums)
@@ -163,6 +166,14 @@ func (s *Store) Apply(t *Txn) error {
 }
 
 func (a *applyCtx) run(t *Txn) error {
+	dataOps := 0
+	for i := range t.ops {
+		switch t.ops[i].typ {
+		case opWrite, opPut, opTruncate:
+			dataOps++
+		}
+	}
+	a.inPlace = dataOps == 1
 	for i := range t.ops {
 		o := &t.ops[i]
 		st, err := a.state(o.coll, o.name)
@@ -346,7 +357,7 @@ func (a *applyCtx) do(st *objState, o *op) error {
 		if err := a.toFile(st); err != nil {
 			return err
 		}
-		return a.writeFile(st, 0, o.data)
+		return a.writeFile(st, 0, o.data, o.sums)
 	case opWrite:
 		end := o.off + uint64(len(o.data))
 		if st.rec.inline {
@@ -365,7 +376,7 @@ func (a *applyCtx) do(st *objState, o *op) error {
 				return err
 			}
 		}
-		return a.writeFile(st, o.off, o.data)
+		return a.writeFile(st, o.off, o.data, o.sums)
 	case opTruncate:
 		return a.truncate(st, o.off)
 	}
@@ -440,12 +451,23 @@ func (a *applyCtx) block(st *objState, b uint64) ([]byte, error) {
 	return blk, nil
 }
 
-func (a *applyCtx) writeFile(st *objState, off uint64, data []byte) error {
+// writeFile writes data at off; sums, if not nil, are the crc32c of data's
+// whole blocks (see Txn.WriteSummed).
+func (a *applyCtx) writeFile(st *objState, off uint64, data []byte, sums []uint32) error {
 	end := off + uint64(len(data))
 	if len(data) > 0 {
 		fb, lb := off/blockSize, (end-1)/blockSize
-		// Fully covered blocks share one allocation.
+		// Fully covered blocks share one allocation. If the txn writes
+		// data in this op alone and the data of those blocks is large and
+		// aligned (proto and the txn encoding align large payloads), it is
+		// its own allocation: direct writes take it as it lies, and only
+		// read it, since nothing else in the txn writes these blocks.
 		var slab []byte
+		fullLo, fullHi := (off+blockSize-1)/blockSize*blockSize, end/blockSize*blockSize
+		var own []byte
+		if a.inPlace && fullHi >= fullLo+directMinBytes && aligned(data[fullLo-off:]) {
+			own = data[fullLo-off : fullHi-off]
+		}
 		for b := fb; b <= lb; b++ {
 			bs := b * blockSize
 			lo, hi := max(off, bs)-bs, min(end, bs+blockSize)-bs
@@ -453,6 +475,22 @@ func (a *applyCtx) writeFile(st *objState, off uint64, data []byte) error {
 			if lo == 0 && hi == blockSize {
 				if d, ok := st.dirty[b]; ok {
 					blk = d
+				} else if own != nil {
+					blk = own[bs-fullLo:][:blockSize]
+					a.s.inPlace.Add(1)
+					if sums != nil && off%blockSize == 0 {
+						// Taken as the data arrived, in the CPU cache:
+						// reading it again here ran from memory.
+						st.sums[b] = sums[(bs-off)/blockSize]
+						a.s.presummed.Add(1)
+					} else {
+						st.sums[b] = blockCRC(blk)
+					}
+					st.dirty[b] = blk
+					if err := a.setPresent(st, b, true); err != nil {
+						return err
+					}
+					continue
 				} else {
 					if len(slab) == 0 {
 						// Aligned when large: a direct write then needs no copy.

@@ -29,6 +29,11 @@ import (
 
 const directAlign = 4096
 
+// aligned reports whether b starts at a directAlign-aligned address.
+func aligned(b []byte) bool {
+	return len(b) > 0 && uintptr(unsafe.Pointer(&b[0]))%directAlign == 0
+}
+
 // Large reads (a 4 MiB object, a 1 MiB volume read) come from the page cache
 // when it holds them (see cached), and otherwise with O_DIRECT the first time a region of
 // the file is read and through the cache the second time. Data written with
@@ -68,7 +73,7 @@ func (s *Store) writeUncached(df *dataFile, fid, off uint64, buf []byte, dsync b
 		return false, false, nil
 	}
 	ab := buf
-	if uintptr(unsafe.Pointer(&buf[0]))%directAlign != 0 {
+	if !aligned(buf) {
 		ab = bufpool.Aligned(len(buf))
 		defer bufpool.Put(ab)
 		copy(ab, buf)

@@ -89,7 +89,12 @@
 //     journal records): the data is written to the file and fdatasynced
 //     (plus its directory entry, for a new file), then the batch that points
 //     at it commits. A 4 MiB S3 object is written once, never through the
-//     journal. A Put over a large object writes a new file and removes the
+//     journal. Data at an aligned address (a frame buffer: the transaction
+//     encoding aligns large data) is written from where it lies when the
+//     transaction changes data in one op, and checksums that came with it
+//     (Txn.PutSummed, UnmarshalTxnSummed: the rpc layer takes them as the
+//     bytes arrive) are used instead of reading it from memory again;
+//     together they took a tenth of the OSDs' CPU under 4 MiB writes. A Put over a large object writes a new file and removes the
 //     old one after the commit. On a real filesystem the extent is
 //     fallocated and written with O_DIRECT (directio.go): buffered writes
 //     into fresh blocks, racing with other files' syncs, cost ext4 several

@@ -49,11 +49,75 @@ func TestTxnMarshalRoundTrip(t *testing.T) {
 	}
 }
 
+// bulkTxn writes data large enough to be aligned in the encoding.
+func bulkTxn(lead int) *Txn {
+	var tx Txn
+	tx.SetXattr("1.2a", "obj", "v", bytes.Repeat([]byte{1}, lead))
+	tx.Write("1.2a", "obj", 1<<20, bytes.Repeat([]byte{0xab}, txnAlignMin))
+	tx.Put("1.2a", "p", bytes.Repeat([]byte{0xcd}, txnAlignMin+1))
+	return &tx
+}
+
+// Large write data starts at an aligned offset of the encoding, whatever
+// comes before it, and the padding is part of the one valid encoding.
+func TestTxnBulkDataAligned(t *testing.T) {
+	for _, lead := range []int{0, 1, 100, txnAlign - 30} {
+		tx := bulkTxn(lead)
+		b := tx.Marshal()
+		if len(b) > tx.Size() {
+			t.Fatalf("lead %d: encoding of %d bytes over Size %d", lead, len(b), tx.Size())
+		}
+		tx2, err := UnmarshalTxn(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range tx2.ops[1:] {
+			if off := bytes.Index(b, o.data); off%txnAlign != 0 || len(o.data) < txnAlignMin {
+				t.Fatalf("lead %d: %d bytes of data at offset %d", lead, len(o.data), off)
+			}
+		}
+		if !bytes.Equal(tx2.Marshal(), b) {
+			t.Fatalf("lead %d: round trip changed the encoding", lead)
+		}
+		// With the encoding's block checksums, aligned data gets its own.
+		var encSums []uint32
+		for i := 0; i+blockSize <= len(b); i += blockSize {
+			encSums = append(encSums, blockCRC(b[i:i+blockSize]))
+		}
+		tx3, err := UnmarshalTxnSummed(b, encSums)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, o := range tx3.ops {
+			if i == 0 {
+				if o.sums != nil {
+					t.Fatalf("lead %d: an xattr got checksums", lead)
+				}
+				continue
+			}
+			if len(o.sums) != len(o.data)/blockSize {
+				t.Fatalf("lead %d: op %d: %d checksums for %d bytes", lead, i, len(o.sums), len(o.data))
+			}
+			for k, sum := range o.sums {
+				if sum != blockCRC(o.data[k*blockSize:(k+1)*blockSize]) {
+					t.Fatalf("lead %d: op %d: block %d has the wrong checksum", lead, i, k)
+				}
+			}
+		}
+		bad := bytes.Clone(b)
+		bad[bytes.Index(b, tx2.ops[1].data)-1] = 7 // the last padding byte
+		if _, err := UnmarshalTxn(bad); err == nil || !strings.Contains(err.Error(), "padding") {
+			t.Fatalf("lead %d: nonzero padding: %v", lead, err)
+		}
+	}
+}
+
 func FuzzUnmarshalTxn(f *testing.F) {
 	f.Add(sampleTxn().Marshal())
 	f.Add((&Txn{}).Marshal())
-	f.Add([]byte("CTX\x01\x01\x01\x01a\x01b\x00\x00"))
-	f.Add([]byte("CTX\x01\xff\xff\xff\xff\x0f"))
+	f.Add([]byte("CTX\x02\x01\x01\x01a\x01b\x00\x00"))
+	f.Add([]byte("CTX\x02\xff\xff\xff\xff\x0f"))
+	f.Add(bulkTxn(0).Marshal())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		tx, err := UnmarshalTxn(b)
 		if err != nil {

@@ -124,6 +124,8 @@ type Store struct {
 	replayed    int          // journal records replayed by Open (for tests and logs)
 	logReplayed int          // commit-log batches replayed by Open (for tests)
 	cowWrites   atomic.Int64 // copy-on-write overwrites (for tests)
+	inPlace     atomic.Int64 // blocks written from the caller's buffer (for tests)
+	presummed   atomic.Int64 // of those, blocks whose checksum came with them (for tests)
 }
 
 type appliedJ struct {

@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
+	"unsafe"
 )
 
 // Limits enforced by Validate and UnmarshalTxn. They bound what a peer can ask
@@ -75,19 +75,24 @@ type op struct {
 	data       []byte // write/put data, xattr/omap value
 	end        []byte // omap range end
 	hasEnd     bool
+	sums       []uint32 // write/put: crc32c of data's whole blocks, if known
 }
 
 // Txn is an ordered list of mutations applied atomically by Store.Apply.
 // Byte slices passed in are retained, not copied: callers must not modify
 // them until the Txn has been applied or marshaled.
 type Txn struct {
-	ops   []op
-	bytes int // approximate payload size, for limits and space checks
+	ops     []op
+	bytes   int // approximate payload size, for limits and space checks
+	bulkOps int // ops whose data the encoding aligns (see txnAlignMin)
 }
 
 func (t *Txn) add(o op) {
 	t.ops = append(t.ops, o)
 	t.bytes += 32 + len(o.coll) + len(o.name) + len(o.key) + len(o.data) + len(o.end)
+	if len(o.data) >= txnAlignMin {
+		t.bulkOps++
+	}
 }
 
 func (t *Txn) Write(coll, name string, off uint64, data []byte) {
@@ -96,6 +101,30 @@ func (t *Txn) Write(coll, name string, off uint64, data []byte) {
 
 func (t *Txn) Put(coll, name string, data []byte) {
 	t.add(op{typ: opPut, coll: coll, name: name, data: data})
+}
+
+// WriteSummed is Write with sums, the crc32c of each whole 4 KiB block of
+// data from its start, as the rpc layer takes them when the data arrives:
+// Apply uses them for the blocks it writes from where the data lies
+// instead of reading the data again. A wrong sum makes its block read as
+// corrupt later; it never makes wrong data readable.
+func (t *Txn) WriteSummed(coll, name string, off uint64, data []byte, sums []uint32) {
+	t.Write(coll, name, off, data)
+	t.ops[len(t.ops)-1].sums = checkSums(data, sums)
+}
+
+// PutSummed is Put with sums (see WriteSummed).
+func (t *Txn) PutSummed(coll, name string, data []byte, sums []uint32) {
+	t.Put(coll, name, data)
+	t.ops[len(t.ops)-1].sums = checkSums(data, sums)
+}
+
+// checkSums returns sums if they are one per whole block of data, else nil.
+func checkSums(data []byte, sums []uint32) []uint32 {
+	if len(sums) != len(data)/blockSize {
+		return nil
+	}
+	return sums
 }
 
 func (t *Txn) Truncate(coll, name string, size uint64) {
@@ -188,27 +217,39 @@ func (o *op) validate() error {
 	return nil
 }
 
-// Wire format, version 1:
+// Wire format, version 2:
 //
 //	"CTX" version(1) nops(uvarint) op*
 //	op = type(1) coll(str) name(str) fields...
 //	str = len(uvarint) bytes
+//	bulk = len(uvarint) [zero padding] bytes
 //
-// Fields per op: write: off(uvarint) data(str); put: data; truncate:
+// Fields per op: write: off(uvarint) data(bulk); put: data(bulk); truncate:
 // size(uvarint); setxattr/omapset: key val; rmxattr/omaprm: key;
-// omaprmrange: start hasEnd(1) [end]. Varints must be minimal and nothing may
-// trail, so Marshal(UnmarshalTxn(b)) == b for every accepted b.
+// omaprmrange: start hasEnd(1) [end]. Bulk data of at least txnAlignMin
+// bytes is padded to start at a multiple of txnAlign from the encoding's
+// first byte: a replica that receives the encoding in an aligned buffer
+// writes the data with O_DIRECT as it lies, without copying it. Varints
+// must be minimal, padding zero and nothing may trail, so
+// Marshal(UnmarshalTxn(b)) == b for every accepted b.
 const txnMagic = "CTX"
-const txnVersion = 1
+const txnVersion = 2
+
+// Alignment of large write data in the encoding (see above).
+const (
+	txnAlign    = directAlign
+	txnAlignMin = directMinBytes
+)
 
 // Marshal encodes the Txn in the stable wire format.
 func (t *Txn) Marshal() []byte { return t.AppendMarshal(make([]byte, 0, t.Size())) }
 
 // Size bounds the length of the Txn's encoding.
-func (t *Txn) Size() int { return t.bytes + 16 }
+func (t *Txn) Size() int { return t.bytes + 16 + t.bulkOps*txnAlign }
 
 // AppendMarshal appends the Txn's encoding to b.
 func (t *Txn) AppendMarshal(b []byte) []byte {
+	base := len(b) // alignment is relative to the encoding's first byte
 	b = append(b, txnMagic...)
 	b = append(b, txnVersion)
 	b = binary.AppendUvarint(b, uint64(len(t.ops)))
@@ -220,9 +261,9 @@ func (t *Txn) AppendMarshal(b []byte) []byte {
 		switch o.typ {
 		case opWrite:
 			b = binary.AppendUvarint(b, o.off)
-			b = appendStr(b, o.data)
+			b = appendBulk(b, base, o.data)
 		case opPut:
-			b = appendStr(b, o.data)
+			b = appendBulk(b, base, o.data)
 		case opTruncate:
 			b = binary.AppendUvarint(b, o.off)
 		case opSetXattr, opOmapSet:
@@ -248,8 +289,22 @@ func appendStr(b, s []byte) []byte {
 	return append(b, s...)
 }
 
+// appendBulk appends data as a bulk field of an encoding that starts at
+// b[base] (see the wire format).
+func appendBulk(b []byte, base int, data []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(data)))
+	if len(data) >= txnAlignMin {
+		b = append(b, make([]byte, padTo(len(b)-base))...)
+	}
+	return append(b, data...)
+}
+
+// padTo is how many bytes take offset off to the next multiple of txnAlign.
+func padTo(off int) int { return (txnAlign - off%txnAlign) % txnAlign }
+
 type decoder struct {
 	b   []byte
+	n   int // length of the whole encoding: len(b) is what is left of it
 	err error
 }
 
@@ -309,6 +364,62 @@ func (d *decoder) str(max int) []byte {
 	return s
 }
 
+// bulk reads a field appendBulk wrote.
+func (d *decoder) bulk() []byte {
+	n := d.uvarint()
+	if d.err != nil || n < txnAlignMin {
+		if d.err == nil && n > uint64(len(d.b)) {
+			d.fail("truncated field")
+		}
+		if d.err != nil {
+			return nil
+		}
+		s := d.b[:n:n]
+		d.b = d.b[n:]
+		return s
+	}
+	pad := padTo(d.n - len(d.b))
+	if n > uint64(len(d.b)) || int(n)+pad > len(d.b) {
+		d.fail("truncated field")
+		return nil
+	}
+	for _, c := range d.b[:pad] {
+		if c != 0 {
+			d.fail("nonzero alignment padding")
+			return nil
+		}
+	}
+	s := d.b[pad : pad+int(n) : pad+int(n)]
+	d.b = d.b[pad+int(n):]
+	return s
+}
+
+// UnmarshalTxnSummed is UnmarshalTxn for an encoding whose whole 4 KiB
+// blocks have the crc32c sums (from its first byte, as the rpc layer takes
+// them): write data that starts at a block boundary of b gets its blocks'
+// sums (see WriteSummed).
+func UnmarshalTxnSummed(b []byte, sums []uint32) (*Txn, error) {
+	t, err := UnmarshalTxn(b)
+	if err != nil || len(sums) == 0 {
+		return t, err
+	}
+	for i := range t.ops {
+		o := &t.ops[i]
+		if (o.typ != opWrite && o.typ != opPut) || len(o.data) < blockSize {
+			continue
+		}
+		off := int(uintptr(unsafe.Pointer(&o.data[0])) - uintptr(unsafe.Pointer(&b[0])))
+		if off%blockSize != 0 {
+			continue
+		}
+		first, last := off/blockSize, (off+len(o.data))/blockSize
+		if last <= len(sums) {
+			o.sums = sums[first:last:last]
+		}
+	}
+	return t, nil
+}
+
 // UnmarshalTxn decodes a Txn produced by Marshal. The input comes from the
 // network: it never panics, bounds every allocation by the input size and
 // validates the result. Returned byte slices alias b.
@@ -322,7 +433,7 @@ func UnmarshalTxn(b []byte) (*Txn, error) {
 	if b[len(txnMagic)] != txnVersion {
 		return nil, invalidf("objstore: transaction encoding version %d not supported (want %d)", b[len(txnMagic)], txnVersion)
 	}
-	d := &decoder{b: b[len(txnMagic)+1:]}
+	d := &decoder{b: b[len(txnMagic)+1:], n: len(b)}
 	n := d.uvarint()
 	// Every op takes at least 3 bytes, which bounds the preallocation.
 	if d.err == nil && n > uint64(len(d.b))/3 {
@@ -344,9 +455,9 @@ func UnmarshalTxn(b []byte) (*Txn, error) {
 		switch o.typ {
 		case opWrite:
 			o.off = d.uvarint()
-			o.data = d.str(math.MaxInt)
+			o.data = d.bulk()
 		case opPut:
-			o.data = d.str(math.MaxInt)
+			o.data = d.bulk()
 		case opTruncate:
 			o.off = d.uvarint()
 		case opSetXattr:

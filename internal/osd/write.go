@@ -58,7 +58,7 @@ func (s *Server) addOp(coll string, req *proto.Request, txn *objstore.Txn) *prot
 	}
 	switch req.Op {
 	case proto.OpWrite:
-		txn.Write(coll, req.Object, req.Offset, req.Data)
+		txn.WriteSummed(coll, req.Object, req.Offset, req.Data, req.DataSums)
 	case proto.OpPut, proto.OpCreate:
 		if req.Flags&proto.FlagExclusive != 0 {
 			ok, r := exists()
@@ -70,7 +70,7 @@ func (s *Server) addOp(coll string, req *proto.Request, txn *objstore.Txn) *prot
 			}
 		}
 		if req.Op == proto.OpPut {
-			txn.Put(coll, req.Object, req.Data)
+			txn.PutSummed(coll, req.Object, req.Data, req.DataSums)
 		} else {
 			txn.Create(coll, req.Object)
 		}
@@ -360,7 +360,7 @@ func (s *Server) applyReplica(t *placement.Table, req *proto.Request) *proto.Res
 	if len(acting) > 0 && acting[0] == s.id {
 		return s.fail(proto.StatusWrongEpoch, "%s is the primary of pg %s at epoch %d, not a replica", s.id, req.PG, t.Map().Epoch)
 	}
-	txn, err := objstore.UnmarshalTxn(req.Txn)
+	txn, err := objstore.UnmarshalTxnSummed(req.Txn, req.TxnSums)
 	if err != nil {
 		return s.fail(proto.StatusInvalid, "replicated transaction: %v", err)
 	}

@@ -12,7 +12,19 @@ import (
 
 // Version is the encoding version written as the first byte of every
 // message. A decoder rejects any other value, so a layout change must bump it.
-const Version = 2
+// Version 3 aligns large bulk payloads (see Align).
+const Version = 3
+
+// A request's bulk payload (Data or Txn) of at least AlignMin bytes starts
+// at an Align-aligned offset of its message: zero bytes pad the gap after
+// its length, as many as its position demands, so the encoding stays
+// canonical. A receiver that reads the message into an aligned buffer (rpc
+// does) can hand the payload to O_DIRECT as it lies: copying 4 MiB writes
+// into aligned buffers was 6% of the OSDs' CPU.
+const (
+	Align    = 4096
+	AlignMin = 128 << 10
+)
 
 // Limits on decoded messages. They bound what a peer can make a daemon
 // allocate and keep a single message within one frame.
@@ -82,6 +94,7 @@ func (s Status) String() string {
 // the decoder does, and the sender (package rpc) refuses frames over
 // MaxFrameBytes.
 func AppendRequest(dst []byte, r *Request) []byte {
+	base := len(dst) // alignment is relative to the message's first byte
 	dst = append(dst, Version, byte(r.Op))
 	dst = binary.AppendUvarint(dst, uint64(r.Flags))
 	dst = binary.AppendUvarint(dst, uint64(r.Epoch))
@@ -94,14 +107,14 @@ func AppendRequest(dst []byte, r *Request) []byte {
 	dst = appendString(dst, r.Key)
 	dst = appendBytes(dst, r.Start)
 	dst = appendBytes(dst, r.End)
-	dst = appendBytes(dst, r.Data)
+	dst = appendBulk(dst, base, r.Data)
 	dst = binary.AppendUvarint(dst, uint64(len(r.Keys)))
 	for _, k := range r.Keys {
 		dst = appendBytes(dst, k)
 	}
 	dst = appendKVs(dst, r.KVs)
 	dst = binary.AppendUvarint(dst, r.PGVersion)
-	dst = appendBytes(dst, r.Txn)
+	dst = appendBulk(dst, base, r.Txn)
 	dst = binary.AppendUvarint(dst, r.SnapSeq)
 	dst = binary.AppendUvarint(dst, r.Snap)
 	return dst
@@ -138,7 +151,7 @@ func DecodeRequest(b []byte) (*Request, error) {
 	r.Key = d.str("xattr name", MaxKeyLen)
 	r.Start = d.bytes("range start", MaxKeyLen)
 	r.End = d.bytes("range end", MaxKeyLen)
-	r.Data = d.bytes("data", MaxDataLen)
+	r.Data = d.bulk("data", MaxDataLen)
 	if n := d.count("omap key", 1); n > 0 {
 		r.Keys = make([][]byte, n)
 		for i := range r.Keys {
@@ -147,7 +160,7 @@ func DecodeRequest(b []byte) (*Request, error) {
 	}
 	r.KVs = d.kvs()
 	r.PGVersion = d.uvarint("pg version")
-	r.Txn = d.bytes("transaction", MaxDataLen)
+	r.Txn = d.bulk("transaction", MaxDataLen)
 	r.SnapSeq = d.uvarint("snapshot sequence")
 	r.Snap = d.uvarint("snapshot")
 	if err := d.finish(); err != nil {
@@ -234,6 +247,20 @@ func appendBytes(dst, b []byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(b)))
 	return append(dst, b...)
 }
+
+// appendBulk is appendBytes for a bulk payload of a message that starts at
+// dst[base]: from AlignMin bytes on, zero padding puts it at an aligned
+// offset (see Align).
+func appendBulk(dst []byte, base int, b []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(b)))
+	if len(b) >= AlignMin {
+		dst = append(dst, make([]byte, PadTo(len(dst)-base))...)
+	}
+	return append(dst, b...)
+}
+
+// PadTo is how many bytes take offset off to the next multiple of Align.
+func PadTo(off int) int { return (Align - off%Align) % Align }
 
 func appendString(dst []byte, s string) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(s)))
@@ -340,6 +367,35 @@ func (d *decoder) bytes(field string, max int) []byte {
 	if n == 0 {
 		return nil
 	}
+	b := d.b[d.off : d.off+n : d.off+n]
+	d.off += n
+	return b
+}
+
+// bulk reads a field appendBulk wrote; its padding must be zeros, so every
+// message has one encoding.
+func (d *decoder) bulk(field string, max int) []byte {
+	n := d.length(field, max)
+	if n < AlignMin {
+		if n == 0 {
+			return nil
+		}
+		b := d.b[d.off : d.off+n : d.off+n]
+		d.off += n
+		return b
+	}
+	pad := PadTo(d.off)
+	if rest := len(d.b) - d.off; n+pad > rest {
+		d.fail("%s of %d bytes and %d bytes of alignment exceed the %d bytes remaining", field, n, pad, rest)
+		return nil
+	}
+	for _, c := range d.b[d.off : d.off+pad] {
+		if c != 0 {
+			d.fail("%s alignment padding is not zero", field)
+			return nil
+		}
+	}
+	d.off += pad
 	b := d.b[d.off : d.off+n : d.off+n]
 	d.off += n
 	return b

@@ -5,8 +5,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/cairn-storage/cairn/internal/clustermap"
 )
@@ -105,8 +107,8 @@ func nz(b []byte) []byte {
 // the encoding changed, and old and new peers can no longer talk. Change
 // them only together with Version.
 const (
-	goldenRequestHex  = "0202010701020c726264646174612e30303031802000000000000463616665020101010501016b017600000302"
-	goldenResponseHex = "0206ac02036f6c640509026869010161016201016e01"
+	goldenRequestHex  = "0302010701020c726264646174612e30303031802000000000000463616665020101010501016b017600000302"
+	goldenResponseHex = "0306ac02036f6c640509026869010161016201016e01"
 )
 
 func goldenRequest() *Request {
@@ -284,5 +286,53 @@ func BenchmarkAppendRequest4KiB(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		buf = AppendRequest(buf[:0], r)
+	}
+}
+
+// Large bulk payloads land at aligned offsets of the message wherever the
+// message starts in the sender's buffer; small ones carry no padding.
+func TestBulkPayloadAligned(t *testing.T) {
+	data := bytes.Repeat([]byte{0xab}, AlignMin)
+	txn := bytes.Repeat([]byte{0xcd}, AlignMin+5)
+	for _, lead := range []int{0, 24, 4095} {
+		req := &Request{Op: OpReplicate, Object: "obj", Data: data, Txn: txn, PGVersion: 9}
+		b := AppendRequest(make([]byte, lead), req)[lead:]
+		msg := make([]byte, len(b)+Align)
+		msg = msg[PadTo(int(uintptr(unsafe.Pointer(&msg[0])))):][:len(b)]
+		copy(msg, b)
+		r, err := DecodeRequest(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range [][]byte{r.Data, r.Txn} {
+			if off := int(uintptr(unsafe.Pointer(&p[0])) - uintptr(unsafe.Pointer(&msg[0]))); off%Align != 0 {
+				t.Fatalf("lead %d: payload at offset %d of the message", lead, off)
+			}
+		}
+		if !bytes.Equal(r.Data, data) || !bytes.Equal(r.Txn, txn) {
+			t.Fatalf("lead %d: payload changed", lead)
+		}
+		if !bytes.Equal(AppendRequest(nil, r), b) {
+			t.Fatalf("lead %d: re-encoding differs", lead)
+		}
+	}
+
+	b := AppendRequest(nil, &Request{Op: OpPut, Object: "obj", Data: data})
+	pad := bytes.Index(b, data) - 1
+	for pad >= 0 && b[pad] == 0 {
+		pad--
+	}
+	bad := slices.Clone(b)
+	bad[pad+1] = 1 // a padding byte
+	if _, err := DecodeRequest(bad); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "padding") {
+		t.Fatalf("nonzero padding: %v", err)
+	}
+	if _, err := DecodeRequest(b[:len(b)-len(data)+10]); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("truncated payload: %v", err)
+	}
+
+	small := &Request{Op: OpPut, Object: "obj", Data: data[:AlignMin-1]}
+	if n, want := len(AppendRequest(nil, small)), len(AppendRequest(nil, &Request{Op: OpPut, Object: "obj"}))+AlignMin-1+2; n != want {
+		t.Fatalf("payload under AlignMin: %d bytes encoded, want %d (no padding)", n, want)
 	}
 }

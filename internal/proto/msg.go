@@ -109,6 +109,13 @@ type Request struct {
 	// Snap (OpRead, OpStat): read the object as it was at this snapshot;
 	// 0 is the head.
 	Snap uint64
+
+	// DataSums and TxnSums are not encoded. The receiving rpc layer fills
+	// them with the crc32c of each whole Align-byte block of Data and Txn,
+	// taken as the bytes arrived, when the payload lies block-aligned in
+	// the message (see AlignMin); the object store then need not read the
+	// data again to checksum it.
+	DataSums, TxnSums []uint32
 }
 
 // KV is one key/value pair of an omap or xattr listing.

@@ -216,7 +216,7 @@ func (c *Conn) readLoop() {
 	defer c.wg.Done()
 	fr := frameReader{r: bufio.NewReaderSize(c.nc, 64<<10)}
 	for {
-		kind, id, body, err := fr.next()
+		kind, id, body, _, err := fr.next()
 		if err != nil {
 			c.fail(fmt.Errorf("%w: %s: %w", ErrClosed, c.addr, err))
 			return

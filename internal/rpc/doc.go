@@ -19,20 +19,26 @@
 // the key itself is never sent. A client without the key is refused with a
 // message saying so; a client also refuses a server that cannot prove it
 // holds the key. The handshake authenticates the peers only: frames after it
-// are checked by crc32c, not encrypted or MACed, so the network between
+// are checked by crc32c sums, not encrypted or MACed, so the network between
 // daemons is trusted not to rewrite traffic.
 //
 // After the handshake both directions carry frames:
 //
 //	0       4      5          8                16            20          24
 //	+-------+------+----------+----------------+-------------+-----------+--------+
-//	| magic | kind | reserved | request id     | body length | crc32c    | body   |
-//	| CRNF  | 1|2  | 0 0 0    | u64            | u32         | of body   | ...    |
+//	| magic | kind | reserved | request id     | body length | body sum  | body   |
+//	| CRNF  | 1|2  | 0 0 0    | u64            | u32         | u32       | ...    |
 //	+-------+------+----------+----------------+-------------+-----------+--------+
 //
 // all big-endian; kind 1 is a request (body: proto.Request), 2 a response
-// (body: proto.Response) carrying its request's id. A frame with a wrong
-// magic, kind or reserved byte, a length over proto.MaxFrameBytes or a crc
+// (body: proto.Response) carrying its request's id. The body sum is the
+// crc32c of the crc32c of each 4 KiB block of the body (big-endian, the
+// last block may be short). The reader takes the block checksums as the
+// bytes arrive and hands those of a large request's payload to the handler
+// (Request.DataSums, TxnSums): proto puts large payloads at block
+// boundaries, so the object store uses them as its own block checksums and
+// never reads the payload again to checksum it. A frame with a wrong magic,
+// kind or reserved byte, a length over proto.MaxFrameBytes or a sum
 // mismatch means the stream can no longer be trusted: that one connection is
 // closed and the reason logged. An intact frame whose body does not decode
 // is answered with StatusInvalid and the connection kept.

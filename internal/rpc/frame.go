@@ -16,7 +16,15 @@ import (
 
 // Frame header layout, big-endian:
 //
-//	magic u32 | kind u8 | reserved [3]u8 (zero) | id u64 | body length u32 | crc32c(body) u32
+//	magic u32 | kind u8 | reserved [3]u8 (zero) | id u64 | body length u32 | body sum u32
+//
+// The body sum is the crc32c of the big-endian crc32c of each sumBlock-byte
+// block of the body (the last may be shorter). A receiver computes the
+// block checksums as the bytes arrive, while they are in the CPU cache, and
+// keeps them with a large body: the object store takes them as the
+// checksums of the blocks it writes (proto aligns large payloads to
+// blocks) instead of reading megabytes again from memory, which cost 11% of
+// the OSDs' CPU under 4 MiB writes.
 const (
 	frameMagic  = 0x43524e46 // "CRNF"
 	headerLen   = 24
@@ -25,6 +33,59 @@ const (
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// sumBlock is the block size of the body sum: the object store's block.
+const sumBlock = proto.Align
+
+// bodySum computes a body sum over bytes written in pieces of any size.
+type bodySum struct {
+	outer uint32   // crc32c of the finished blocks' checksums
+	cur   uint32   // crc32c of the current block so far
+	fill  int      // bytes in the current block
+	keep  bool     // whether to keep the blocks' checksums
+	sums  []uint32 // the kept checksums of the finished blocks
+}
+
+func (s *bodySum) write(p []byte) {
+	for len(p) > 0 {
+		n := min(len(p), sumBlock-s.fill)
+		s.cur = crc32.Update(s.cur, castagnoli, p[:n])
+		s.fill += n
+		p = p[n:]
+		if s.fill == sumBlock {
+			s.endBlock()
+		}
+	}
+}
+
+func (s *bodySum) endBlock() {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], s.cur)
+	s.outer = crc32.Update(s.outer, castagnoli, b[:])
+	if s.keep {
+		s.sums = append(s.sums, s.cur)
+	}
+	s.cur, s.fill = 0, 0
+}
+
+// sum ends the body and returns its sum.
+func (s *bodySum) sum() uint32 {
+	if s.fill > 0 {
+		s.endBlock()
+	}
+	return s.outer
+}
+
+// checksum is the body sum of b.
+func checksum(b []byte) uint32 {
+	var s bodySum
+	s.write(b)
+	return s.sum()
+}
+
+// keepSumsMin is the body size from which the reader keeps the blocks'
+// checksums: below proto.AlignMin no payload is aligned to blocks.
+const keepSumsMin = proto.AlignMin
 
 // frameError is a violation of the framing rules: the stream can no longer be
 // trusted, so the connection is closed with this reason.
@@ -53,53 +114,53 @@ const sumPiece = 128 << 10
 
 // next returns the next frame. body is owned by the caller (decoded
 // messages alias it); a large one comes from bufpool, and the caller may
-// hand it back once nothing uses it. At a clean frame boundary it returns
-// io.EOF; a short frame is io.ErrUnexpectedEOF; rule violations are
-// *frameError.
-func (fr *frameReader) next() (kind byte, id uint64, body []byte, err error) {
+// hand it back once nothing uses it. For a body of keepSumsMin bytes or
+// more, sums holds the crc32c of each of its whole sumBlock-byte blocks. At
+// a clean frame boundary it returns io.EOF; a short frame is
+// io.ErrUnexpectedEOF; rule violations are *frameError.
+func (fr *frameReader) next() (kind byte, id uint64, body []byte, sums []uint32, err error) {
 	if _, err := io.ReadFull(fr.r, fr.hdr[:]); err != nil {
-		return 0, 0, nil, err
+		return 0, 0, nil, nil, err
 	}
 	h := fr.hdr[:]
 	if m := binary.BigEndian.Uint32(h[0:4]); m != frameMagic {
-		return 0, 0, nil, &frameError{fmt.Sprintf("magic %#08x, want %#08x", m, frameMagic)}
+		return 0, 0, nil, nil, &frameError{fmt.Sprintf("magic %#08x, want %#08x", m, frameMagic)}
 	}
 	kind = h[4]
 	if kind != kindRequest && kind != kindReply {
-		return 0, 0, nil, &frameError{fmt.Sprintf("unknown kind %d", kind)}
+		return 0, 0, nil, nil, &frameError{fmt.Sprintf("unknown kind %d", kind)}
 	}
 	if h[5]|h[6]|h[7] != 0 {
-		return 0, 0, nil, &frameError{"reserved header bytes are not zero"}
+		return 0, 0, nil, nil, &frameError{"reserved header bytes are not zero"}
 	}
 	id = binary.BigEndian.Uint64(h[8:16])
 	n := binary.BigEndian.Uint32(h[16:20])
-	sum := binary.BigEndian.Uint32(h[20:24])
+	want := binary.BigEndian.Uint32(h[20:24])
 	if n > proto.MaxFrameBytes {
-		return 0, 0, nil, &frameError{fmt.Sprintf("body length %d exceeds limit %d", n, proto.MaxFrameBytes)}
+		return 0, 0, nil, nil, &frameError{fmt.Sprintf("body length %d exceeds limit %d", n, proto.MaxFrameBytes)}
 	}
+	var sum bodySum
 	if n <= smallBody {
 		if n >= bufpool.MinSize {
 			body = bufpool.Get(int(n))
 		} else {
 			body = make([]byte, n)
 		}
+		if n >= keepSumsMin {
+			sum.keep = true
+			sum.sums = make([]uint32, 0, n/sumBlock+1)
+		}
 		// Summed piece by piece as it arrives, while each piece is still
 		// in the CPU cache: summing 4 MiB afterwards, from memory, cost
 		// 2.5 times as much.
-		var got uint32
 		for off := 0; off < len(body); off += sumPiece {
 			p := body[off:min(off+sumPiece, len(body))]
 			if _, err := io.ReadFull(fr.r, p); err != nil {
 				bufpool.Put(body)
-				return 0, 0, nil, noEOF(err)
+				return 0, 0, nil, nil, noEOF(err)
 			}
-			got = crc32.Update(got, castagnoli, p)
+			sum.write(p)
 		}
-		if got != sum {
-			bufpool.Put(body)
-			return 0, 0, nil, &frameError{fmt.Sprintf("crc32c %#08x of %d-byte body, header says %#08x", got, n, sum)}
-		}
-		return kind, id, body, nil
 	} else {
 		body = make([]byte, 0, smallBody)
 		for len(body) < int(n) {
@@ -111,15 +172,19 @@ func (fr *frameReader) next() (kind byte, id uint64, body []byte, err error) {
 			m, err := io.ReadFull(fr.r, body[len(body):cap(body)])
 			body = body[:len(body)+m]
 			if err != nil {
-				return 0, 0, nil, noEOF(err)
+				return 0, 0, nil, nil, noEOF(err)
 			}
 		}
+		sum.write(body)
 	}
-	if got := crc32.Checksum(body, castagnoli); got != sum {
+	if got := sum.sum(); got != want {
 		bufpool.Put(body)
-		return 0, 0, nil, &frameError{fmt.Sprintf("crc32c %#08x of %d-byte body, header says %#08x", got, n, sum)}
+		return 0, 0, nil, nil, &frameError{fmt.Sprintf("crc32c body sum %#08x of %d-byte body, header says %#08x", got, n, want)}
 	}
-	return kind, id, body, nil
+	if sum.keep {
+		sums = sum.sums[:min(len(sum.sums), int(n/sumBlock))] // whole blocks only
+	}
+	return kind, id, body, sums, nil
 }
 
 func noEOF(err error) error {
@@ -186,7 +251,7 @@ func sealFrame(bp *[]byte, b []byte, kind byte, id uint64) error {
 		putBuf(bp)
 		return errTooLarge(len(body))
 	}
-	putHeader(b[:headerLen], kind, id, len(body), crc32.Checksum(body, castagnoli))
+	putHeader(b[:headerLen], kind, id, len(body), checksum(body))
 	return nil
 }
 
@@ -224,7 +289,7 @@ func Share(req *proto.Request) (*Shared, error) {
 		bufpool.Put(b)
 		return nil, errTooLarge(len(b))
 	}
-	s := &Shared{body: b, sum: crc32.Checksum(b, castagnoli)}
+	s := &Shared{body: b, sum: checksum(b)}
 	s.refs.Store(1)
 	return s, nil
 }

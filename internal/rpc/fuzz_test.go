@@ -41,7 +41,7 @@ func FuzzFrame(f *testing.F) {
 		s.serveStream(bytes.NewReader(in), &out, func() {})
 		fr := frameReader{r: bufio.NewReader(&out)}
 		for {
-			kind, _, body, err := fr.next()
+			kind, _, body, _, err := fr.next()
 			if err == io.EOF {
 				return
 			}

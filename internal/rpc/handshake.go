@@ -23,7 +23,7 @@ import (
 // another connection. The key never crosses the wire.
 const (
 	helloMagic      = 0x4341524e // "CARN"
-	protocolVersion = 1
+	protocolVersion = 2          // 2: frames carry a body sum of block checksums
 	nonceLen        = 32
 	macLen          = sha256.Size
 	helloLen        = 4 + 1 + nonceLen

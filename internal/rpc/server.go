@@ -5,12 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"log"
 	"net"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/cairn-storage/cairn/internal/bufpool"
 	"github.com/cairn-storage/cairn/internal/proto"
@@ -214,6 +214,7 @@ type serverConn struct {
 type job struct {
 	id   uint64
 	body []byte
+	sums []uint32 // of body's blocks (frameReader.next)
 }
 
 // serveStream serves the frames of one authenticated connection, read from r
@@ -242,7 +243,7 @@ func (s *Server) serveStream(r io.Reader, w io.Writer, closeFn func()) error {
 	var rerr error
 read:
 	for {
-		kind, id, body, err := fr.next()
+		kind, id, body, sums, err := fr.next()
 		if err != nil {
 			rerr = err
 			break
@@ -257,7 +258,7 @@ read:
 		// goroutine would grow its stack again for every request. When
 		// all are busy the reader waits, and TCP pushes back on the
 		// client.
-		j := job{id, body}
+		j := job{id, body, sums}
 		select {
 		case sc.work <- j:
 		default:
@@ -294,7 +295,7 @@ read:
 func (sc *serverConn) worker(ctx context.Context, j job) {
 	defer sc.hwg.Done()
 	for {
-		sc.handle(ctx, j.id, j.body)
+		sc.handle(ctx, j.id, j.body, j.sums)
 		select {
 		case j = <-sc.work:
 		case <-sc.done:
@@ -321,8 +322,11 @@ func inPlaceReply(id uint64, resp *proto.Response, body []byte) (outFrame, error
 		putBuf(bp)
 		return outFrame{}, errTooLarge(n)
 	}
-	sum := crc32.Update(crc32.Checksum(b[headerLen:split], castagnoli), castagnoli, resp.Data)
-	putHeader(b[:headerLen], kindReply, id, n, crc32.Update(sum, castagnoli, b[split:]))
+	var sum bodySum
+	sum.write(b[headerLen:split])
+	sum.write(resp.Data)
+	sum.write(b[split:])
+	putHeader(b[:headerLen], kindReply, id, n, sum.sum())
 	*bp = b
 	return outFrame{buf: bp, data: resp.Data, split: split, done: func() {
 		resp.Release()
@@ -330,14 +334,35 @@ func inPlaceReply(id uint64, resp *proto.Response, body []byte) (outFrame, error
 	}}, nil
 }
 
-func (sc *serverConn) handle(ctx context.Context, id uint64, body []byte) {
+// blockSums returns the checksums of field's whole blocks, if field lies in
+// body at a block boundary and sums (of body's whole blocks) cover it.
+func blockSums(body []byte, sums []uint32, field []byte) []uint32 {
+	if len(field) < sumBlock || len(sums) == 0 {
+		return nil
+	}
+	off := int(uintptr(unsafe.Pointer(&field[0])) - uintptr(unsafe.Pointer(&body[0])))
+	if off < 0 || off+len(field) > len(body) || off%sumBlock != 0 {
+		return nil
+	}
+	first, last := off/sumBlock, (off+len(field))/sumBlock
+	if last > len(sums) {
+		return nil
+	}
+	return sums[first:last:last]
+}
+
+func (sc *serverConn) handle(ctx context.Context, id uint64, body []byte, sums []uint32) {
 	var resp *proto.Response
 	if req, err := proto.DecodeRequest(body); err != nil {
 		// The frame was intact, so the stream is in step: answer this
 		// request and keep the connection.
 		resp = &proto.Response{Status: proto.StatusInvalid, Message: err.Error()}
-	} else if resp = sc.s.h.Serve(ctx, req); resp == nil {
-		resp = &proto.Response{Status: proto.StatusIOError, Message: "rpc: handler returned no response"}
+	} else {
+		req.DataSums = blockSums(body, sums, req.Data)
+		req.TxnSums = blockSums(body, sums, req.Txn)
+		if resp = sc.s.h.Serve(ctx, req); resp == nil {
+			resp = &proto.Response{Status: proto.StatusIOError, Message: "rpc: handler returned no response"}
+		}
 	}
 	if len(resp.Data) >= sendInPlaceMin {
 		if f, err := inPlaceReply(id, resp, body); err == nil {
