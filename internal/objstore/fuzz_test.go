@@ -79,6 +79,20 @@ func TestTxnBulkDataAligned(t *testing.T) {
 		if !bytes.Equal(tx2.Marshal(), b) {
 			t.Fatalf("lead %d: round trip changed the encoding", lead)
 		}
+		// A sender learns where summed data lies in the encoding.
+		sums := make([]uint32, txnAlignMin/blockSize)
+		for i := range sums {
+			sums[i] = blockCRC(tx.ops[1].data[i*blockSize : (i+1)*blockSize])
+		}
+		tx.ops[1].sums = sums
+		b2, known := tx.AppendMarshalSums(make([]byte, lead), nil)
+		if !bytes.Equal(b2[lead:], b) || len(known) != 1 {
+			t.Fatalf("lead %d: AppendMarshalSums: %d known spans, encoding equal %v", lead, len(known), bytes.Equal(b2[lead:], b))
+		}
+		if k := known[0]; k.Off%txnAlign != 0 || !bytes.Equal(b[k.Off:k.Off+len(k.Sums)*blockSize], tx.ops[1].data) {
+			t.Fatalf("lead %d: known span at %d is not the summed data", lead, k.Off)
+		}
+
 		// With the encoding's block checksums, aligned data gets its own.
 		var encSums []uint32
 		for i := 0; i+blockSize <= len(b); i += blockSize {

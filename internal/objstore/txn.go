@@ -249,6 +249,22 @@ func (t *Txn) Size() int { return t.bytes + 16 + t.bulkOps*txnAlign }
 
 // AppendMarshal appends the Txn's encoding to b.
 func (t *Txn) AppendMarshal(b []byte) []byte {
+	b, _ = t.AppendMarshalSums(b, nil)
+	return b
+}
+
+// KnownSums says that the whole 4 KiB blocks from offset Off of an
+// encoding have the crc32c checksums Sums.
+type KnownSums struct {
+	Off  int
+	Sums []uint32
+}
+
+// AppendMarshalSums is AppendMarshal that also appends to known, for each
+// op with checksums (PutSummed, WriteSummed) whose data the encoding
+// aligns, where that data lies in the encoding: a sender can checksum the
+// encoding without reading the data again.
+func (t *Txn) AppendMarshalSums(b []byte, known []KnownSums) ([]byte, []KnownSums) {
 	base := len(b) // alignment is relative to the encoding's first byte
 	b = append(b, txnMagic...)
 	b = append(b, txnVersion)
@@ -259,11 +275,14 @@ func (t *Txn) AppendMarshal(b []byte) []byte {
 		b = appendStr(b, []byte(o.coll))
 		b = appendStr(b, []byte(o.name))
 		switch o.typ {
-		case opWrite:
-			b = binary.AppendUvarint(b, o.off)
+		case opWrite, opPut:
+			if o.typ == opWrite {
+				b = binary.AppendUvarint(b, o.off)
+			}
 			b = appendBulk(b, base, o.data)
-		case opPut:
-			b = appendBulk(b, base, o.data)
+			if o.sums != nil && len(o.data) >= txnAlignMin {
+				known = append(known, KnownSums{Off: len(b) - len(o.data) - base, Sums: o.sums})
+			}
 		case opTruncate:
 			b = binary.AppendUvarint(b, o.off)
 		case opSetXattr, opOmapSet:
@@ -281,7 +300,7 @@ func (t *Txn) AppendMarshal(b []byte) []byte {
 			}
 		}
 	}
-	return b
+	return b, known
 }
 
 func appendStr(b, s []byte) []byte {

@@ -150,9 +150,10 @@ func (s *Server) write(ctx context.Context, pool *clustermap.Pool, p *pgState, r
 		txn.OmapRmRange(coll, pgMetaObject, logKey(lo), logKey(hi))
 	}
 	// Encoded once into a recycled buffer: every replica gets the same
-	// frame body (rpc.Share), except after a map change.
-	payload := txn.AppendMarshal(bufpool.Get(txn.Size())[:0])
-	defer bufpool.Put(payload) // every return below drains the senders first
+	// frame body (rpc.ShareTxn), sent from where it lies, except after a
+	// map change. The data's block checksums, taken when it arrived, go
+	// into the frame's sum instead of a pass over the encoded copy.
+	payload, known := txn.AppendMarshalSums(bufpool.Get(txn.Size())[:0], nil)
 	t := s.view.Table()
 	replicate := func(t *placement.Table) *proto.Request {
 		return &proto.Request{Op: proto.OpReplicate, Epoch: t.Map().Epoch, PG: req.PG, Object: req.Object, PGVersion: ver, Txn: payload}
@@ -160,12 +161,19 @@ func (s *Server) write(ctx context.Context, pool *clustermap.Pool, p *pgState, r
 	var shared *rpc.Shared
 	sharedTable := t
 	if slices.ContainsFunc(writeSet, func(o clustermap.OSDID) bool { return o != s.id }) {
-		sh, err := rpc.Share(replicate(t))
+		ks := make([]rpc.KnownSums, len(known))
+		for i, k := range known {
+			ks[i] = rpc.KnownSums{Off: k.Off, Sums: k.Sums}
+		}
+		sh, err := rpc.ShareTxn(replicate(t), ks)
 		if err != nil {
+			bufpool.Put(payload)
 			return s.failErr(err)
 		}
-		defer sh.Release()
+		defer sh.Release() // and payload with it; every return below drains the senders first
 		shared = sh
+	} else {
+		defer bufpool.Put(payload)
 	}
 
 	type result struct {

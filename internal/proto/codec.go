@@ -94,6 +94,14 @@ func (s Status) String() string {
 // the decoder does, and the sender (package rpc) refuses frames over
 // MaxFrameBytes.
 func AppendRequest(dst []byte, r *Request) []byte {
+	return AppendRequestTail(append(AppendRequestHead(dst, r), r.Txn...), r)
+}
+
+// AppendRequestHead appends the encoding of r up to its Txn, which follows
+// it on the wire (aligned, see Align, if the head starts the message), then
+// AppendRequestTail's bytes: a sender can send a large Txn from where it
+// lies instead of copying it.
+func AppendRequestHead(dst []byte, r *Request) []byte {
 	base := len(dst) // alignment is relative to the message's first byte
 	dst = append(dst, Version, byte(r.Op))
 	dst = binary.AppendUvarint(dst, uint64(r.Flags))
@@ -114,10 +122,13 @@ func AppendRequest(dst []byte, r *Request) []byte {
 	}
 	dst = appendKVs(dst, r.KVs)
 	dst = binary.AppendUvarint(dst, r.PGVersion)
-	dst = appendBulk(dst, base, r.Txn)
+	return appendBulkHead(dst, base, len(r.Txn))
+}
+
+// AppendRequestTail appends the encoding of r after its Txn.
+func AppendRequestTail(dst []byte, r *Request) []byte {
 	dst = binary.AppendUvarint(dst, r.SnapSeq)
-	dst = binary.AppendUvarint(dst, r.Snap)
-	return dst
+	return binary.AppendUvarint(dst, r.Snap)
 }
 
 // DecodeRequest decodes one request that fills b exactly.
@@ -252,11 +263,16 @@ func appendBytes(dst, b []byte) []byte {
 // dst[base]: from AlignMin bytes on, zero padding puts it at an aligned
 // offset (see Align).
 func appendBulk(dst []byte, base int, b []byte) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(b)))
-	if len(b) >= AlignMin {
+	return append(appendBulkHead(dst, base, len(b)), b...)
+}
+
+// appendBulkHead is appendBulk without the n bytes of payload.
+func appendBulkHead(dst []byte, base, n int) []byte {
+	dst = binary.AppendUvarint(dst, uint64(n))
+	if n >= AlignMin {
 		dst = append(dst, make([]byte, PadTo(len(dst)-base))...)
 	}
-	return append(dst, b...)
+	return dst
 }
 
 // PadTo is how many bytes take offset off to the next multiple of Align.

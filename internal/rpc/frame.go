@@ -270,9 +270,11 @@ func putHeader(h []byte, kind byte, id uint64, n int, sum uint32) {
 // the data each. Each call takes a reference until its frame is written;
 // the creator drops its own with Release.
 type Shared struct {
-	body []byte
-	sum  uint32
-	refs atomic.Int32
+	head    []byte // the encoding up to the payload (all of it for Share)
+	payload []byte // ShareTxn: the request's Txn, sent from where it lies
+	tail    []byte
+	sum     uint32
+	refs    atomic.Int32
 }
 
 // Share encodes req for CallShared.
@@ -289,13 +291,58 @@ func Share(req *proto.Request) (*Shared, error) {
 		bufpool.Put(b)
 		return nil, errTooLarge(len(b))
 	}
-	s := &Shared{body: b, sum: checksum(b)}
+	s := &Shared{head: b, sum: checksum(b)}
 	s.refs.Store(1)
 	return s, nil
 }
 
-// Release drops the creator's reference: the buffer goes back to the pool
-// once every frame using it is written. No call may start after Release.
+// KnownSums says that the whole blocks from offset Off of a payload have
+// the crc32c checksums Sums (see ShareTxn).
+type KnownSums struct {
+	Off  int
+	Sums []uint32
+}
+
+// ShareTxn is Share for a request whose Txn (a bufpool buffer) is sent from
+// where it lies, not copied, and goes back to the pool with the Shared.
+// known names block-aligned spans of the Txn whose block checksums the
+// caller has (taken when the data arrived): they go into the frame's sum
+// as they are, so the data is not read again, and a replica checks the
+// bytes against the checksums of their first arrival. On error the Txn
+// buffer stays the caller's.
+func ShareTxn(req *proto.Request, known []KnownSums) (*Shared, error) {
+	head := proto.AppendRequestHead(make([]byte, 0, len(req.Object)+128+proto.Align), req)
+	s := &Shared{head: head, payload: req.Txn, tail: proto.AppendRequestTail(nil, req)}
+	if n := len(head) + len(s.payload) + len(s.tail); n > proto.MaxFrameBytes {
+		return nil, errTooLarge(n)
+	}
+	var sum bodySum
+	sum.write(head)
+	pos := 0
+	for _, k := range known {
+		if k.Off < pos || k.Off+len(k.Sums)*sumBlock > len(s.payload) {
+			panic(fmt.Sprintf("rpc: known checksums at %d..%d of a %d-byte payload", k.Off, k.Off+len(k.Sums)*sumBlock, len(s.payload)))
+		}
+		sum.write(s.payload[pos:k.Off])
+		pos = k.Off
+		if sum.fill != 0 {
+			continue // not at a block of the body: summed below
+		}
+		for _, c := range k.Sums {
+			sum.cur, sum.fill = c, sumBlock
+			sum.endBlock()
+		}
+		pos += len(k.Sums) * sumBlock
+	}
+	sum.write(s.payload[pos:])
+	sum.write(s.tail)
+	s.sum = sum.sum()
+	s.refs.Store(1)
+	return s, nil
+}
+
+// Release drops the creator's reference: the buffers go back to the pool
+// once every frame using them is written. No call may start after Release.
 func (s *Shared) Release() { s.unref() }
 
 func (s *Shared) ref() {
@@ -307,11 +354,14 @@ func (s *Shared) ref() {
 func (s *Shared) unref() {
 	switch n := s.refs.Add(-1); {
 	case n == 0:
-		bufpool.Put(s.body)
+		bufpool.Put(s.head)
+		bufpool.Put(s.payload)
 	case n < 0:
 		panic("rpc: Shared request released more often than referenced")
 	}
 }
+
+func (s *Shared) len() int { return len(s.head) + len(s.payload) + len(s.tail) }
 
 // outFrame is one frame for a connection's writer, which owns it once
 // queued: a whole encoded frame; or the header of a Shared body; or a frame
@@ -328,7 +378,7 @@ type outFrame struct {
 
 func sharedFrame(s *Shared, kind byte, id uint64) outFrame {
 	f := outFrame{shared: s}
-	putHeader(f.hdr[:], kind, id, len(s.body), s.sum)
+	putHeader(f.hdr[:], kind, id, s.len(), s.sum)
 	return f
 }
 
@@ -359,11 +409,12 @@ func (f outFrame) writeTo(w *bufio.Writer) error {
 		_, err := w.Write(*f.buf)
 		return err
 	}
-	if _, err := w.Write(f.hdr[:]); err != nil {
-		return err
+	for _, p := range [][]byte{f.hdr[:], f.shared.head, f.shared.payload, f.shared.tail} {
+		if _, err := w.Write(p); err != nil {
+			return err
+		}
 	}
-	_, err := w.Write(f.shared.body)
-	return err
+	return nil
 }
 
 // writeLoop is a connection's only writer. It takes every frame that has

@@ -889,3 +889,67 @@ func TestRequestBlockSums(t *testing.T) {
 		}
 	}
 }
+
+// TestShareTxn: a replicated transaction goes out from where it lies, with
+// the checksums the sender already has for its data in the frame sum.
+// Replicas get the bytes and their block checksums intact; a sender whose
+// known checksums do not match its bytes is refused by the receiver (the
+// frame sum does not match), never taken.
+func TestShareTxn(t *testing.T) {
+	got := make(chan *proto.Request, 4)
+	h := HandlerFunc(func(ctx context.Context, req *proto.Request) *proto.Response {
+		r := *req
+		r.Txn = bytes.Clone(req.Txn)
+		got <- &r
+		return &proto.Response{Status: proto.StatusOK}
+	})
+	_, addr, logs := startServer(t, "127.0.0.1", testKey, h, ServerOptions{})
+	txn := func() ([]byte, []KnownSums) {
+		b := bufpool.Get(1<<20 + 3*sumBlock)
+		for i := range b {
+			b[i] = byte(i * 7)
+		}
+		sums := make([]uint32, 200)
+		for i := range sums {
+			off := sumBlock + i*sumBlock
+			sums[i] = crc32.Checksum(b[off:off+sumBlock], castagnoli)
+		}
+		return b, []KnownSums{{Off: sumBlock, Sums: sums}}
+	}
+
+	b, known := txn()
+	want := bytes.Clone(b)
+	sh, err := ShareTxn(&proto.Request{Op: proto.OpReplicate, Object: "obj", PGVersion: 7, Txn: b}, known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		c := dial(t, addr)
+		if resp, err := c.CallShared(context.Background(), sh); err != nil || resp.Status != proto.StatusOK {
+			t.Fatalf("CallShared: %v %v", resp, err)
+		}
+		r := <-got
+		if r.Object != "obj" || r.PGVersion != 7 || !bytes.Equal(r.Txn, want) {
+			t.Fatalf("replica got another request: %q, version %d, txn equal %v", r.Object, r.PGVersion, bytes.Equal(r.Txn, want))
+		}
+		if len(r.TxnSums) != len(want)/sumBlock {
+			t.Fatalf("replica got %d block checksums for %d bytes", len(r.TxnSums), len(want))
+		}
+		c.Close()
+	}
+	sh.Release()
+
+	b, known = txn()
+	known[0].Sums[5] ^= 1 // the sender's bytes differ from what it was told
+	sh, err = ShareTxn(&proto.Request{Op: proto.OpReplicate, Object: "obj", Txn: b}, known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sh.Release()
+	c := dial(t, addr)
+	defer c.Close()
+	if _, err := c.CallShared(context.Background(), sh); !errors.Is(err, ErrClosed) {
+		t.Fatalf("a frame whose data does not match its known checksums: %v, want the connection closed", err)
+	}
+	logs.waitFor(t, "closed connection from", "body sum")
+}
