@@ -248,7 +248,7 @@ func TestLargeReadOfSparseObjectReadsZeros(t *testing.T) {
 			dirty[i] = 0xaa
 		}
 		bufpool.Put(dirty) // the next large read may well get this buffer
-		got, _, pooled, err := s.ReadPooled("1.0", "sparse", 0, size)
+		got, _, pooled, sums, err := s.ReadPooled("1.0", "sparse", 0, size)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -260,6 +260,15 @@ func TestLargeReadOfSparseObjectReadsZeros(t *testing.T) {
 		}
 		if i := bytes.IndexFunc(got[:size-4096], func(r rune) bool { return r != 0 }); i >= 0 {
 			t.Fatalf("byte %d of a never-written block reads %#x, want 0", i, got[i])
+		}
+		// The checksums come with the read, written blocks and holes alike.
+		if len(sums) != size/blockSize {
+			t.Fatalf("%d checksums for a read of %d blocks", len(sums), size/blockSize)
+		}
+		for b, sum := range sums {
+			if sum != blockCRC(got[b*blockSize:(b+1)*blockSize]) {
+				t.Fatalf("block %d: checksum %#x does not match its data", b, sum)
+			}
 		}
 		bufpool.Put(pooled)
 	}

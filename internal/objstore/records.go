@@ -35,6 +35,9 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 func blockCRC(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 
+// zeroBlockCRC is the checksum of a block of zeros (a block never written).
+var zeroBlockCRC = blockCRC(make([]byte, blockSize))
+
 // appendEsc appends s escaped so that byte-wise order of encodings equals the
 // order of the strings and no encoding is a prefix of another: 0x00 becomes
 // 0x00 0xff and the string ends with 0x00 0x01.

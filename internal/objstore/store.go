@@ -771,36 +771,39 @@ func (s *Store) Read(coll, name string, off, length uint64) ([]byte, error) {
 // ReadInfo is Read that also returns the object's Info, from the same
 // lookup of its record (a read of a small object is then one index lookup).
 func (s *Store) ReadInfo(coll, name string, off, length uint64) ([]byte, Info, error) {
-	data, info, _, err := s.ReadPooled(coll, name, off, length)
+	data, info, _, _, err := s.ReadPooled(coll, name, off, length)
 	return data, info, err
 }
 
 // ReadPooled is ReadInfo that also returns the buffer a large read's data
 // lives in when it comes from bufpool (nil otherwise): the caller hands it
 // back with bufpool.Put once done with data, or leaves it to the garbage
-// collector.
-func (s *Store) ReadPooled(coll, name string, off, length uint64) (data []byte, info Info, pooled []byte, err error) {
+// collector. For a large read at a block boundary it also returns sums,
+// the crc32c of each whole 4 KiB block of data, as checked: a sender can
+// checksum its frame without reading the data again.
+func (s *Store) ReadPooled(coll, name string, off, length uint64) (data []byte, info Info, pooled []byte, sums []uint32, err error) {
 	if err := checkName(coll, name); err != nil {
-		return nil, Info{}, nil, err
+		return nil, Info{}, nil, nil, err
 	}
 	defer s.rlock(coll, name)()
 	r, ok, err := s.loadRec(coll, name)
 	if err != nil {
-		return nil, Info{}, nil, err
+		return nil, Info{}, nil, nil, err
 	}
 	if !ok {
-		return nil, Info{}, nil, notFound(coll, name)
+		return nil, Info{}, nil, nil, notFound(coll, name)
 	}
 	info = Info{Size: r.size, Mtime: time.Unix(0, r.mtime)}
-	data, pooled, err = s.readRec(coll, name, &r, off, length)
-	return data, info, pooled, err
+	data, pooled, sums, err = s.readRec(coll, name, &r, off, length)
+	return data, info, pooled, sums, err
 }
 
 // readRec reads [off, off+length) of the object whose record is r, into a
-// bufpool buffer (returned as pooled) if the read is large.
-func (s *Store) readRec(coll, name string, r *objRec, off, length uint64) (data, pooled []byte, err error) {
+// bufpool buffer (returned as pooled) if the read is large, with its blocks'
+// checksums if it starts at a block (see ReadPooled).
+func (s *Store) readRec(coll, name string, r *objRec, off, length uint64) (data, pooled []byte, sums []uint32, err error) {
 	if off >= r.size {
-		return []byte{}, nil, nil
+		return []byte{}, nil, nil, nil
 	}
 	end := r.size
 	if length > 0 && length < r.size-off {
@@ -810,30 +813,37 @@ func (s *Store) readRec(coll, name string, r *objRec, off, length uint64) (data,
 	if r.inline {
 		for b := fb; b <= lb; b++ {
 			if inlineBlockCRC(r.data, b) != r.crcs[b] {
-				return nil, nil, &CorruptionError{Coll: coll, Name: name, Offset: b * blockSize, Detail: "inline block checksum mismatch"}
+				return nil, nil, nil, &CorruptionError{Coll: coll, Name: name, Offset: b * blockSize, Detail: "inline block checksum mismatch"}
 			}
 		}
-		return r.data[off:end:end], nil, nil
+		return r.data[off:end:end], nil, nil, nil
 	}
 	var buf []byte
 	if n := (lb - fb + 1) * blockSize; n >= directReadMin {
 		// Aligned, so the read can bypass the page cache.
 		buf = bufpool.Get(int(n))
 		pooled = buf
+		if off%blockSize == 0 {
+			sums = make([]uint32, lb-fb+1)
+		}
 	} else {
 		buf = make([]byte, n)
 	}
-	if err := s.readBlocks(coll, name, r.fileID, fb, lb, buf); err != nil {
+	if err := s.readBlocks(coll, name, r.fileID, fb, lb, buf, sums); err != nil {
 		bufpool.Put(pooled)
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	base := fb * blockSize
-	return buf[off-base : end-base : end-base], pooled, nil
+	data = buf[off-base : end-base : end-base]
+	if sums != nil {
+		sums = sums[:len(data)/blockSize] // whole blocks of data only
+	}
+	return data, pooled, sums, nil
 }
 
 // readBlocks fills buf with verified blocks fb..lb of a data file, zeros
-// for blocks never written.
-func (s *Store) readBlocks(coll, name string, fileID, fb, lb uint64, buf []byte) error {
+// for blocks never written, and sums (if not nil) with their checksums.
+func (s *Store) readBlocks(coll, name string, fileID, fb, lb uint64, buf []byte, sums []uint32) error {
 	chunks, err := s.loadChunks(coll, name, fileID, fb/chunkBlocks, lb/chunkBlocks)
 	if err != nil {
 		return err
@@ -851,6 +861,9 @@ func (s *Store) readBlocks(coll, name string, fileID, fb, lb uint64, buf []byte)
 	for b := fb; b <= lb; {
 		if _, ok := present(b); !ok {
 			clear(buf[(b-fb)*blockSize : (b-fb+1)*blockSize]) // buf may be recycled
+			if sums != nil {
+				sums[b-fb] = zeroBlockCRC
+			}
 			b++
 			continue
 		}
@@ -878,6 +891,9 @@ func (s *Store) readBlocks(coll, name string, fileID, fb, lb uint64, buf []byte)
 			blk := buf[(x-fb)*blockSize : (x-fb+1)*blockSize]
 			if blockCRC(blk) != want {
 				return &CorruptionError{Coll: coll, Name: name, Offset: x * blockSize, Detail: "data block checksum mismatch"}
+			}
+			if sums != nil {
+				sums[x-fb] = want
 			}
 		}
 		b = e + 1

@@ -159,6 +159,11 @@ type Response struct {
 	// user calls Release once done with it; a response never released is
 	// only garbage.
 	Pooled []byte
+	// DataSums, when not nil, are the crc32c of each whole Align-byte
+	// block of Data, known to the responder (a read checked them): the rpc
+	// layer puts them into the frame's sum instead of reading Data again.
+	// Not sent.
+	DataSums []uint32
 }
 
 // Release hands the response's pooled buffer back; the response's byte

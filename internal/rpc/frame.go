@@ -76,6 +76,21 @@ func (s *bodySum) sum() uint32 {
 	return s.outer
 }
 
+// writeKnown is write for p whose whole blocks have the checksums sums
+// (if len(sums) says so and p starts at a block of the body): they are
+// taken as they are instead of reading p.
+func (s *bodySum) writeKnown(p []byte, sums []uint32) {
+	if s.fill != 0 || len(sums) != len(p)/sumBlock {
+		s.write(p)
+		return
+	}
+	for _, c := range sums {
+		s.cur, s.fill = c, sumBlock
+		s.endBlock()
+	}
+	s.write(p[len(sums)*sumBlock:])
+}
+
 // checksum is the body sum of b.
 func checksum(b []byte) uint32 {
 	var s bodySum
@@ -96,8 +111,9 @@ func (e *frameError) Error() string { return "rpc: bad frame: " + e.reason }
 // frameReader reads frames from a post-handshake byte stream. It holds no
 // socket so it can be fuzzed on plain bytes.
 type frameReader struct {
-	r   *bufio.Reader
-	hdr [headerLen]byte
+	r        *bufio.Reader
+	hdr      [headerLen]byte
+	keepSums bool // keep a large body's block checksums (servers use them)
 }
 
 // smallBody is the body size up to which a frame is read into a buffer of
@@ -146,7 +162,7 @@ func (fr *frameReader) next() (kind byte, id uint64, body []byte, sums []uint32,
 		} else {
 			body = make([]byte, n)
 		}
-		if n >= keepSumsMin {
+		if fr.keepSums && n >= keepSumsMin {
 			sum.keep = true
 			sum.sums = make([]uint32, 0, n/sumBlock+1)
 		}
@@ -324,15 +340,8 @@ func ShareTxn(req *proto.Request, known []KnownSums) (*Shared, error) {
 			panic(fmt.Sprintf("rpc: known checksums at %d..%d of a %d-byte payload", k.Off, k.Off+len(k.Sums)*sumBlock, len(s.payload)))
 		}
 		sum.write(s.payload[pos:k.Off])
-		pos = k.Off
-		if sum.fill != 0 {
-			continue // not at a block of the body: summed below
-		}
-		for _, c := range k.Sums {
-			sum.cur, sum.fill = c, sumBlock
-			sum.endBlock()
-		}
-		pos += len(k.Sums) * sumBlock
+		pos = k.Off + len(k.Sums)*sumBlock
+		sum.writeKnown(s.payload[k.Off:pos], k.Sums)
 	}
 	sum.write(s.payload[pos:])
 	sum.write(s.tail)

@@ -11,6 +11,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -952,4 +953,39 @@ func TestShareTxn(t *testing.T) {
 		t.Fatalf("a frame whose data does not match its known checksums: %v, want the connection closed", err)
 	}
 	logs.waitFor(t, "closed connection from", "body sum")
+}
+
+// TestInPlaceReplyKnownSums: a large reply whose data's block checksums
+// the handler knows (a read checked them) is summed from them, not from
+// the data; a checksum that does not match its data is caught by the
+// client, never taken.
+func TestInPlaceReplyKnownSums(t *testing.T) {
+	data := make([]byte, 1<<20+100)
+	for i := range data {
+		data[i] = byte(i * 31)
+	}
+	sums := make([]uint32, len(data)/sumBlock)
+	for i := range sums {
+		sums[i] = crc32.Checksum(data[i*sumBlock:(i+1)*sumBlock], castagnoli)
+	}
+	bad := slices.Clone(sums)
+	bad[17] ^= 1
+	h := HandlerFunc(func(ctx context.Context, req *proto.Request) *proto.Response {
+		r := &proto.Response{Status: proto.StatusOK, Data: data, DataSums: sums}
+		if req.Object == "bad" {
+			r.DataSums = bad
+		}
+		return r
+	})
+	_, addr, _ := startServer(t, "127.0.0.1", testKey, h, ServerOptions{})
+	c := dial(t, addr)
+	defer c.Close()
+	resp, err := c.Call(context.Background(), &proto.Request{Op: proto.OpRead, Object: "good"})
+	if err != nil || !bytes.Equal(resp.Data, data) {
+		t.Fatalf("read with known checksums: %v", err)
+	}
+	resp.Release()
+	if _, err := c.Call(context.Background(), &proto.Request{Op: proto.OpRead, Object: "bad"}); !errors.Is(err, ErrClosed) || !strings.Contains(err.Error(), "body sum") {
+		t.Fatalf("a reply whose known checksums do not match its data: %v, want the connection closed", err)
+	}
 }

@@ -239,7 +239,7 @@ func (s *Server) serveStream(r io.Reader, w io.Writer, closeFn func()) error {
 		}
 	}()
 
-	fr := frameReader{r: bufio.NewReaderSize(r, 64<<10)}
+	fr := frameReader{r: bufio.NewReaderSize(r, 64<<10), keepSums: true}
 	var rerr error
 read:
 	for {
@@ -324,7 +324,7 @@ func inPlaceReply(id uint64, resp *proto.Response, body []byte) (outFrame, error
 	}
 	var sum bodySum
 	sum.write(b[headerLen:split])
-	sum.write(resp.Data)
+	sum.writeKnown(resp.Data, resp.DataSums)
 	sum.write(b[split:])
 	putHeader(b[:headerLen], kindReply, id, n, sum.sum())
 	*bp = b
