@@ -19,7 +19,7 @@
 #   DROP_CACHES=0      1: sync and drop the kernel page cache before each read run
 #   MIN_FREE_GIB=5     stop a write run if the disk's free space falls below this
 #   EST_CEPH_MIBS=320  assumed 4 MiB write rates, for the disk space estimate
-#   EST_CAIRN_MIBS=400
+#   EST_CAIRN_MIBS=800
 #   CEPH_PG_NUM=128
 #   CLEANUP_TIMEOUT=4×DURATION+60  seconds allowed to delete one run's objects
 #   SUITES="objects block"  objects: rados bench vs cairn bench; block: fio's
@@ -40,7 +40,7 @@ IDLE_CORES=${IDLE_CORES:-0.2}
 DROP_CACHES=${DROP_CACHES:-0}
 MIN_FREE_GIB=${MIN_FREE_GIB:-5}
 EST_CEPH_MIBS=${EST_CEPH_MIBS:-320}
-EST_CAIRN_MIBS=${EST_CAIRN_MIBS:-400}
+EST_CAIRN_MIBS=${EST_CAIRN_MIBS:-800}
 CEPH_PG_NUM=${CEPH_PG_NUM:-128}
 CEPH_MON_V2_PORT=${CEPH_MON_V2_PORT:-13300}
 CEPH_MON_V1_PORT=${CEPH_MON_V1_PORT:-16789}
@@ -584,6 +584,7 @@ est_secs=$((DURATION + 2))
 CEPH_BLOCK_GIB=$(((EST_CEPH_MIBS * est_secs * 2 + 1023) / 1024 + 2))
 ((CEPH_BLOCK_GIB < 10)) && CEPH_BLOCK_GIB=10
 need_gib=$MIN_FREE_GIB
+full_gib=0
 if [[ " $SUITES " == *" block "* ]]; then
 	# Each system keeps 3 copies of the image.
 	need_gib=$((need_gib + 2 * 3 * FIO_IMAGE_MIB / 1024 + 1))
@@ -595,10 +596,15 @@ fi
 if ((RUN_CAIRN)); then
 	cairn_gib=$((NOSDS * EST_CAIRN_MIBS * est_secs * 110 / 100 / 1024 + 2))
 	need_gib=$((need_gib + cairn_gib))
+	# cairn's OSDs refuse new data once their filesystem is 95% used
+	# (clustermap.FullRatio), counted by the space left to non-root users;
+	# here all of them share one filesystem. That much must stay free.
+	full_gib=$(($(df --output=size -B1 "$WORKDIR" | tail -n 1) / 20 / 1073741824 + 1))
+	((full_gib > MIN_FREE_GIB)) && need_gib=$((need_gib - MIN_FREE_GIB + full_gib))
 fi
 avail=$(free_bytes)
 log "disk: $(gib "$avail") GiB free on $(df --output=target "$WORKDIR" | tail -n 1); this run needs about $need_gib GiB" \
-	"(Ceph ${ceph_gib:-0}, cairn ${cairn_gib:-0}, at $EST_CEPH_MIBS / $EST_CAIRN_MIBS MiB/s of 4 MiB writes for ${est_secs}s ×$NOSDS copies, plus ${MIN_FREE_GIB} GiB kept free)"
+	"(Ceph ${ceph_gib:-0}, cairn ${cairn_gib:-0}, at $EST_CEPH_MIBS / $EST_CAIRN_MIBS MiB/s of 4 MiB writes for ${est_secs}s ×$NOSDS copies, plus $((full_gib > MIN_FREE_GIB ? full_gib : MIN_FREE_GIB)) GiB kept free)"
 if ((avail < need_gib * 1073741824)); then
 	die "not enough free disk space in $WORKDIR: $(gib "$avail") GiB free, about $need_gib GiB needed. Use a shorter DURATION (now $DURATION), another WORKDIR, or free space."
 fi
