@@ -428,7 +428,7 @@ func UnmarshalTxnSummed(b []byte, sums []uint32) (*Txn, error) {
 			continue
 		}
 		off := int(uintptr(unsafe.Pointer(&o.data[0])) - uintptr(unsafe.Pointer(&b[0])))
-		if off%blockSize != 0 {
+		if off < 0 || off%blockSize != 0 {
 			continue
 		}
 		first, last := off/blockSize, (off+len(o.data))/blockSize

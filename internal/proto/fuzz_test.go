@@ -16,6 +16,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	}
 	f.Add([]byte{})
 	f.Add([]byte{Version, byte(OpOmapGet)})
+	f.Add(AppendRequest(nil, &Request{Op: OpReplicate, Object: "o", Txn: make([]byte, AlignMin)})) // aligned
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := DecodeRequest(b)
 		if err != nil {
@@ -41,6 +42,7 @@ func FuzzDecodeResponse(f *testing.F) {
 	}
 	f.Add([]byte{})
 	f.Add([]byte{Version, byte(StatusOK)})
+	f.Add(AppendResponse(nil, &Response{Data: make([]byte, AlignMin)})) // aligned
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := DecodeResponse(b)
 		if err != nil {
