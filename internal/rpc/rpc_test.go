@@ -739,21 +739,23 @@ func inParallel(t *testing.T, n int, fn func(g int) error) {
 // arrive: crc32c over bytes that have left the CPU cache (4 MiB buffers
 // cycling through 256 MiB) against bytes just read (a 128 KiB piece).
 func BenchmarkChecksum(b *testing.B) {
-	b.Run("cold-4MiB", func(b *testing.B) {
+	// 4 MiB buffers cycling through 256 MiB: each has left the CPU cache.
+	cold := func() [][]byte {
 		bufs := make([][]byte, 64)
 		for i := range bufs {
 			bufs[i] = bytes.Repeat([]byte{byte(i)}, 4<<20)
 		}
+		return bufs
+	}
+	b.Run("cold-4MiB", func(b *testing.B) {
+		bufs := cold()
 		b.SetBytes(4 << 20)
 		for i := 0; b.Loop(); i++ {
 			crc32.Checksum(bufs[i%len(bufs)], castagnoli)
 		}
 	})
 	b.Run("cold-4MiB-blocks", func(b *testing.B) {
-		bufs := make([][]byte, 64)
-		for i := range bufs {
-			bufs[i] = bytes.Repeat([]byte{byte(i)}, 4<<20)
-		}
+		bufs := cold()
 		b.SetBytes(4 << 20)
 		for i := 0; b.Loop(); i++ {
 			checksum(bufs[i%len(bufs)])
