@@ -14,10 +14,10 @@ import (
 
 	"github.com/cairn-storage/cairn/client"
 	"github.com/cairn-storage/cairn/internal/clustermap"
-	"github.com/cairn-storage/cairn/internal/gcpolicy"
 	"github.com/cairn-storage/cairn/internal/meta"
 	"github.com/cairn-storage/cairn/internal/mon"
 	"github.com/cairn-storage/cairn/internal/osd"
+	"github.com/cairn-storage/cairn/internal/runtimepolicy"
 	"github.com/spf13/cobra"
 )
 
@@ -88,7 +88,7 @@ func osdCmd(g *globals) *cobra.Command {
 			if o.DataDir == "" {
 				return fmt.Errorf("osd: --data DIR is required")
 			}
-			gcpolicy.ForDataPath(cmd.Context())
+			runtimepolicy.ForDataPath(cmd.Context())
 			cfg, err := client.LoadConfig(g.conf)
 			if err != nil {
 				return err

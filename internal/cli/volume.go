@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/cairn-storage/cairn/client"
-	"github.com/cairn-storage/cairn/internal/gcpolicy"
 	"github.com/cairn-storage/cairn/internal/nbd"
+	"github.com/cairn-storage/cairn/internal/runtimepolicy"
 	"github.com/cairn-storage/cairn/internal/volume"
 	"github.com/spf13/cobra"
 )
@@ -440,7 +440,7 @@ the server requires TLS (NBD_OPT_STARTTLS) before anything else; with
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			gcpolicy.ForDataPath(ctx)
+			runtimepolicy.ForDataPath(ctx)
 			if debugListen != "" {
 				if err := serveDebug(debugListen); err != nil {
 					return err

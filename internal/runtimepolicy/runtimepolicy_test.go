@@ -1,10 +1,12 @@
-package gcpolicy
+package runtimepolicy
 
 import (
 	"context"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -76,5 +78,27 @@ func TestBurstGoalStaysWithoutCollector(t *testing.T) {
 	churn(64, time.Millisecond)
 	if g := heapGoal(); g <= 32<<20 {
 		t.Fatalf("heap goal fell to %d MiB without the collector", g>>20)
+	}
+}
+
+// ForDataPath gives the daemon spare processors, unless the environment
+// sets GOMAXPROCS.
+func TestForDataPathProcs(t *testing.T) {
+	before := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(before)
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // no quiet collector left running
+
+	t.Setenv("GOMAXPROCS", strconv.Itoa(before))
+	ForDataPath(ctx)
+	if got := runtime.GOMAXPROCS(0); got != before {
+		t.Fatalf("GOMAXPROCS=%d in the environment, ForDataPath set %d", before, got)
+	}
+
+	os.Unsetenv("GOMAXPROCS") // t.Setenv restores it
+	ForDataPath(ctx)
+	if got := runtime.GOMAXPROCS(0); got != 2*before {
+		t.Fatalf("GOMAXPROCS %d after ForDataPath, want twice the %d Go chose", got, before)
 	}
 }

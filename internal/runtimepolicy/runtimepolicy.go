@@ -1,7 +1,9 @@
-// Package gcpolicy sets how the garbage collector of a data-path daemon (an
-// OSD, a gateway) runs: rarely while requests stream through, and never so
-// rarely that the heap grows from fresh pages once the load changes.
-package gcpolicy
+// Package runtimepolicy sets how the Go runtime of a data-path daemon (an
+// OSD, a gateway) runs: with spare processors for goroutines blocked in disk
+// syscalls, and a garbage collector that runs rarely while requests stream
+// through but never so rarely that the heap grows from fresh pages once the
+// load changes.
+package runtimepolicy
 
 import (
 	"context"
@@ -21,16 +23,43 @@ const (
 
 // ForDataPath applies the policy to this process until ctx ends.
 //
+// The process gets twice the processors (GOMAXPROCS) Go would give it; see
+// spareProcs. GOMAXPROCS in the environment still wins.
+//
 // The collector runs less often than Go's default: a data-path daemon's
 // live heap is small, but every request allocates its payload, and at
 // GOGC=100 a stream of 1 MiB reads or writes started a collection every
 // few requests, a third of the NBD gateway's CPU. GOGC in the environment
 // still wins.
 func ForDataPath(ctx context.Context) {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(spareProcs(runtime.GOMAXPROCS(0)))
+	}
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}
 	go collectWhenQuiet(ctx, quietPeriod, quietHeapGoal, quietAllocated)
+}
+
+// spareProcs is the number of processors (Ps) a data-path daemon runs with
+// where Go would give it cpus: twice as many.
+//
+// Its goroutines block in disk syscalls thousands of times a second (commit
+// log writes, page-cache writes, fallocate, fdatasync). While a goroutine
+// is in a syscall it keeps its P; when no other P is idle, the runtime's
+// monitor thread takes that P away after 20 µs and wakes another thread to
+// run it, and while it keeps doing so it polls every 20 µs instead of
+// sleeping. On two CPUs an OSD under 4 KiB volume writes slept and woke its
+// monitor 3,500 times a second and a quarter of its CPU samples were thread
+// switches. With spare Ps a blocked goroutine leaves an idle P behind and
+// nothing is handed off: 4 KiB NBD writes at 16 in flight went from 2,779 and
+// 2,819 to 3,121 to 3,284 IOPS, with 10% less OSD CPU per write. Four and
+// eight Ps on two CPUs measured the same; three was half way.
+//
+// Setting GOMAXPROCS turns off the runtime's tracking of a changing CPU
+// limit of the container; a daemon is restarted when its limit changes.
+func spareProcs(cpus int) int {
+	return 2 * cpus
 }
 
 // collectWhenQuiet runs a collection whenever a whole period passed without
