@@ -929,6 +929,48 @@ func (s *Store) checkpointer() {
 	}
 }
 
+// syncFiles makes the applied deferred writes of batch durable in their
+// data files: one filesystem sync when they touch many files (syncfs.go),
+// else a fdatasync of each.
+func (s *Store) syncFiles(batch []appliedJ) error {
+	files := map[uint64]bool{}
+	for _, j := range batch {
+		files[j.fileID] = true
+	}
+	if s.fsSync != nil && len(files) >= syncfsMinFiles {
+		s.fsSyncs.Add(1)
+		return s.fsSync.sync()
+	}
+	for id := range files {
+		s.filesMu.Lock()
+		df, ok := s.files[id]
+		if ok {
+			df.refs++
+		}
+		s.filesMu.Unlock()
+		if !ok {
+			// Either dropped (object deleted or replaced) or its handle was
+			// evicted; fsync through a new handle flushes the same pages.
+			live, err := s.has(idKey(tagFileRef, id, nil))
+			if err != nil {
+				return err
+			}
+			if !live {
+				continue
+			}
+			if df, err = s.openFile(id); err != nil {
+				return err
+			}
+		}
+		err := df.f.SyncData()
+		s.releaseFile(df)
+		if err != nil {
+			return fmt.Errorf("objstore: checkpoint sync of file %016x: %w", id, err)
+		}
+	}
+	return nil
+}
+
 // checkpoint makes applied deferred writes durable in their data files and
 // then drops their journal records.
 func (s *Store) checkpoint() error {
@@ -942,37 +984,8 @@ func (s *Store) checkpoint() error {
 	if len(batch) == 0 {
 		return nil
 	}
-	synced := map[uint64]bool{}
-	for _, j := range batch {
-		if synced[j.fileID] {
-			continue
-		}
-		synced[j.fileID] = true
-		s.filesMu.Lock()
-		df, ok := s.files[j.fileID]
-		if ok {
-			df.refs++
-		}
-		s.filesMu.Unlock()
-		if !ok {
-			// Either dropped (object deleted or replaced) or its handle was
-			// evicted; fsync through a new handle flushes the same pages.
-			live, err := s.has(idKey(tagFileRef, j.fileID, nil))
-			if err != nil {
-				return err
-			}
-			if !live {
-				continue
-			}
-			if df, err = s.openFile(j.fileID); err != nil {
-				return err
-			}
-		}
-		err := df.f.SyncData()
-		s.releaseFile(df)
-		if err != nil {
-			return fmt.Errorf("objstore: checkpoint sync of file %016x: %w", j.fileID, err)
-		}
+	if err := s.syncFiles(batch); err != nil {
+		return err
 	}
 	b := s.db.NewBatch()
 	defer b.Close()

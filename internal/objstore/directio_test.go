@@ -2,9 +2,11 @@ package objstore
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"golang.org/x/sys/unix"
@@ -352,5 +354,63 @@ func TestAlignedDataWrittenInPlace(t *testing.T) {
 	}
 	if got := mustRead(t, s, "1.0", "e", 4*blockSize, blockSize); !bytes.Equal(got, orig[4*blockSize:5*blockSize]) {
 		t.Fatal("the next block reads back differently")
+	}
+}
+
+// A checkpoint of deferred writes to many files syncs the filesystem once;
+// one of a few files syncs each of them.
+func TestCheckpointOfManyFilesSyncsFilesystem(t *testing.T) {
+	defer func(d time.Duration) { checkpointInterval = d }(checkpointInterval)
+	checkpointInterval = time.Hour // only the test's checkpoints run
+	dir := t.TempDir()
+	s := openReal(t, dir)
+	want := map[string][]byte{}
+	for i := range syncfsMinFiles + 2 {
+		name := fmt.Sprintf("vol.%d", i)
+		want[name] = pattern(i, 256<<10)
+		apply(t, s, func(tx *Txn) { tx.Put("1.0", name, want[name]) })
+	}
+	overwrite := func(names ...string) {
+		for _, name := range names {
+			patch := pattern(len(name)*7+int(name[len(name)-1]), 4096)
+			apply(t, s, func(tx *Txn) { tx.Write("1.0", name, 8192, patch) })
+			copy(want[name][8192:], patch)
+			if !s.hasPending(fileIDOf(t, s, name)) {
+				t.Fatalf("a 4 KiB overwrite of %s was not deferred", name)
+			}
+		}
+	}
+	checkpoint := func(wantFSSyncs int64) {
+		t.Helper()
+		if err := s.checkpoint(); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.fsSyncs.Load(); got != wantFSSyncs {
+			t.Fatalf("%d filesystem syncs, want %d", got, wantFSSyncs)
+		}
+		for name := range want {
+			if s.hasPending(fileIDOf(t, s, name)) {
+				t.Fatalf("the checkpoint left a journal record of %s", name)
+			}
+		}
+	}
+
+	var all []string
+	for name := range want {
+		all = append(all, name)
+	}
+	overwrite(all...)
+	checkpoint(1)
+	overwrite(all[:syncfsMinFiles-1]...)
+	checkpoint(1) // too few files: each is synced on its own
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openReal(t, dir)
+	defer s.Close()
+	for name, w := range want {
+		if got := mustRead(t, s, "1.0", name, 0, 0); !bytes.Equal(got, w) {
+			t.Fatalf("%s differs after the checkpoints and a reopen", name)
+		}
 	}
 }

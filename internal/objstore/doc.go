@@ -81,7 +81,8 @@
 //     write makes the transaction durable; afterwards the blocks are
 //     written to the data file's page cache while the object lock is still
 //     held, so readers see them. A background checkpointer fdatasyncs the
-//     touched files every 500 ms (sooner when 64 MiB are pending) and then
+//     touched files every 500 ms (sooner when 16 MiB are pending), or syncs
+//     the whole filesystem once when they are many (syncfs.go), and then
 //     deletes the journal records. Partial-block writes read, verify and
 //     rewrite the whole block, so journal records always hold whole blocks.
 //   - Direct write (a Put of a large object, or a write of at least 128 KiB

@@ -87,6 +87,11 @@ type Store struct {
 	db                   *pebble.DB
 	log                  *commitLog // every change to db goes through it
 	dataDir              string
+	// fsSync syncs Dir's filesystem for checkpoints of many files
+	// (syncfs.go); nil for the in-memory FS of the tests.
+	fsSync *fsSyncer
+	// fsSyncs counts the checkpoints that synced the whole filesystem.
+	fsSyncs atomic.Int64
 
 	locks [nShards]sync.RWMutex
 
@@ -207,6 +212,19 @@ func Open(o Options) (*Store, error) {
 			p = parent
 		}
 	}
+	if realFS {
+		fss, err := openFSSyncer(o.Dir)
+		if err != nil {
+			return nil, err
+		}
+		s.fsSync = fss
+	}
+	opened := false
+	defer func() {
+		if !opened && s.fsSync != nil {
+			s.fsSync.close()
+		}
+	}()
 	if o.CacheBytes <= 0 {
 		o.CacheBytes = DefaultCacheBytes
 	}
@@ -250,6 +268,7 @@ func Open(o Options) (*Store, error) {
 		return nil, err
 	}
 	go s.checkpointer()
+	opened = true
 	return s, nil
 }
 
@@ -561,6 +580,9 @@ func (s *Store) Close() error {
 		<-s.ckDone
 		err = s.checkpoint()
 		s.closeFiles()
+		if s.fsSync != nil {
+			s.fsSync.close()
+		}
 		s.log.close()
 		if e := s.db.Close(); err == nil {
 			err = e
