@@ -92,6 +92,7 @@ type punch struct {
 type deferredWrite struct {
 	seq, fileID, off uint64
 	data             []byte
+	written          bool // fresh blocks, in the page cache before the commit
 }
 
 // Apply applies t atomically; when it returns nil the transaction is durable.
@@ -728,15 +729,18 @@ func (a *applyCtx) finalize() error {
 					setSlots(st, ext[k:m], slot)
 					k = m
 					if fresh {
-						// Reserve the blocks now so the post-commit write cannot hit ENOSPC.
-						if err := a.preallocate(fid, off, len(part)); err != nil {
+						// No committed state uses fresh blocks and no read
+						// touches them, so they go to the page cache now,
+						// where the filesystem reserves their space: a full
+						// disk fails the transaction before its commit.
+						if err := a.writeFresh(fid, off, part); err != nil {
 							return err
 						}
 					}
 					seq := s.jseq.Add(1)
 					enc := (&jrec{fileID: fid, off: off, data: part}).encode()
 					a.batch.Set(journalKey(seq), enc, nil)
-					a.deferred = append(a.deferred, deferredWrite{seq: seq, fileID: fid, off: off, data: enc[len(enc)-len(part):]})
+					a.deferred = append(a.deferred, deferredWrite{seq: seq, fileID: fid, off: off, data: enc[len(enc)-len(part):], written: fresh})
 				}
 			}
 		}
@@ -805,14 +809,19 @@ func (a *applyCtx) writeDirect(fid, off uint64, buf []byte, dsync bool) error {
 	return nil
 }
 
-func (a *applyCtx) preallocate(fid, off uint64, n int) error {
+// writeFresh writes a deferred write's fresh blocks to the page cache before
+// the commit (see the deferred case of finalize).
+func (a *applyCtx) writeFresh(fid, off uint64, data []byte) error {
 	df, err := a.s.openFile(fid)
 	if err != nil {
 		return err
 	}
 	defer a.s.releaseFile(df)
-	if err := df.f.Preallocate(int64(off), int64(n)); err != nil && isNoSpace(err) {
-		return fmt.Errorf("objstore: osd disk full allocating %d bytes: %w", n, ErrNoSpace)
+	if _, err := df.f.WriteAt(data, int64(off)); err != nil {
+		if isNoSpace(err) {
+			return fmt.Errorf("objstore: osd disk full writing %d bytes: %w", len(data), ErrNoSpace)
+		}
+		return fmt.Errorf("objstore: write data file %016x: %w", fid, err)
 	}
 	return nil
 }
@@ -863,10 +872,13 @@ func (a *applyCtx) afterCommit() {
 	var done []appliedJ
 	var nbytes int64
 	for _, w := range a.deferred {
-		df, err := s.openFile(w.fileID)
-		if err == nil {
-			_, err = df.f.WriteAt(w.data, int64(w.off))
-			s.releaseFile(df)
+		var err error
+		if !w.written {
+			var df *dataFile
+			if df, err = s.openFile(w.fileID); err == nil {
+				_, err = df.f.WriteAt(w.data, int64(w.off))
+				s.releaseFile(df)
+			}
 		}
 		if err != nil {
 			// The record stays in the journal and is replayed on restart.

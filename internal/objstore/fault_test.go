@@ -256,6 +256,37 @@ func TestRealENOSPC(t *testing.T) {
 	if err := s.Apply(&tx); err != nil && !errors.Is(err, ErrNoSpace) {
 		t.Fatalf("hole fill: %v", err)
 	}
+	// Small writes into holes are deferred, their fresh blocks written to
+	// the page cache before the commit: with 1 MiB freed, some fit, and the
+	// one that finds the disk full is refused and leaves its block a hole.
+	stored--
+	apply(t, s, func(tx *Txn) { tx.Delete("c", fmt.Sprint(stored)) })
+	filled := 0
+	for ; filled < 1024; filled++ {
+		off := uint64(1<<20 + filled*8192)
+		var tx Txn
+		tx.Write("c", "0", off, pattern(1000+filled, 4096))
+		err := s.Apply(&tx)
+		if errors.Is(err, ErrNoSpace) {
+			t.Logf("4 KiB write %d into a hole: %v", filled, err)
+			if b := mustRead(t, s, "c", "0", off, 4096); !bytes.Equal(b, make([]byte, 4096)) {
+				t.Fatal("a refused 4 KiB write into a hole changed it")
+			}
+			break
+		}
+		if err != nil {
+			t.Fatalf("4 KiB write into a hole: %v", err)
+		}
+	}
+	if filled == 1024 {
+		t.Fatal("4 MiB of 4 KiB writes into holes fitted on a full disk")
+	}
+	for k := range filled {
+		off := uint64(1<<20 + k*8192)
+		if b := mustRead(t, s, "c", "0", off, 4096); !bytes.Equal(b, pattern(1000+k, 4096)) {
+			t.Fatalf("4 KiB write %d into a hole lost", k)
+		}
+	}
 	for i := 0; i < stored; i++ {
 		if b := mustRead(t, s, "c", fmt.Sprint(i), 0, 1<<20); !bytes.Equal(b, pattern(i, 1<<20)) {
 			t.Fatalf("object %d damaged", i)
