@@ -88,7 +88,7 @@ func osdCmd(g *globals) *cobra.Command {
 			if o.DataDir == "" {
 				return fmt.Errorf("osd: --data DIR is required")
 			}
-			runtimepolicy.ForDataPath(cmd.Context())
+			runtimepolicy.ForStorage(cmd.Context())
 			cfg, err := client.LoadConfig(g.conf)
 			if err != nil {
 				return err

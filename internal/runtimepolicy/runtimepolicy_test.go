@@ -81,9 +81,9 @@ func TestBurstGoalStaysWithoutCollector(t *testing.T) {
 	}
 }
 
-// ForDataPath gives the daemon spare processors, unless the environment
-// sets GOMAXPROCS.
-func TestForDataPathProcs(t *testing.T) {
+// ForStorage gives the daemon spare processors, unless the environment sets
+// GOMAXPROCS; ForDataPath (a gateway's) leaves them as Go set them.
+func TestSpareProcs(t *testing.T) {
 	before := runtime.GOMAXPROCS(0)
 	defer runtime.GOMAXPROCS(before)
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
@@ -91,14 +91,18 @@ func TestForDataPathProcs(t *testing.T) {
 	cancel() // no quiet collector left running
 
 	t.Setenv("GOMAXPROCS", strconv.Itoa(before))
-	ForDataPath(ctx)
+	ForStorage(ctx)
 	if got := runtime.GOMAXPROCS(0); got != before {
-		t.Fatalf("GOMAXPROCS=%d in the environment, ForDataPath set %d", before, got)
+		t.Fatalf("GOMAXPROCS=%d in the environment, ForStorage set %d", before, got)
 	}
 
 	os.Unsetenv("GOMAXPROCS") // t.Setenv restores it
 	ForDataPath(ctx)
+	if got := runtime.GOMAXPROCS(0); got != before {
+		t.Fatalf("ForDataPath changed GOMAXPROCS from %d to %d", before, got)
+	}
+	ForStorage(ctx)
 	if got := runtime.GOMAXPROCS(0); got != 2*before {
-		t.Fatalf("GOMAXPROCS %d after ForDataPath, want twice the %d Go chose", got, before)
+		t.Fatalf("GOMAXPROCS %d after ForStorage, want twice the %d Go chose", got, before)
 	}
 }
