@@ -459,14 +459,17 @@ func (a *applyCtx) writeFile(st *objState, off uint64, data []byte, sums []uint3
 	if len(data) > 0 {
 		fb, lb := off/blockSize, (end-1)/blockSize
 		// Fully covered blocks share one allocation. If the txn writes
-		// data in this op alone and the data of those blocks is large and
-		// aligned (proto and the txn encoding align large payloads), it is
-		// its own allocation: direct writes take it as it lies, and only
-		// read it, since nothing else in the txn writes these blocks.
+		// data in this op alone, nothing else in the txn writes these
+		// blocks and they are only read, so they are the caller's data as
+		// it lies: direct writes take large data that way if it is aligned
+		// (proto and the txn encoding align large payloads), and a small
+		// overwrite is journaled from it without a copy of its own.
 		var slab []byte
 		fullLo, fullHi := (off+blockSize-1)/blockSize*blockSize, end/blockSize*blockSize
 		var own []byte
-		if a.inPlace && fullHi >= fullLo+directMinBytes && aligned(data[fullLo-off:]) {
+		if a.inPlace && fullHi > fullLo && (fullHi < fullLo+directMinBytes || aligned(data[fullLo-off:])) {
+			// Unaligned small runs cost a direct write the same copy
+			// into an aligned buffer as a slab of their own would.
 			own = data[fullLo-off : fullHi-off]
 		}
 		for b := fb; b <= lb; b++ {
@@ -737,10 +740,19 @@ func (a *applyCtx) finalize() error {
 							return err
 						}
 					}
+					// Encoded straight into the batch: the record is the
+					// largest thing an overwrite allocates.
 					seq := s.jseq.Add(1)
-					enc := (&jrec{fileID: fid, off: off, data: part}).encode()
-					a.batch.Set(journalKey(seq), enc, nil)
-					a.deferred = append(a.deferred, deferredWrite{seq: seq, fileID: fid, off: off, data: enc[len(enc)-len(part):], written: fresh})
+					key := journalKey(seq)
+					jo := a.batch.SetDeferred(len(key), jrecHeader+len(part))
+					copy(jo.Key, key)
+					(&jrec{fileID: fid, off: off, data: part}).encodeTo(jo.Value)
+					if err := jo.Finish(); err != nil {
+						return err
+					}
+					// part stays as it is until Apply returns (slabs go
+					// back to the pool only then).
+					a.deferred = append(a.deferred, deferredWrite{seq: seq, fileID: fid, off: off, data: part, written: fresh})
 				}
 			}
 		}

@@ -291,20 +291,31 @@ type jrec struct {
 	data   []byte
 }
 
-const jrecVersion = 1
+const (
+	jrecVersion = 1
+	jrecHeader  = 17
+)
 
 func (j *jrec) encode() []byte {
-	b := make([]byte, 17, 17+len(j.data))
+	b := make([]byte, jrecHeader+len(j.data))
+	j.encodeTo(b)
+	return b
+}
+
+// encodeTo encodes j into b, which is exactly jrecHeader+len(j.data) long.
+func (j *jrec) encodeTo(b []byte) {
 	b[0] = jrecVersion
 	binary.BigEndian.PutUint64(b[1:], j.fileID)
 	binary.BigEndian.PutUint64(b[9:], j.off)
-	return append(b, j.data...)
+	if copy(b[jrecHeader:], j.data) != len(j.data) || len(b) != jrecHeader+len(j.data) {
+		panic("objstore: journal record buffer of the wrong size")
+	}
 }
 
 // decodeJrec parses a journal record; data aliases b.
 func decodeJrec(b []byte) (jrec, error) {
 	var j jrec
-	if len(b) < 17 || b[0] != jrecVersion {
+	if len(b) < jrecHeader || b[0] != jrecVersion {
 		return j, errors.New("bad journal record header")
 	}
 	j.fileID = binary.BigEndian.Uint64(b[1:])
