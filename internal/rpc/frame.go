@@ -327,7 +327,11 @@ type KnownSums struct {
 // bytes against the checksums of their first arrival. On error the Txn
 // buffer stays the caller's.
 func ShareTxn(req *proto.Request, known []KnownSums) (*Shared, error) {
-	head := proto.AppendRequestHead(make([]byte, 0, len(req.Object)+128+proto.Align), req)
+	room := len(req.Object) + 128
+	if len(req.Txn) >= proto.AlignMin {
+		room += proto.Align // the padding that aligns the Txn
+	}
+	head := proto.AppendRequestHead(make([]byte, 0, room), req)
 	s := &Shared{head: head, payload: req.Txn, tail: proto.AppendRequestTail(nil, req)}
 	if n := len(head) + len(s.payload) + len(s.tail); n > proto.MaxFrameBytes {
 		return nil, errTooLarge(n)
