@@ -63,12 +63,15 @@ func ForStorage(ctx context.Context) {
 // blocks in no disk syscall, and spare Ps only made it spin more: its CPU
 // per 4 KiB write fell about 10% without them.
 //
+// This is the second half of taming the monitor: the scheduler trace that
+// long-running commands run with (internal/cli/sysmon.go) keeps syscalls
+// from waking it out of deep sleep; spare Ps keep it from handing off.
 // Syscalls longer than 10 ms (4 MiB writes behind a deep disk queue) are
 // still handed off, spare Ps or not; under 4 MiB writes the monitor's
 // polling that follows each is about 8% of an OSD's CPU.
 //
 // Setting GOMAXPROCS turns off the runtime's tracking of a changing CPU
-// limit of the container; a daemon is restarted when its limit changes.
+// limit of the container: a daemon picks up a changed limit when restarted.
 func spareProcs(cpus int) int {
 	return 2 * cpus
 }
