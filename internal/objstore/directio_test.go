@@ -30,10 +30,7 @@ func TestDirectIOPut(t *testing.T) {
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("read back after a direct write: %v", err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s = openReal(t, dir)
+	s = reopenReal(t, s, dir)
 	defer s.Close()
 	got, err = s.Read("1.0", "big", 0, 0)
 	if err != nil || !bytes.Equal(got, data) {
@@ -167,10 +164,7 @@ func TestCopyOnWriteRealDisk(t *testing.T) {
 	if used := st.Blocks * 512; used > 4<<20+256<<10 {
 		t.Fatalf("data file uses %d bytes on disk for a 4 MiB object: the old slots were not freed", used)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s = openReal(t, dir)
+	s = reopenReal(t, s, dir)
 	defer s.Close()
 	if got := mustRead(t, s, "1.0", "vol", 0, 0); !bytes.Equal(got, want) {
 		t.Fatal("after reopen the object reads differently")
@@ -221,6 +215,15 @@ func TestWriteUncachedAnyBuffer(t *testing.T) {
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("file holds %d bytes, not what was written (%v)", len(got), err)
 	}
+}
+
+// reopenReal closes s and opens the store under dir again.
+func reopenReal(t *testing.T, s *Store, dir string) *Store {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return openReal(t, dir)
 }
 
 // openReal opens a store on the real filesystem under dir.
@@ -404,10 +407,7 @@ func TestCheckpointOfManyFilesSyncsFilesystem(t *testing.T) {
 	checkpoint(1)
 	overwrite(all[:syncfsMinFiles-1]...)
 	checkpoint(1) // too few files: each is synced on its own
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s = openReal(t, dir)
+	s = reopenReal(t, s, dir)
 	defer s.Close()
 	for name, w := range want {
 		if got := mustRead(t, s, "1.0", name, 0, 0); !bytes.Equal(got, w) {
@@ -468,10 +468,7 @@ func TestSmallOverwriteFromCallersData(t *testing.T) {
 	if j, err := decodeJrec(rec); err != nil || !bytes.Equal(j.data, orig) {
 		t.Fatalf("journal record holds other bytes than were written (%v)", err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s = openReal(t, dir)
+	s = reopenReal(t, s, dir)
 	defer s.Close()
 	if got := mustRead(t, s, "1.0", "v", 0, 0); !bytes.Equal(got, want) {
 		t.Fatal("object differs after a reopen")
