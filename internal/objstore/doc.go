@@ -81,9 +81,10 @@
 //     write makes the transaction durable; afterwards the blocks are
 //     written to the data file's page cache while the object lock is still
 //     held, so readers see them (blocks that held nothing are written
-//     there before the commit; see Space). A background checkpointer fdatasyncs the
-//     touched files every 500 ms (sooner when 16 MiB are pending), or syncs
-//     the whole filesystem once when they are many (syncfs.go), and then
+//     there before the commit; see Space). A background checkpointer
+//     fdatasyncs the touched files every 500 ms (sooner when 16 MiB are
+//     pending), or syncs the whole filesystem once when they are many
+//     (syncfs.go), and then
 //     deletes the journal records. Partial-block writes read, verify and
 //     rewrite the whole block, so journal records always hold whole blocks.
 //   - Direct write (a Put of a large object, or a write of at least 128 KiB
@@ -207,7 +208,7 @@
 // cache before the commit, where the filesystem reserves their space, so a
 // full disk fails the Apply with ErrNoSpace there; after the commit only
 // allocated blocks are rewritten, which cannot hit ENOSPC. (Reserving them
-// with fallocate instead cost a tenth of an OSD's CPU under random 4 KiB
+// with fallocate instead cost 7% of an OSD's CPU under random 4 KiB
 // writes to a new volume.) A direct write that hits ENOSPC also fails the
 // Apply with ErrNoSpace and leaves the store unchanged.
 package objstore
