@@ -84,9 +84,9 @@
 //     there before the commit; see Space). A background checkpointer
 //     fdatasyncs the touched files every 500 ms (sooner when 16 MiB are
 //     pending), or syncs the whole filesystem once when they are many
-//     (syncfs.go), and then
-//     deletes the journal records. Partial-block writes read, verify and
-//     rewrite the whole block, so journal records always hold whole blocks.
+//     (syncfs.go), and then deletes the journal records. Partial-block
+//     writes read, verify and rewrite the whole block, so journal records
+//     always hold whole blocks.
 //   - Direct write (a Put of a large object, or a write of at least 128 KiB
 //     into blocks that hold no committed data of a file with no pending
 //     journal records): the data is written to the file and fdatasynced
