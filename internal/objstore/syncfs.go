@@ -20,8 +20,9 @@ import (
 // also writes back the others' deferred writes a little sooner.
 //
 // syncfs alone is not enough on every filesystem: ext4 without a journal
-// writes the metadata that writeback changed (unwritten extents turned
-// written) after its cache flush, so a power cut could lose it. A
+// writes the metadata that writeback changed (the blocks it allocated for
+// deferred writes into holes) after its cache flush, so a power cut could
+// lose it. A
 // fdatasync of the store's directory afterwards flushes the disk's cache
 // once more; on a journaling filesystem it costs little.
 const syncfsMinFiles = 4
