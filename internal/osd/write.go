@@ -206,14 +206,44 @@ func (s *Server) write(ctx context.Context, pool *clustermap.Pool, p *pgState, r
 		}
 		results <- result{osd: osd, resp: resp, err: err}
 	}
+	// The first sends go out from this goroutine, before the local apply,
+	// so the replicas start at once (rpc's inline.go says why that
+	// matters). Their answers are collected after it.
 	pending := 0
+	type started struct {
+		osd  clustermap.OSDID
+		addr string
+		call rpc.Pending
+	}
+	var first []started
 	for _, r := range writeSet {
-		if r != s.id {
-			pending++
-			go send(t, r)
+		if r == s.id {
+			continue
 		}
+		pending++
+		o, ok := t.Map().OSD(r)
+		if !ok {
+			results <- result{osd: r, err: fmt.Errorf("%s not in map", r)}
+			continue
+		}
+		first = append(first, started{r, o.Addr, s.peers.StartShared(ctx, o.Addr, shared)})
+	}
+	collect := func() {
+		for _, f := range first {
+			resp, err := f.call.Wait(ctx)
+			if err != nil && !isRefused(err) && ctx.Err() == nil {
+				// The connection broke: dial again at once, as send does.
+				resp, err = s.peers.CallShared(ctx, f.addr, shared)
+			}
+			if isRefused(err) {
+				s.suspect(f.osd, f.addr)
+			}
+			results <- result{osd: f.osd, resp: resp, err: err}
+		}
+		first = nil
 	}
 	drain := func() {
+		collect()
 		for ; pending > 0; pending-- {
 			<-results
 		}
@@ -225,6 +255,7 @@ func (s *Server) write(ctx context.Context, pool *clustermap.Pool, p *pgState, r
 		}
 		return s.failErr(err)
 	}
+	collect()
 	deadline := time.Now().Add(replicaWait)
 	for pending > 0 {
 		res := <-results

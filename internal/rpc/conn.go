@@ -21,6 +21,7 @@ type Conn struct {
 	addr  string
 	nc    net.Conn
 	sendq chan outFrame // encoded frames for the writer
+	in    *inlineWriter // callers' own writes when the writer is idle
 	done  chan struct{} // closed when the connection is broken or closed
 	wg    sync.WaitGroup
 	ids   atomic.Uint64
@@ -84,6 +85,7 @@ func Dial(ctx context.Context, addr string, key []byte) (*Conn, error) {
 		addr:    addr,
 		nc:      nc,
 		sendq:   make(chan outFrame, 256),
+		in:      newInlineWriter(nc),
 		done:    make(chan struct{}),
 		pending: make(map[uint64]*call),
 	}
@@ -138,17 +140,53 @@ func (c *Conn) Call(ctx context.Context, req *proto.Request) (*proto.Response, e
 // CallShared is Call for a request encoded once with Share, to be sent on
 // several connections.
 func (c *Conn) CallShared(ctx context.Context, s *Shared) (*proto.Response, error) {
+	p := c.StartShared(ctx, s)
+	return p.Wait(ctx)
+}
+
+// Pending is a call whose request is sent, or queued to be; Wait returns
+// its response.
+type Pending struct {
+	c   *Conn
+	id  uint64
+	cl  *call
+	err error
+}
+
+// StartShared sends the request s without waiting for its response, so a
+// caller can send to several connections from one goroutine before it does
+// other work. Every Pending must be waited for.
+func (c *Conn) StartShared(ctx context.Context, s *Shared) Pending {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return Pending{err: err}
 	}
 	s.ref()
 	id := c.ids.Add(1)
-	return c.roundTrip(ctx, id, sharedFrame(s, kindRequest, id))
+	cl, err := c.start(ctx, id, sharedFrame(s, kindRequest, id))
+	return Pending{c: c, id: id, cl: cl, err: err}
 }
 
-// roundTrip queues f, request id (handing it to the writer, or releasing
-// it), and waits for the response.
+// Wait returns the response of a started call, as Call would.
+func (p Pending) Wait(ctx context.Context) (*proto.Response, error) {
+	if p.err != nil {
+		return nil, p.err
+	}
+	return p.c.wait(ctx, p.id, p.cl)
+}
+
+// roundTrip sends f, request id, and waits for the response.
 func (c *Conn) roundTrip(ctx context.Context, id uint64, f outFrame) (*proto.Response, error) {
+	cl, err := c.start(ctx, id, f)
+	if err != nil {
+		return nil, err
+	}
+	return c.wait(ctx, id, cl)
+}
+
+// start registers request id and sends f: written by this goroutine when
+// the socket is idle (inline.go), else handed to the writer. f is released
+// either way.
+func (c *Conn) start(ctx context.Context, id uint64, f outFrame) (*call, error) {
 	cl := callPool.Get().(*call)
 	c.mu.Lock()
 	if c.pending == nil {
@@ -161,6 +199,15 @@ func (c *Conn) roundTrip(ctx context.Context, id uint64, f outFrame) (*proto.Res
 	c.pending[id] = cl
 	c.mu.Unlock()
 
+	if len(c.sendq) == 0 {
+		if took, err := c.in.send(f); took {
+			if err != nil {
+				// Every pending call, this one too, is answered with it.
+				c.fail(fmt.Errorf("%w: %s: %w", ErrClosed, c.addr, err))
+			}
+			return cl, nil
+		}
+	}
 	select {
 	case c.sendq <- f:
 	case <-c.done:
@@ -170,7 +217,11 @@ func (c *Conn) roundTrip(ctx context.Context, id uint64, f outFrame) (*proto.Res
 		f.release()
 		return nil, c.abandon(id, cl, ctx.Err())
 	}
+	return cl, nil
+}
 
+// wait returns the response to request id.
+func (c *Conn) wait(ctx context.Context, id uint64, cl *call) (*proto.Response, error) {
 	select {
 	case r := <-cl.ch:
 		callPool.Put(cl)
@@ -247,7 +298,7 @@ func (c *Conn) readLoop() {
 
 func (c *Conn) writeLoop() {
 	defer c.wg.Done()
-	if err := writeLoop(c.nc, c.sendq, c.done); err != nil {
+	if err := writeLoop(c.nc, c.sendq, c.done, c.in); err != nil {
 		c.fail(fmt.Errorf("%w: %s: %w", ErrClosed, c.addr, err))
 	}
 }

@@ -408,21 +408,22 @@ func (f outFrame) release() {
 	}
 }
 
-func (f outFrame) writeTo(w *bufio.Writer) error {
-	if f.data != nil {
+// parts appends the byte slices f is sent as, in order. Those of a Shared
+// body's header point into f.
+func (f *outFrame) parts(dst [][]byte) [][]byte {
+	switch {
+	case f.data != nil:
 		b := *f.buf
-		for _, p := range [][]byte{b[:f.split], f.data, b[f.split:]} {
-			if _, err := w.Write(p); err != nil {
-				return err
-			}
-		}
-		return nil
+		return append(dst, b[:f.split], f.data, b[f.split:])
+	case f.shared == nil:
+		return append(dst, *f.buf)
 	}
-	if f.shared == nil {
-		_, err := w.Write(*f.buf)
-		return err
-	}
-	for _, p := range [][]byte{f.hdr[:], f.shared.head, f.shared.payload, f.shared.tail} {
+	return append(dst, f.hdr[:], f.shared.head, f.shared.payload, f.shared.tail)
+}
+
+func (f outFrame) writeTo(w *bufio.Writer) error {
+	var a [4][]byte
+	for _, p := range f.parts(a[:0]) {
 		if _, err := w.Write(p); err != nil {
 			return err
 		}
@@ -430,46 +431,74 @@ func (f outFrame) writeTo(w *bufio.Writer) error {
 	return nil
 }
 
-// writeLoop is a connection's only writer. It takes every frame that has
+// writeLoop is a connection's writer. It takes every frame that has
 // queued up, copies them into one bufio buffer and flushes when the queue is
 // empty, so a burst of pipelined calls costs one write syscall rather than
-// one each. It returns on done or on the first write error.
-func writeLoop(w io.Writer, q <-chan outFrame, done <-chan struct{}) error {
+// one each. With in, callers may also write their frames themselves while
+// it waits (inline.go); it then writes under in.mu, first what an inline
+// write left. It returns on done or on the first write error.
+func writeLoop(w io.Writer, q <-chan outFrame, done <-chan struct{}, in *inlineWriter) error {
+	defer in.close()
 	bw := bufio.NewWriterSize(w, 64<<10)
+	var kick chan struct{}
+	if in != nil {
+		kick = in.kick
+	}
 	for {
 		var f outFrame
+		have := true
 		select {
 		case f = <-q:
+		case <-kick:
+			have = false
 		case <-done:
 			return nil
 		}
-		yielded := false
-		for more := true; more; {
-			err := f.writeTo(bw)
-			f.release()
-			if err != nil {
-				return err
-			}
-			select {
-			case f = <-q:
-			default:
-				more = false
-				if !yielded {
-					// Let goroutines that are about to queue a frame (a
-					// handler finishing, a caller encoding) do so, so
-					// their frames share this flush.
-					yielded = true
-					runtime.Gosched()
-					select {
-					case f = <-q:
-						more = true
-					default:
-					}
-				}
-			}
+		if in != nil {
+			in.mu.Lock()
 		}
-		if err := bw.Flush(); err != nil {
+		err := in.flushRest(bw)
+		if err == nil && have {
+			err = writeBatch(bw, q, f)
+		}
+		if err == nil {
+			err = bw.Flush()
+		}
+		if in != nil {
+			in.mu.Unlock()
+		}
+		if err != nil {
 			return err
 		}
 	}
+}
+
+// writeBatch copies f and every frame queued behind it into bw.
+func writeBatch(bw *bufio.Writer, q <-chan outFrame, f outFrame) error {
+	yielded := false
+	for more := true; more; {
+		err := f.writeTo(bw)
+		f.release()
+		if err != nil {
+			return err
+		}
+		select {
+		case f = <-q:
+		default:
+			more = false
+			if !yielded {
+				// Let goroutines that are about to queue a frame (a
+				// handler finishing, a caller encoding) do so, so
+				// their frames share this flush.
+				yielded = true
+				runtime.Gosched()
+				select {
+				case f = <-q:
+					more = true
+				default:
+				}
+			}
+		}
+	}
+	return nil
 }

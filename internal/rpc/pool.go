@@ -100,6 +100,15 @@ func (p *Pool) CallShared(ctx context.Context, addr string, sh *Shared) (*proto.
 	return c.CallShared(ctx, sh)
 }
 
+// StartShared is Conn.StartShared on the pooled connection to addr.
+func (p *Pool) StartShared(ctx context.Context, addr string, sh *Shared) Pending {
+	c, err := p.get(ctx, addr)
+	if err != nil {
+		return Pending{err: err}
+	}
+	return c.StartShared(ctx, sh)
+}
+
 // Close closes every connection.
 func (p *Pool) Close() {
 	p.mu.Lock()

@@ -234,7 +234,7 @@ func (s *Server) serveStream(r io.Reader, w io.Writer, closeFn func()) error {
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
-		if werr = writeLoop(w, sc.sendq, sc.done); werr != nil {
+		if werr = writeLoop(w, sc.sendq, sc.done, nil); werr != nil {
 			closeFn()
 		}
 	}()

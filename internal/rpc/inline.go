@@ -1,0 +1,163 @@
+package rpc
+
+import (
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// inlineWriter lets a caller write its request to the socket itself when
+// the connection's writer goroutine has nothing to do, instead of handing
+// the frame over and waiting for that goroutine to be scheduled.
+//
+// Why: at one request in flight, every hand-over between goroutines is a
+// wake-up of an idle thread. On the virtual machines we measured, each took
+// 50-100 µs: a primary's replicate frames left 60 and 100 µs after the
+// write came in, longer than the network and the replica's parsing
+// together. A caller that writes its own frame sends it at once.
+//
+// The write never blocks: it takes what the socket takes now. Whatever is
+// left of the frame goes to the writer goroutine, which writes it before
+// anything else; until then callers queue their frames as before. Under
+// load the writer is busy and callers queue, so frames still share its
+// system calls.
+type inlineWriter struct {
+	raw  syscall.RawConn
+	kick chan struct{} // capacity 1: rest waits for the writer
+
+	mu      sync.Mutex // held by whoever writes to the socket
+	rest    outFrame   // under mu, while hasRest: a frame begun inline
+	restN   int        // bytes of rest the socket already took
+	hasRest bool
+	closed  bool // under mu: the writer is gone, nothing is written inline
+}
+
+func newInlineWriter(nc any) *inlineWriter {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return &inlineWriter{raw: raw, kick: make(chan struct{}, 1)}
+}
+
+// send writes f to the socket from the calling goroutine if no other
+// writer holds it, and reports whether it took f (written, or begun with
+// the rest handed to the writer goroutine). A socket error is returned with
+// f released; the connection is then broken.
+func (w *inlineWriter) send(f outFrame) (bool, error) {
+	if w == nil || !w.mu.TryLock() {
+		return false, nil
+	}
+	defer w.mu.Unlock()
+	if w.hasRest || w.closed {
+		return false, nil
+	}
+	var a [4][]byte
+	parts := f.parts(a[:0])
+	n, err := writeNow(w.raw, parts)
+	if err != nil {
+		f.release()
+		return true, err
+	}
+	if n == partsLen(parts) {
+		f.release()
+		return true, nil
+	}
+	w.rest, w.restN, w.hasRest = f, n, true
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+	return true, nil
+}
+
+// flushRest writes, blocking, what an inline write left of its frame.
+// The writer goroutine calls it holding mu.
+func (w *inlineWriter) flushRest(dst interface{ Write([]byte) (int, error) }) error {
+	if w == nil || !w.hasRest {
+		return nil
+	}
+	f := w.rest
+	var a [4][]byte
+	parts := skipBytes(f.parts(a[:0]), w.restN)
+	w.rest, w.restN, w.hasRest = outFrame{}, 0, false
+	defer f.release()
+	for _, p := range parts {
+		if _, err := dst.Write(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// close stops inline writes and releases a frame left unwritten. The
+// writer goroutine calls it when it exits.
+func (w *inlineWriter) close() {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closed = true
+	if w.hasRest {
+		w.rest.release()
+		w.rest, w.hasRest = outFrame{}, false
+	}
+}
+
+// writeNow writes parts with writev until they are all written or the
+// socket would block, and returns how many bytes it took.
+func writeNow(raw syscall.RawConn, parts [][]byte) (int, error) {
+	total := 0
+	var werr error
+	err := raw.Write(func(fd uintptr) bool {
+		for len(parts) > 0 {
+			n, err := unix.Writev(int(fd), parts)
+			if n > 0 {
+				total += n
+				parts = skipBytes(parts, n)
+			}
+			switch {
+			case err == unix.EINTR:
+				continue
+			case err == unix.EAGAIN:
+				return true // the writer goroutine finishes it
+			case err != nil:
+				werr = err
+				return true
+			case n == 0:
+				return true
+			}
+		}
+		return true
+	})
+	if err == nil {
+		err = werr
+	}
+	return total, err
+}
+
+// skipBytes drops the first n bytes of parts.
+func skipBytes(parts [][]byte, n int) [][]byte {
+	for len(parts) > 0 && n >= len(parts[0]) {
+		n -= len(parts[0])
+		parts = parts[1:]
+	}
+	if n > 0 {
+		parts[0] = parts[0][n:]
+	}
+	return parts
+}
+
+func partsLen(parts [][]byte) int {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	return n
+}
