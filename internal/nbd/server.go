@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cairn-storage/cairn/internal/bufpool"
 )
@@ -165,6 +166,7 @@ type conn struct {
 	dev        Device
 	name       string
 	flushReq   chan struct{} // transmission: replies are waiting in w
+	busy       atomic.Int32  // transmission: requests read and not yet answered
 	allocation bool          // base:allocation was selected
 	tls        bool          // the connection was upgraded by NBD_OPT_STARTTLS
 }
@@ -460,12 +462,16 @@ func (c *conn) transmit(ctx context.Context) error {
 		if req.typ == cmdDisc {
 			return nil // the deferred close waits for the requests in flight
 		}
+		c.busy.Add(1)
 		jobs <- job{req, data}
 	}
 }
 
 // queue adds a reply, in parts written in order under one lock, to the
-// write buffer and asks the flusher to send it.
+// write buffer and sends it: at once if it answers the only request in
+// flight (handing it to the flusher would cost a wake-up of an idle thread,
+// tens of µs of a QD1 request), else through the flusher, which sends the
+// replies of requests finishing together in one write.
 func (c *conn) queue(parts ...[]byte) {
 	c.wmu.Lock()
 	var err error
@@ -473,6 +479,13 @@ func (c *conn) queue(parts ...[]byte) {
 		if _, err = c.w.Write(b); err != nil {
 			break
 		}
+	}
+	if c.busy.Add(-1) == 0 && err == nil {
+		if err := c.w.Flush(); err != nil {
+			c.c.Close()
+		}
+		c.wmu.Unlock()
+		return
 	}
 	c.wmu.Unlock()
 	if err != nil {

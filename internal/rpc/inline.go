@@ -2,9 +2,9 @@ package rpc
 
 import (
 	"sync"
+	"sync/atomic"
 	"syscall"
-
-	"golang.org/x/sys/unix"
+	"unsafe"
 )
 
 // inlineWriter lets a caller write its request to the socket itself when
@@ -31,6 +31,8 @@ type inlineWriter struct {
 	restN   int        // bytes of rest the socket already took
 	hasRest bool
 	closed  bool // under mu: the writer is gone, nothing is written inline
+
+	frames, rests atomic.Int64 // frames begun inline; of those, left unfinished
 }
 
 func newInlineWriter(nc any) *inlineWriter {
@@ -60,6 +62,7 @@ func (w *inlineWriter) send(f outFrame) (bool, error) {
 	var a [4][]byte
 	parts := f.parts(a[:0])
 	n, err := writeNow(w.raw, parts)
+	w.frames.Add(1)
 	if err != nil {
 		f.release()
 		return true, err
@@ -69,6 +72,7 @@ func (w *inlineWriter) send(f outFrame) (bool, error) {
 		return true, nil
 	}
 	w.rest, w.restN, w.hasRest = f, n, true
+	w.rests.Add(1)
 	select {
 	case w.kick <- struct{}{}:
 	default:
@@ -117,15 +121,15 @@ func writeNow(raw syscall.RawConn, parts [][]byte) (int, error) {
 	var werr error
 	err := raw.Write(func(fd uintptr) bool {
 		for len(parts) > 0 {
-			n, err := unix.Writev(int(fd), parts)
+			n, err := writev(int(fd), parts)
 			if n > 0 {
 				total += n
 				parts = skipBytes(parts, n)
 			}
 			switch {
-			case err == unix.EINTR:
+			case err == syscall.EINTR:
 				continue
-			case err == unix.EAGAIN:
+			case err == syscall.EAGAIN:
 				return true // the writer goroutine finishes it
 			case err != nil:
 				werr = err
@@ -140,6 +144,31 @@ func writeNow(raw syscall.RawConn, parts [][]byte) (int, error) {
 		err = werr
 	}
 	return total, err
+}
+
+// writev is writev(2) of up to four non-empty parts.
+func writev(fd int, parts [][]byte) (int, error) {
+	var iov [4]syscall.Iovec
+	k := 0
+	for _, p := range parts {
+		if len(p) == 0 {
+			continue
+		}
+		if k == len(iov) {
+			break
+		}
+		iov[k].Base = &p[0]
+		iov[k].SetLen(len(p))
+		k++
+	}
+	if k == 0 {
+		return 0, nil
+	}
+	n, _, e := syscall.Syscall(syscall.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(k))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
 }
 
 // skipBytes drops the first n bytes of parts.
