@@ -17,6 +17,11 @@ import (
 // write came in, longer than the network and the replica's parsing
 // together. A caller that writes its own frame sends it at once.
 //
+// Only frames up to inlineMax are written so. A large one takes long
+// enough to copy that the wake-up does not matter, and a primary that
+// copied megabytes to its replicas' sockets itself would start its own
+// write that much later (4 MiB writes measured 4% slower).
+//
 // The write never blocks: it takes what the socket takes now. Whatever is
 // left of the frame goes to the writer goroutine, which writes it before
 // anything else; until then callers queue their frames as before. Under
@@ -35,6 +40,8 @@ type inlineWriter struct {
 	frames, rests atomic.Int64 // frames begun inline; of those, left unfinished
 }
 
+const inlineMax = 64 << 10
+
 func newInlineWriter(nc any) *inlineWriter {
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
@@ -52,15 +59,18 @@ func newInlineWriter(nc any) *inlineWriter {
 // the rest handed to the writer goroutine). A socket error is returned with
 // f released; the connection is then broken.
 func (w *inlineWriter) send(f outFrame) (bool, error) {
-	if w == nil || !w.mu.TryLock() {
+	if w == nil {
+		return false, nil
+	}
+	var a [4][]byte
+	parts := f.parts(a[:0])
+	if partsLen(parts) > inlineMax || !w.mu.TryLock() {
 		return false, nil
 	}
 	defer w.mu.Unlock()
 	if w.hasRest || w.closed {
 		return false, nil
 	}
-	var a [4][]byte
-	parts := f.parts(a[:0])
 	n, err := writeNow(w.raw, parts)
 	w.frames.Add(1)
 	if err != nil {

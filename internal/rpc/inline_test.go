@@ -5,17 +5,27 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cairn-storage/cairn/internal/proto"
 )
 
-// TestInlineWrites: a call on an idle connection is written by its caller;
-// a frame larger than the socket takes at once is finished by the writer
-// goroutine before any other frame, and concurrent calls of every size
-// still arrive whole and get their own answers.
+// TestInlineWrites: a small call on an idle connection is written by its
+// caller. When the socket does not take a frame whole, the writer goroutine
+// finishes it before any other frame, and every call, of any size, still
+// arrives whole and gets its own answer.
 func TestInlineWrites(t *testing.T) {
-	_, addr, _ := startServer(t, "127.0.0.1", testKey, HandlerFunc(echo), ServerOptions{})
+	release := make(chan struct{})
+	var stall atomic.Bool
+	h := HandlerFunc(func(ctx context.Context, req *proto.Request) *proto.Response {
+		if stall.Load() {
+			<-release
+		}
+		return echo(ctx, req)
+	})
+	_, addr, _ := startServer(t, "127.0.0.1", testKey, h, ServerOptions{MaxInFlightPerConn: 1})
 	c := dial(t, addr)
 	ctx := context.Background()
 	for i := range 20 {
@@ -28,35 +38,43 @@ func TestInlineWrites(t *testing.T) {
 		t.Fatalf("%d of 20 calls one after another were written by their callers", n)
 	}
 
-	big := make([]byte, 8<<20) // more than a loopback socket takes at once
+	// The server stops reading. Calls start one at a time, so the writer
+	// goroutine is idle when each comes: the callers write, until one
+	// finds the socket too full to take its frame whole.
+	stall.Store(true)
+	big := make([]byte, 4<<20)
 	for i := range big {
 		big[i] = byte(i * 7)
 	}
-	resp, err := c.Call(ctx, &proto.Request{Op: proto.OpWrite, Object: "big", Data: big})
-	if err != nil || !bytes.Equal(resp.Data, big) {
-		t.Fatalf("8 MiB call: err %v, data intact %v", err, err == nil && bytes.Equal(resp.Data, big))
-	}
-	resp.Release()
-	if c.in.rests.Load() == 0 {
-		t.Fatal("an 8 MiB frame was written whole without blocking: the writer's part is not tested")
-	}
-
 	var wg sync.WaitGroup
-	for g := range 8 {
+	for g := 0; g < 1000 && c.in.rests.Load() == 0; g++ {
 		wg.Go(func() {
-			for i := range 10 {
-				data := big[:(g*10+i)*4099%len(big)]
-				name := fmt.Sprint("g", g, "i", i)
-				resp, err := c.Call(ctx, &proto.Request{Op: proto.OpWrite, Object: name, Data: data})
-				if err != nil || resp.Message != name || !bytes.Equal(resp.Data, data) {
-					t.Errorf("%s: err %v, answer for %q", name, err, resp.Message)
-					return
-				}
-				resp.Release()
+			data := big[:inlineMax-100-g%100]
+			name := fmt.Sprint("call", g)
+			resp, err := c.Call(ctx, &proto.Request{Op: proto.OpWrite, Object: name, Data: data})
+			if err != nil || resp.Message != name || !bytes.Equal(resp.Data, data) {
+				t.Errorf("%s: err %v, answer for %q", name, err, resp.Message)
+				return
+			}
+			resp.Release()
+		})
+		time.Sleep(200 * time.Microsecond)
+	}
+	// Frames queued behind the half-written one, of every size.
+	for g := range 20 {
+		wg.Go(func() {
+			data := big[:g*len(big)/19]
+			resp, err := c.Call(ctx, &proto.Request{Op: proto.OpWrite, Object: "after", Data: data})
+			if err != nil || !bytes.Equal(resp.Data, data) {
+				t.Errorf("call after: %v", err)
 			}
 		})
 	}
+	close(release)
 	wg.Wait()
+	if c.in.rests.Load() == 0 {
+		t.Fatal("no frame was left half written: the writer's part is not tested")
+	}
 	t.Logf("frames written inline %d, finished by the writer %d", c.in.frames.Load(), c.in.rests.Load())
 }
 
