@@ -17,6 +17,7 @@ import (
 	"github.com/cairn-storage/cairn/internal/baseline"
 	"github.com/cairn-storage/cairn/internal/bench"
 	"github.com/cairn-storage/cairn/internal/conf"
+	"github.com/cairn-storage/cairn/internal/runtimepolicy"
 	"github.com/spf13/cobra"
 )
 
@@ -117,6 +118,9 @@ func runBench(ctx context.Context, g *globals, o benchOptions, poolName, mode st
 	if o.threads < 1 || o.threads > 4096 {
 		return fmt.Errorf("bench: -t %d: want 1..4096 operations in flight", o.threads)
 	}
+	// The bench streams requests like a gateway, and shares the machine
+	// with the cluster it measures: it takes a gateway's collector policy.
+	runtimepolicy.ForDataPath(ctx)
 	c, err := g.dial(ctx)
 	if err != nil {
 		return err

@@ -1,5 +1,5 @@
-// Package runtimepolicy sets how the Go runtime of a data-path daemon (an
-// OSD, a gateway) runs: with spare processors for an OSD's goroutines
+// Package runtimepolicy sets how the Go runtime of a data-path process (an
+// OSD, a gateway, the bench) runs: with spare processors for an OSD's goroutines
 // blocked in disk syscalls, and a garbage collector that runs rarely while requests stream
 // through but never so rarely that the heap grows from fresh pages once the
 // load changes.
@@ -21,8 +21,8 @@ const (
 	quietAllocated = 64 << 20
 )
 
-// ForDataPath applies the policy for a gateway (NBD, S3) to this process
-// until ctx ends: the collector's.
+// ForDataPath applies the policy for a gateway (NBD, S3) or `cairn bench`
+// to this process until ctx ends: the collector's.
 //
 // The collector runs less often than Go's default: a data-path daemon's
 // live heap is small, but every request allocates its payload, and at
