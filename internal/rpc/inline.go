@@ -64,7 +64,8 @@ func (w *inlineWriter) send(f outFrame) (bool, error) {
 	}
 	var a [4][]byte
 	parts := f.parts(a[:0])
-	if partsLen(parts) > inlineMax || !w.mu.TryLock() {
+	total := partsLen(parts)
+	if total > inlineMax || !w.mu.TryLock() {
 		return false, nil
 	}
 	defer w.mu.Unlock()
@@ -77,7 +78,7 @@ func (w *inlineWriter) send(f outFrame) (bool, error) {
 		f.release()
 		return true, err
 	}
-	if n == partsLen(parts) {
+	if n == total {
 		f.release()
 		return true, nil
 	}
@@ -125,8 +126,11 @@ func (w *inlineWriter) close() {
 }
 
 // writeNow writes parts with writev until they are all written or the
-// socket would block, and returns how many bytes it took.
+// socket would block, and returns how many bytes it took. parts is left as
+// it was.
 func writeNow(raw syscall.RawConn, parts [][]byte) (int, error) {
+	var own [4][]byte
+	parts = append(own[:0], parts...)
 	total := 0
 	var werr error
 	err := raw.Write(func(fd uintptr) bool {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -91,5 +92,40 @@ func TestSkipBytes(t *testing.T) {
 	}
 	if got := skipBytes(parts(), 6); len(got) != 0 {
 		t.Errorf("skip all: %q left", got)
+	}
+}
+
+// TestWriteNowLeavesParts: a partial write must not shorten the caller's
+// parts, or the caller would count a half-written frame as whole.
+func TestWriteNowLeavesParts(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	peer := <-accepted
+	defer peer.Close()
+	raw, err := c.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, 64<<20) // more than the socket takes: the write stops short
+	parts := [][]byte{big[:100], big[100:]}
+	n, err := writeNow(raw, parts)
+	if err != nil || n <= 0 || n >= len(big) {
+		t.Fatalf("wrote %d of %d bytes (err %v); want a partial write", n, len(big), err)
+	}
+	if partsLen(parts) != len(big) || len(parts[0]) != 100 {
+		t.Fatalf("the caller's parts changed: %d bytes in %d parts", partsLen(parts), len(parts))
 	}
 }
