@@ -408,6 +408,17 @@ func (f outFrame) release() {
 	}
 }
 
+// size is the number of bytes f is sent as.
+func (f *outFrame) size() int {
+	switch {
+	case f.data != nil:
+		return len(*f.buf) + len(f.data)
+	case f.shared == nil:
+		return len(*f.buf)
+	}
+	return len(f.hdr) + f.shared.len()
+}
+
 // parts appends the byte slices f is sent as, in order. Those of a Shared
 // body's header point into f.
 func (f *outFrame) parts(dst [][]byte) [][]byte {

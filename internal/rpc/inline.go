@@ -28,14 +28,23 @@ import (
 // load the writer is busy and callers queue, so frames still share its
 // system calls.
 type inlineWriter struct {
-	raw  syscall.RawConn
-	kick chan struct{} // capacity 1: rest waits for the writer
+	raw     syscall.RawConn
+	writeFn func(fd uintptr) bool // writeSome, bound once: a closure per write would allocate
+	kick    chan struct{}         // capacity 1: rest waits for the writer
 
 	mu      sync.Mutex // held by whoever writes to the socket
 	rest    outFrame   // under mu, while hasRest: a frame begun inline
 	restN   int        // bytes of rest the socket already took
 	hasRest bool
 	closed  bool // under mu: the writer is gone, nothing is written inline
+
+	// Under mu, for writeSome: the frame being written, what is left of
+	// it, and what the socket took.
+	cur      outFrame
+	parts    [][]byte
+	partsBuf [4][]byte
+	wrote    int
+	werr     error
 
 	frames, rests atomic.Int64 // frames begun inline; of those, left unfinished
 }
@@ -51,7 +60,9 @@ func newInlineWriter(nc any) *inlineWriter {
 	if err != nil {
 		return nil
 	}
-	return &inlineWriter{raw: raw, kick: make(chan struct{}, 1)}
+	w := &inlineWriter{raw: raw, kick: make(chan struct{}, 1)}
+	w.writeFn = w.writeSome
+	return w
 }
 
 // send writes f to the socket from the calling goroutine if no other
@@ -59,20 +70,24 @@ func newInlineWriter(nc any) *inlineWriter {
 // the rest handed to the writer goroutine). A socket error is returned with
 // f released; the connection is then broken.
 func (w *inlineWriter) send(f outFrame) (bool, error) {
-	if w == nil {
-		return false, nil
-	}
-	var a [4][]byte
-	parts := f.parts(a[:0])
-	total := partsLen(parts)
-	if total > inlineMax || !w.mu.TryLock() {
+	if w == nil || f.size() > inlineMax || !w.mu.TryLock() {
 		return false, nil
 	}
 	defer w.mu.Unlock()
 	if w.hasRest || w.closed {
 		return false, nil
 	}
-	n, err := writeNow(w.raw, parts)
+	w.cur = f
+	w.parts = w.cur.parts(w.partsBuf[:0])
+	total := partsLen(w.parts)
+	w.wrote, w.werr = 0, nil
+	err := w.raw.Write(w.writeFn)
+	if err == nil {
+		err = w.werr
+	}
+	n := w.wrote
+	w.cur, w.parts, w.werr = outFrame{}, nil, nil
+	clear(w.partsBuf[:])
 	w.frames.Add(1)
 	if err != nil {
 		f.release()
@@ -89,6 +104,31 @@ func (w *inlineWriter) send(f outFrame) (bool, error) {
 	default:
 	}
 	return true, nil
+}
+
+// writeSome is send's callback for RawConn.Write: it writes w.parts with
+// writev until they are all written or the socket would block, and never
+// asks to wait.
+func (w *inlineWriter) writeSome(fd uintptr) bool {
+	for len(w.parts) > 0 {
+		n, err := writev(int(fd), w.parts)
+		if n > 0 {
+			w.wrote += n
+			w.parts = skipBytes(w.parts, n)
+		}
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			return true // the writer goroutine finishes it
+		case err != nil:
+			w.werr = err
+			return true
+		case n == 0:
+			return true
+		}
+	}
+	return true
 }
 
 // flushRest writes, blocking, what an inline write left of its frame.
@@ -123,41 +163,6 @@ func (w *inlineWriter) close() {
 		w.rest.release()
 		w.rest, w.hasRest = outFrame{}, false
 	}
-}
-
-// writeNow writes parts with writev until they are all written or the
-// socket would block, and returns how many bytes it took. parts is left as
-// it was.
-func writeNow(raw syscall.RawConn, parts [][]byte) (int, error) {
-	var own [4][]byte
-	parts = append(own[:0], parts...)
-	total := 0
-	var werr error
-	err := raw.Write(func(fd uintptr) bool {
-		for len(parts) > 0 {
-			n, err := writev(int(fd), parts)
-			if n > 0 {
-				total += n
-				parts = skipBytes(parts, n)
-			}
-			switch {
-			case err == syscall.EINTR:
-				continue
-			case err == syscall.EAGAIN:
-				return true // the writer goroutine finishes it
-			case err != nil:
-				werr = err
-				return true
-			case n == 0:
-				return true
-			}
-		}
-		return true
-	})
-	if err == nil {
-		err = werr
-	}
-	return total, err
 }
 
 // writev is writev(2) of up to four non-empty parts.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -95,9 +96,11 @@ func TestSkipBytes(t *testing.T) {
 	}
 }
 
-// TestWriteNowLeavesParts: a partial write must not shorten the caller's
-// parts, or the caller would count a half-written frame as whole.
-func TestWriteNowLeavesParts(t *testing.T) {
+// TestInlinePartialWrite: frames are written inline until the socket takes
+// one only in part. Then nothing more is written inline, and the writer's
+// flushRest sends exactly what is left: the peer reads every frame, whole
+// and in order, and every reference to the request is given back.
+func TestInlinePartialWrite(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -112,20 +115,57 @@ func TestWriteNowLeavesParts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
 	peer := <-accepted
 	defer peer.Close()
-	raw, err := c.(*net.TCPConn).SyscallConn()
+
+	w := newInlineWriter(c)
+	data := make([]byte, 60<<10)
+	for i := range data {
+		data[i] = byte(i * 13)
+	}
+	sh, err := Share(&proto.Request{Op: proto.OpWrite, Object: "obj", Data: data})
 	if err != nil {
 		t.Fatal(err)
 	}
-	big := make([]byte, 64<<20) // more than the socket takes: the write stops short
-	parts := [][]byte{big[:100], big[100:]}
-	n, err := writeNow(raw, parts)
-	if err != nil || n <= 0 || n >= len(big) {
-		t.Fatalf("wrote %d of %d bytes (err %v); want a partial write", n, len(big), err)
+	var want []byte
+	for id := uint64(1); !w.hasRest; id++ {
+		if id > 10000 {
+			t.Fatal("600 MB went into a socket nobody reads without filling it")
+		}
+		sh.ref()
+		f := sharedFrame(sh, kindRequest, id)
+		var a [4][]byte
+		for _, p := range f.parts(a[:0]) {
+			want = append(want, p...)
+		}
+		if took, err := w.send(f); !took || err != nil {
+			t.Fatalf("frame %d on an idle socket: taken %v, err %v", id, took, err)
+		}
 	}
-	if partsLen(parts) != len(big) || len(parts[0]) != 100 {
-		t.Fatalf("the caller's parts changed: %d bytes in %d parts", partsLen(parts), len(parts))
+	sh.ref()
+	extra := sharedFrame(sh, kindRequest, 0)
+	if took, _ := w.send(extra); took {
+		t.Fatal("a frame was written inline while another was half written")
+	}
+	extra.release()
+
+	got := make(chan []byte)
+	go func() {
+		b, _ := io.ReadAll(peer)
+		got <- b
+	}()
+	w.mu.Lock()
+	err = w.flushRest(c)
+	w.mu.Unlock()
+	c.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := <-got; !bytes.Equal(b, want) {
+		t.Fatalf("the peer read %d bytes, want the %d of %d whole frames", len(b), len(want), w.frames.Load())
+	}
+	sh.Release()
+	if n := sh.refs.Load(); n != 0 {
+		t.Fatalf("%d references to the request left", n)
 	}
 }
