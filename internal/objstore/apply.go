@@ -64,6 +64,7 @@ func (st *objState) verifyInline() error {
 type applyCtx struct {
 	s        *Store
 	batch    *pebble.Batch
+	journal  *pebble.Batch // journal records, for the commit log only (or nil)
 	objs     map[string]*objState
 	order    []*objState
 	delFiles []uint64
@@ -78,6 +79,7 @@ type applyCtx struct {
 	// inPlace: the txn changes object data in one op, so no block is
 	// written twice and large aligned data can serve as its own blocks.
 	inPlace bool
+	pos     commitPos // where the journal records went
 }
 
 // verifySums makes finalize recompute every checksum taken early (sums)
@@ -93,6 +95,14 @@ type deferredWrite struct {
 	seq, fileID, off uint64
 	data             []byte
 	written          bool // fresh blocks, in the page cache before the commit
+}
+
+// newJournal returns a's batch of journal records, creating it.
+func (a *applyCtx) newJournal() *pebble.Batch {
+	if a.journal == nil {
+		a.journal = a.s.db.NewBatch()
+	}
+	return a.journal
 }
 
 // Apply applies t atomically; when it returns nil the transaction is durable.
@@ -125,6 +135,9 @@ func (s *Store) Apply(t *Txn) error {
 		direct: map[uint64]*dataFile{}, unsynced: map[uint64]bool{}}
 	defer a.batch.Close()
 	defer func() {
+		if a.journal != nil {
+			a.journal.Close()
+		}
 		// Nothing outlives Apply that points into a slab: the batch and
 		// the journal hold copies.
 		for _, b := range a.slabs {
@@ -140,7 +153,7 @@ func (s *Store) Apply(t *Txn) error {
 	}
 	if err == nil {
 		s.addToFilter(a.batch) // before the commit: see objFilter
-		err = s.commit(a.batch)
+		a.pos, err = s.log.commitJournal(a.batch, a.journal, len(a.deferred))
 		if errors.Is(err, errCommitLog) {
 			// The batch may be in the log and come back at the next
 			// Open: leave everything it refers to in place.
@@ -744,7 +757,7 @@ func (a *applyCtx) finalize() error {
 					// largest thing an overwrite allocates.
 					seq := s.jseq.Add(1)
 					key := journalKey(seq)
-					jo := a.batch.SetDeferred(len(key), jrecHeader+len(part))
+					jo := a.newJournal().SetDeferred(len(key), jrecHeader+len(part))
 					copy(jo.Key, key)
 					(&jrec{fileID: fid, off: off, data: part}).encodeTo(jo.Value)
 					if err := jo.Finish(); err != nil {
@@ -897,7 +910,7 @@ func (a *applyCtx) afterCommit() {
 			s.fail(fmt.Errorf("objstore: deferred write to file %016x: %w", w.fileID, err))
 			continue
 		}
-		done = append(done, appliedJ{seq: w.seq, fileID: w.fileID, n: len(w.data)})
+		done = append(done, appliedJ{seq: w.seq, fileID: w.fileID, n: len(w.data), pos: a.pos})
 		nbytes += int64(len(w.data))
 	}
 	if len(a.deferred) > 0 {
@@ -907,7 +920,10 @@ func (a *applyCtx) afterCommit() {
 		}
 		s.applied = append(s.applied, done...)
 		s.ckBytes += nbytes
-		kick := s.ckBytes > journalKickBytes
+		// A writer waiting for the log to release records (the ones
+		// just added, perhaps) needs a checkpoint now, whatever the
+		// bytes: it asked for one before these were here.
+		kick := s.ckBytes > journalKickBytes || s.log.waitingHeld.Load() > 0
 		s.ckMu.Unlock()
 		if kick {
 			select {
@@ -947,8 +963,21 @@ func (s *Store) checkpointer() {
 		case <-t.C:
 		case <-s.ckKick:
 		}
-		if err := s.checkpoint(); err != nil {
+		done, err := s.syncJournal()
+		if err != nil {
 			s.fail(err)
+			continue
+		}
+		if len(done) > 0 {
+			// Not on this goroutine: the commit may queue behind a writer
+			// that waits for the next checkpoint to release its segment.
+			s.ckDrops.Add(1)
+			go func() {
+				defer s.ckDrops.Done()
+				if err := s.dropJournal(done); err != nil {
+					s.fail(err)
+				}
+			}()
 		}
 	}
 }
@@ -998,6 +1027,17 @@ func (s *Store) syncFiles(batch []appliedJ) error {
 // checkpoint makes applied deferred writes durable in their data files and
 // then drops their journal records.
 func (s *Store) checkpoint() error {
+	done, err := s.syncJournal()
+	if err != nil || len(done) == 0 {
+		return err
+	}
+	return s.dropJournal(done)
+}
+
+// syncJournal makes the applied deferred writes durable in their data files
+// and tells the commit log that recovery no longer needs their records. It
+// returns them, for dropJournal.
+func (s *Store) syncJournal() ([]appliedJ, error) {
 	s.ckRunMu.Lock()
 	defer s.ckRunMu.Unlock()
 	s.ckMu.Lock()
@@ -1006,17 +1046,41 @@ func (s *Store) checkpoint() error {
 	s.ckBytes = 0
 	s.ckMu.Unlock()
 	if len(batch) == 0 {
-		return nil
+		return nil, nil
 	}
 	if err := s.syncFiles(batch); err != nil {
-		return err
+		return nil, err
 	}
+	held := map[commitPos]int{}
+	for _, j := range batch {
+		held[j.pos]++
+	}
+	for p, n := range held {
+		s.log.release(p, n)
+	}
+	return batch, nil
+}
+
+// dropJournal deletes the journal records of synced deferred writes: from
+// the log's view of the journal, or from the index for records that went
+// there. Until then the records' files take no direct writes (see
+// hasPending), since a replay of the records would overwrite them.
+func (s *Store) dropJournal(batch []appliedJ) error {
 	b := s.db.NewBatch()
 	defer b.Close()
-	for _, j := range batch {
-		b.Delete(journalKey(j.seq), nil)
+	j := s.db.NewBatch()
+	defer j.Close()
+	for _, r := range batch {
+		if r.pos.indexed {
+			b.Delete(journalKey(r.seq), nil)
+		} else {
+			j.Delete(journalKey(r.seq), nil)
+		}
 	}
-	if err := s.commit(b); err != nil {
+	if j.Empty() {
+		j = nil
+	}
+	if _, err := s.log.commitJournal(b, j, 0); err != nil {
 		return fmt.Errorf("objstore: checkpoint commit: %w", err)
 	}
 	s.ckMu.Lock()

@@ -2,6 +2,8 @@ package objstore
 
 import (
 	"bytes"
+	"cmp"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"slices"
@@ -475,20 +477,65 @@ func TestSmallOverwriteFromCallersData(t *testing.T) {
 	}
 }
 
-// journalOf returns the value of the only journal record left in s.
+// journalOf returns the value of the only journal record left in s: in
+// the commit log, which recovery replays, not in the index.
 func journalOf(t *testing.T, s *Store) []byte {
 	t.Helper()
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{tagJournal}, UpperBound: []byte{tagJournal + 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer it.Close()
-	var recs [][]byte
-	for it.First(); it.Valid(); it.Next() {
-		recs = append(recs, bytes.Clone(it.Value()))
-	}
+	recs := logJournal(t, s)
 	if len(recs) != 1 {
-		t.Fatalf("%d journal records, want 1", len(recs))
+		t.Fatalf("%d journal records in the commit log, want 1", len(recs))
 	}
-	return recs[0]
+	for _, v := range recs {
+		return v
+	}
+	return nil
+}
+
+// logJournal returns the journal records a replay of s's commit log would
+// leave (sets not followed by their deletion), by sequence number.
+func logJournal(t *testing.T, s *Store) map[uint64][]byte {
+	t.Helper()
+	var all []logGroup
+	for i := range s.log.segs {
+		run, _, err := s.log.scanSegment(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, run...)
+	}
+	slices.SortFunc(all, func(a, b logGroup) int { return cmp.Compare(a.seq, b.seq) })
+	out := map[uint64][]byte{}
+	for _, g := range all {
+		_, _, recs, _, err := decodeLogGroup(g.body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			var b pebble.Batch
+			if err := b.SetRepr(r); err != nil {
+				t.Fatal(err)
+			}
+			rd := b.Reader()
+			for {
+				kind, k, v, ok, err := rd.Next()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !ok {
+					break
+				}
+				if len(k) != 9 || k[0] != tagJournal {
+					continue
+				}
+				seq := binary.BigEndian.Uint64(k[1:])
+				switch kind {
+				case pebble.InternalKeyKindSet:
+					out[seq] = bytes.Clone(v)
+				case pebble.InternalKeyKindDelete:
+					delete(out, seq)
+				}
+			}
+		}
+	}
+	return out
 }

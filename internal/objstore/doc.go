@@ -39,7 +39,7 @@
 //	'M' objID(8) omap-key             -> omap value (OmapList = one range scan)
 //	'K' fileID(8) chunk(4)            -> checksum chunk of blocks chunk*64 .. chunk*64+63
 //	'F' fileID(8)                     -> objID(8): this data file is referenced
-//	'J' seq(8)                        -> journal record (deferred write)
+//	'J' seq(8)                        -> journal record (deferred write; see below)
 //
 // Object record:
 //
@@ -76,15 +76,18 @@
 // Larger objects have a data file. Two write paths keep both workloads cheap:
 //
 //   - Deferred write (random 4 KiB overwrites of a VM-disk object, small
-//     appends): the new blocks go into a journal record in the same pebble
-//     batch as their checksums and the new size. One group-committed log
-//     write makes the transaction durable; afterwards the blocks are
+//     appends): the new blocks go into a journal record, committed with
+//     the batch that sets their checksums and the new size. The record
+//     lives in the commit log only, never in the index's memtable, until a
+//     replay puts it there (commitlog.go says why and what it costs). One
+//     group-committed log write makes the transaction durable; afterwards the blocks are
 //     written to the data file's page cache while the object lock is still
 //     held, so readers see them (blocks that held nothing are written
 //     there before the commit; see Space). A background checkpointer
 //     fdatasyncs the touched files every 500 ms (sooner when 16 MiB are
 //     pending), or syncs the whole filesystem once when they are many
-//     (syncfs.go), and then deletes the journal records. Partial-block
+//     (syncfs.go), then lets the log reuse the records' space, and deletes
+//     them (a deletion the log keeps, so a replay skips them). Partial-block
 //     writes read, verify and rewrite the whole block, so journal records
 //     always hold whole blocks.
 //   - Direct write (a Put of a large object, or a write of at least 128 KiB

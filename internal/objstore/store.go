@@ -112,6 +112,7 @@ type Store struct {
 	pending   map[uint64]int // fileID -> journal records not yet checkpointed
 	ckRunMu   sync.Mutex     // one checkpoint at a time
 	ckKick    chan struct{}
+	ckDrops   sync.WaitGroup // checkpoints committing the deletion of their records
 	closing   chan struct{}
 	ckDone    chan struct{}
 	closeOnce sync.Once
@@ -136,6 +137,7 @@ type Store struct {
 type appliedJ struct {
 	seq, fileID uint64
 	n           int
+	pos         commitPos // where its record was committed
 }
 
 type spaceEntry struct {
@@ -256,7 +258,13 @@ func Open(o Options) (*Store, error) {
 		segSize = int64(mt)
 	}
 	apply := func(b *pebble.Batch) error { return db.Apply(b, pebble.NoSync) }
-	s.log, s.logReplayed, err = openCommitLog(s.fs, o.MetaDir, segSize, realFS, apply, db.Flush)
+	kick := func() {
+		select {
+		case s.ckKick <- struct{}{}:
+		default:
+		}
+	}
+	s.log, s.logReplayed, err = openCommitLog(s.fs, o.MetaDir, segSize, realFS, apply, db.Flush, kick)
 	if err != nil {
 		db.Close()
 		return nil, err
@@ -578,7 +586,12 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closing)
 		<-s.ckDone
-		err = s.checkpoint()
+		done, e := s.syncJournal()
+		s.ckDrops.Wait()
+		err = e
+		if err == nil && len(done) > 0 {
+			err = s.dropJournal(done)
+		}
 		s.closeFiles()
 		if s.fsSync != nil {
 			s.fsSync.close()
@@ -672,12 +685,15 @@ func (s *Store) allocID() (uint64, error) {
 	return s.nextID, nil
 }
 
+// fail stops the store: every later Apply fails, and so does the commit
+// log (a writer waiting there for a checkpoint would wait forever).
 func (s *Store) fail(err error) {
 	s.failMu.Lock()
 	if s.failed == nil {
 		s.failed = err
 	}
 	s.failMu.Unlock()
+	s.log.abort(err)
 }
 
 func (s *Store) failure() error {
