@@ -125,8 +125,8 @@
 //
 // The index's memtable is 1/64 of its disk, 4 to 64 MiB, and each of the
 // three commit-log segments its size: a small disk keeps room for data.
-// The index has a block cache (Options.CacheBytes, 256 MiB by default), which
-// is also the read cache of inline objects, bloom filters (most writes look
+// The index has a block cache (half of Options.CacheBytes, 256 MiB by
+// default; the index cache below takes the other half), bloom filters (most writes look
 // up a record that does not exist yet) and no block compression (object
 // data rarely compresses). Deletes remove an object's xattr, omap and
 // checksum keys one by one while there are few, because range tombstones
@@ -138,9 +138,10 @@
 // growing file (with pebble's WAL, zero-filling its files took QD1 4 KiB
 // writes, 3 copies, from p50 821 to 616 µs).
 //
-// Above pebble sits a small index cache (indexcache.go, 32k entries) of
-// object records and checksum chunks, the lookups every read and write
-// makes; in a 64 MiB memtable each costs a chain of CPU cache misses. An
+// Above pebble sits an index cache (indexcache.go) of object records and
+// checksum chunks, the lookups every read and write makes; in a 64 MiB
+// memtable each costs a chain of CPU cache misses. The records of objects
+// up to 16 KiB hold their data, so it is also their read cache. An
 // entry is filled only under its object's lock and updated from every
 // committed batch before the locks are released, so it always equals the
 // committed value; it is never a source of truth across a restart.

@@ -15,7 +15,7 @@ func TestIndexCacheFollowsCommittedBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	c := newIndexCache(100)
+	c := newIndexCache(1 << 20)
 	rec := func(n int) []byte { return objKey("1.0", fmt.Sprint("obj", n)) }
 	for i := 0; i < 4; i++ {
 		c.fill(rec(i), []byte{byte(i)})
@@ -64,15 +64,50 @@ func TestIndexCacheFollowsCommittedBatches(t *testing.T) {
 }
 
 func TestIndexCacheIsBounded(t *testing.T) {
-	c := newIndexCache(16)
-	for i := 0; i < 100; i++ {
-		c.fill(csumKey(1, uint64(i)), []byte{1})
-		if len(c.m) > 16 {
-			t.Fatalf("%d entries, bound 16", len(c.m))
+	const bound = 64 << 10
+	c := newIndexCache(bound)
+	sum := func() int {
+		n := 0
+		for k, v := range c.m {
+			n += entryCost(k, v)
+		}
+		return n
+	}
+	for i := 0; i < 1000; i++ {
+		key := objKey("1.0", fmt.Sprint("obj", i%300))
+		v := pattern(i, (i*997)%indexCacheMaxValue)
+		if i%3 == 0 {
+			key, v = csumKey(1, uint64(i)), v[:min(len(v), 272)]
+		}
+		c.fill(key, v)
+		if c.bytes != sum() || c.bytes > bound {
+			t.Fatalf("after %d fills: %d bytes counted, %d held, bound %d", i+1, c.bytes, sum(), bound)
+		}
+		if got, ok := c.get(key); !ok || !bytes.Equal(got, v) {
+			t.Fatalf("fill %d: the newest entry was evicted or differs", i)
 		}
 	}
-	if _, ok := c.get(csumKey(1, 99)); !ok {
-		t.Fatal("the newest entry was evicted")
+	if len(c.m) < 5 {
+		t.Fatalf("%d entries left of a %d-byte cache", len(c.m), bound)
+	}
+	// Committed batches keep the count exact too.
+	db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b := db.NewBatch()
+	for k := range c.m {
+		b.Set([]byte(k), make([]byte, 3000), nil)
+	}
+	b.DeleteRange(csumKey(1, 0), csumKey(2, 0), nil)
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	c.committed(b)
+	b.Close()
+	if c.bytes != sum() || c.bytes > bound {
+		t.Fatalf("after a batch: %d bytes counted, %d held, bound %d", c.bytes, sum(), bound)
 	}
 }
 

@@ -30,8 +30,10 @@ type Options struct {
 	MetaDir      string // pebble index + journal; "" means Dir+"/meta"
 	FS           vfs.FS // nil means vfs.Default; all file IO goes through it
 	ReserveBytes int64  // free space kept back; 0 = 64 MiB, <0 = no reserve check
-	// CacheBytes sizes the index's block cache (0: DefaultCacheBytes). Small
-	// objects live in the index, so this is also their read cache.
+	// CacheBytes sizes the index's caches (0: DefaultCacheBytes): half for
+	// the records of objects and small objects' data (indexcache.go), half
+	// for pebble's block cache. Small objects live in the index, so this is
+	// also their read cache.
 	CacheBytes int64
 }
 
@@ -60,7 +62,7 @@ const (
 	// upgraded on open, and older builds refuse newer versions.
 	formatVersion  = 3
 	defaultReserve = 64 << 20
-	// DefaultCacheBytes is the index block cache of one store.
+	// DefaultCacheBytes is what one store's index caches take.
 	DefaultCacheBytes = 256 << 20
 	nShards           = 1024
 	idBatch           = 1 << 16
@@ -191,7 +193,6 @@ func Open(o Options) (*Store, error) {
 		ckKick:  make(chan struct{}, 1),
 		closing: make(chan struct{}),
 		ckDone:  make(chan struct{}),
-		idx:     newIndexCache(indexCacheEntries),
 	}
 	s.directIO.Store(realFS)
 	s.slotBase = slotBaseReal
@@ -230,7 +231,8 @@ func Open(o Options) (*Store, error) {
 	if o.CacheBytes <= 0 {
 		o.CacheBytes = DefaultCacheBytes
 	}
-	cache := pebble.NewCache(o.CacheBytes)
+	s.idx = newIndexCache(o.CacheBytes / 2)
+	cache := pebble.NewCache(o.CacheBytes - o.CacheBytes/2)
 	defer cache.Unref() // the DB holds its own reference
 	mt := memTableSize(s.fs, o.MetaDir)
 	po := &pebble.Options{
