@@ -144,6 +144,34 @@ func BenchmarkRead(b *testing.B) {
 	})
 }
 
+// BenchmarkRandomRead4K reads 4 KiB objects at random from 16,384 of them
+// (64 MiB, all in the default caches), as random object reads and small
+// S3 GETs do: each read finds the object's record, which holds its data.
+func BenchmarkRandomRead4K(b *testing.B) {
+	s := openDisk(b)
+	const objects = 16 << 10
+	for i := 0; i < objects; i += 256 {
+		var tx Txn
+		for j := i; j < i+256; j++ {
+			tx.Put("1.0", fmt.Sprint("obj-", j), pattern(j, 4096))
+		}
+		if err := s.Apply(&tx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(4096)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		r := rand.New(rand.NewSource(rand.Int63()))
+		for pb.Next() {
+			if _, err := s.Read("1.0", fmt.Sprint("obj-", r.Intn(objects)), 0, 0); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
 // runtimeProcs is GOMAXPROCS; RunParallel starts parallelism*GOMAXPROCS goroutines.
 func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
 
