@@ -2,6 +2,7 @@ package objstore
 
 import (
 	"bytes"
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 
@@ -22,7 +23,11 @@ import (
 // and a copy, from pebble a seek through the memtable and every level.
 // Caching them cut an OSD's CPU per 4 KiB random read by 31% and served
 // 33% more of them (records of at most 512 bytes were cached before). It
-// is bounded in bytes, and takes half of the store's CacheBytes.
+// is bounded in bytes, and takes half of the store's CacheBytes. A value
+// larger than smallValue enters on its key's second miss (seen), as the
+// ARC keeps blocks seen twice: a scan that reads every object once (a
+// backup, a listing with data) then neither pays for filling the cache
+// nor pushes out what is read again.
 //
 // Invariant: every entry equals its key's committed value. It holds
 // because
@@ -39,6 +44,10 @@ type indexCache struct {
 	m        map[string][]byte
 	bytes    int // cost of the entries in m
 	maxBytes int
+	// seen remembers the hashes of keys whose large value missed once,
+	// direct-mapped (a collision forgets the older key).
+	seen     []atomic.Uint64
+	seenSeed maphash.Seed
 
 	hits, misses atomic.Int64
 }
@@ -48,6 +57,14 @@ type indexCache struct {
 // objects would each push out dozens of the entries writes need.
 const indexCacheMaxValue = 16<<10 + 256
 
+// smallValue is the largest value filled on its first miss: file records
+// (34 bytes), checksum chunks (272 at most), the records of empty objects.
+const smallValue = 512
+
+// seenSlots sizes indexCache.seen: 512 KiB, room for the keys of 4 KiB
+// objects filling a 256 MiB cache twice over.
+const seenSlots = 64 << 10
+
 // entryOverhead is what an entry costs besides its key and value bytes:
 // the map slot, the string and slice headers.
 const entryOverhead = 64
@@ -55,7 +72,19 @@ const entryOverhead = 64
 func entryCost(k string, v []byte) int { return len(k) + len(v) + entryOverhead }
 
 func newIndexCache(maxBytes int64) *indexCache {
-	return &indexCache{m: make(map[string][]byte), maxBytes: int(maxBytes)}
+	return &indexCache{m: make(map[string][]byte), maxBytes: int(maxBytes),
+		seen: make([]atomic.Uint64, seenSlots), seenSeed: maphash.MakeSeed()}
+}
+
+// secondMiss reports whether key missed before (and remembers that it did).
+func (c *indexCache) secondMiss(key []byte) bool {
+	h := maphash.Bytes(c.seenSeed, key) | 1 // 0 marks an empty slot
+	slot := &c.seen[h%seenSlots]
+	if slot.Load() == h {
+		return true
+	}
+	slot.Store(h)
+	return false
 }
 
 func cachedKey(k []byte) bool {
@@ -76,7 +105,7 @@ func (c *indexCache) get(key []byte) ([]byte, bool) {
 
 // fill records the committed value a lookup found; see the invariant.
 func (c *indexCache) fill(key, v []byte) {
-	if !cachedKey(key) || len(v) > indexCacheMaxValue {
+	if !cachedKey(key) || len(v) > indexCacheMaxValue || len(v) > smallValue && !c.secondMiss(key) {
 		return
 	}
 	c.mu.Lock()

@@ -63,6 +63,29 @@ func TestIndexCacheFollowsCommittedBatches(t *testing.T) {
 	}
 }
 
+// A large value (a small object's record) enters the cache on its key's
+// second miss only, so a scan that reads everything once fills nothing.
+func TestIndexCacheAdmitsLargeValuesSeenTwice(t *testing.T) {
+	c := newIndexCache(1 << 20)
+	rec := func(n int) []byte { return objKey("1.0", fmt.Sprint("obj", n)) }
+	big := make([]byte, 4200)
+	for i := 0; i < 100; i++ {
+		c.fill(rec(i), big)
+		c.fill(csumKey(1, uint64(i)), []byte{1}) // small: at once
+	}
+	if len(c.m) != 100 {
+		t.Fatalf("%d entries after one pass, want the 100 small ones", len(c.m))
+	}
+	for i := 0; i < 100; i++ {
+		c.fill(rec(i), big)
+	}
+	for i := 0; i < 100; i++ {
+		if _, ok := c.get(rec(i)); !ok {
+			t.Fatalf("record %d not cached after its second miss", i)
+		}
+	}
+}
+
 func TestIndexCacheIsBounded(t *testing.T) {
 	const bound = 64 << 10
 	c := newIndexCache(bound)
@@ -80,6 +103,7 @@ func TestIndexCacheIsBounded(t *testing.T) {
 			key, v = csumKey(1, uint64(i)), v[:min(len(v), 272)]
 		}
 		c.fill(key, v)
+		c.fill(key, v) // large values enter on their second miss
 		if c.bytes != sum() || c.bytes > bound {
 			t.Fatalf("after %d fills: %d bytes counted, %d held, bound %d", i+1, c.bytes, sum(), bound)
 		}

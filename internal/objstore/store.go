@@ -695,7 +695,9 @@ func (s *Store) fail(err error) {
 		s.failed = err
 	}
 	s.failMu.Unlock()
-	s.log.abort(err)
+	if s.log != nil {
+		s.log.abort(err)
+	}
 }
 
 func (s *Store) failure() error {
