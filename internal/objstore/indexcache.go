@@ -61,9 +61,10 @@ const indexCacheMaxValue = 16<<10 + 256
 // (34 bytes), checksum chunks (272 at most), the records of empty objects.
 const smallValue = 512
 
-// seenSlots sizes indexCache.seen: 512 KiB, room for the keys of 4 KiB
-// objects filling a 256 MiB cache twice over.
-const seenSlots = 64 << 10
+// seenSlots sizes indexCache.seen: 2 MiB. With the keys of 32k objects
+// (a 128 MiB cache full of 4 KiB ones) about one in eight first misses is
+// forgotten by a collision before its second.
+const seenSlots = 256 << 10
 
 // entryOverhead is what an entry costs besides its key and value bytes:
 // the map slot, the string and slice headers.
@@ -78,8 +79,9 @@ func newIndexCache(maxBytes int64) *indexCache {
 
 // secondMiss reports whether key missed before (and remembers that it did).
 func (c *indexCache) secondMiss(key []byte) bool {
-	h := maphash.Bytes(c.seenSeed, key) | 1 // 0 marks an empty slot
-	slot := &c.seen[h%seenSlots]
+	h := maphash.Bytes(c.seenSeed, key)
+	slot := &c.seen[(h>>32)%seenSlots]
+	h |= 1 // 0 marks an empty slot
 	if slot.Load() == h {
 		return true
 	}
