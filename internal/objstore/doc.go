@@ -169,7 +169,12 @@
 //     lost page-cache write is redone by Open, which replays all journal
 //     records in sequence order, syncs the files and only then deletes the
 //     records. Replay is idempotent (whole blocks, commit order) and skips
-//     records of files that were dropped later.
+//     records of files that were dropped later. A journal record is only in
+//     the commit log (or, for a batch too large for it, in the index), so
+//     the log keeps the segment holding it until a checkpoint has synced
+//     its file; its deletion, committed later, is in the log wherever the
+//     record still is, so a replay never redoes a record a direct write has
+//     since overtaken.
 //
 //   - Replay never overwrites newer data: for one file, journal records are
 //     created in commit order under the object lock, and a direct write into
