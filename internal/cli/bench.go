@@ -119,8 +119,9 @@ func runBench(ctx context.Context, g *globals, o benchOptions, poolName, mode st
 		return fmt.Errorf("bench: -t %d: want 1..4096 operations in flight", o.threads)
 	}
 	// The bench streams requests like a gateway, and shares the machine
-	// with the cluster it measures: it takes a gateway's collector policy.
-	runtimepolicy.ForDataPath(ctx)
+	// with the cluster it measures: it takes a gateway's policy, and runs
+	// on one processor while one operation is in flight (-t 1).
+	load := runtimepolicy.ForGateway(ctx)
 	c, err := g.dial(ctx)
 	if err != nil {
 		return err
@@ -205,6 +206,7 @@ func runBench(ctx context.Context, g *globals, o benchOptions, poolName, mode st
 					i = r.Int64N(count)
 				}
 				inFlight.Add(1)
+				load.Begin()
 				t0 := time.Now()
 				var err error
 				// Operations started before the deadline finish (with
@@ -222,6 +224,7 @@ func runBench(ctx context.Context, g *globals, o benchOptions, poolName, mode st
 					release()
 				}
 				lat := time.Since(t0)
+				load.End()
 				inFlight.Add(-1)
 				if err != nil {
 					errCount.Add(1)

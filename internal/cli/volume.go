@@ -440,7 +440,7 @@ the server requires TLS (NBD_OPT_STARTTLS) before anything else; with
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			runtimepolicy.ForDataPath(ctx)
+			load := runtimepolicy.ForGateway(ctx)
 			if debugListen != "" {
 				if err := serveDebug(debugListen); err != nil {
 					return err
@@ -459,7 +459,7 @@ the server requires TLS (NBD_OPT_STARTTLS) before anything else; with
 			if err != nil {
 				return err
 			}
-			srv := &nbd.Server{Exports: volumeExports{c, logger.Printf}, Logf: logger.Printf, TLS: tc}
+			srv := &nbd.Server{Exports: volumeExports{c, logger.Printf}, Logf: logger.Printf, TLS: tc, Load: load}
 			logger.Printf("nbd: serving volumes on %s", ln.Addr())
 			go func() {
 				<-ctx.Done()

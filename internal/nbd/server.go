@@ -88,6 +88,12 @@ type Server struct {
 	// NBD_OPT_STARTTLS before any other option (the spec's forced TLS
 	// mode), so no export name or data ever crosses in the clear.
 	TLS *tls.Config
+	// Load, if set, is told when each request is read (Begin) and when
+	// its reply is queued (End): the gateway sizes its runtime to it.
+	Load interface {
+		Begin()
+		End()
+	}
 
 	mu     sync.Mutex
 	ln     net.Listener
@@ -463,6 +469,9 @@ func (c *conn) transmit(ctx context.Context) error {
 			return nil // the deferred close waits for the requests in flight
 		}
 		c.busy.Add(1)
+		if c.s.Load != nil {
+			c.s.Load.Begin()
+		}
 		jobs <- job{req, data}
 	}
 }
@@ -479,6 +488,9 @@ func (c *conn) queue(parts ...[]byte) {
 		if _, err = c.w.Write(b); err != nil {
 			break
 		}
+	}
+	if c.s.Load != nil {
+		c.s.Load.End()
 	}
 	if c.busy.Add(-1) == 0 && err == nil {
 		if err := c.w.Flush(); err != nil {

@@ -585,3 +585,76 @@ func TestTLSRequired(t *testing.T) {
 		t.Fatal("NBD_OPT_EXPORT_NAME without TLS was answered")
 	}
 }
+
+// countingLoad records what a Server tells its Load.
+type countingLoad struct {
+	begins, ends, now, most atomic.Int64
+}
+
+func (l *countingLoad) Begin() {
+	l.begins.Add(1)
+	n := l.now.Add(1)
+	for m := l.most.Load(); n > m && !l.most.CompareAndSwap(m, n); m = l.most.Load() {
+	}
+}
+
+func (l *countingLoad) End() { l.ends.Add(1); l.now.Add(-1) }
+
+// Every request is counted in once and out once, whatever its outcome, and
+// out only when its reply is on its way: a count left behind would keep the
+// gateway's runtime sized for load it does not have.
+func TestLoadCountsEveryRequest(t *testing.T) {
+	dev := newMem(1 << 20)
+	load := &countingLoad{}
+	srv := &Server{Exports: memExports{map[string]*memDevice{"a": dev}}, Load: load}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	c := dialClient(t, ln.Addr().String())
+	if _, _, typ := c.goExport("a"); typ != repAck {
+		t.Fatalf("go: reply %#x", typ)
+	}
+	payload := bytes.Repeat([]byte{7}, 4096)
+	one := func(typ uint16, handle, off uint64, length uint32, data []byte, replyData int, wantErrno uint32) {
+		t.Helper()
+		c.request(typ, 0, handle, off, length, data)
+		errno, h, _ := c.simpleReply(replyData)
+		if errno != wantErrno || h != handle {
+			t.Fatalf("request %d: errno %d handle %d, want errno %d", handle, errno, h, wantErrno)
+		}
+		// The reply has arrived, so its request was counted out.
+		if n := load.now.Load(); n != 0 {
+			t.Fatalf("after request %d's reply %d requests are counted in", handle, n)
+		}
+	}
+	one(cmdWrite, 1, 0, 4096, payload, 0, 0)
+	one(cmdRead, 2, 0, 4096, nil, 4096, 0)
+	one(cmdWrite, 3, 1<<20, 4096, payload, 0, errNoSpace)
+	one(cmdRead, 4, 1<<20, 1, nil, 1, errInval)
+	one(99, 5, 0, 1, nil, 0, errInval)
+	one(cmdBlockStatus, 6, 0, 4096, nil, 0, errInval)
+	one(cmdFlush, 7, 0, 0, nil, 0, 0)
+	if m := load.most.Load(); m != 1 {
+		t.Fatalf("requests sent one at a time were counted %d at once", m)
+	}
+	// Pipelined: all sent before any reply is read.
+	const n = 32
+	for i := range uint64(n) {
+		c.request(cmdWrite, 0, 100+i, i*4096, 4096, payload)
+	}
+	for range n {
+		if errno, _, _ := c.simpleReply(0); errno != 0 {
+			t.Fatalf("pipelined write: errno %d", errno)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for load.ends.Load() != 7+n && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if b, e, now := load.begins.Load(), load.ends.Load(), load.now.Load(); b != 7+n || e != 7+n || now != 0 {
+		t.Fatalf("%d requests: counted in %d, out %d, %d left in", 7+n, b, e, now)
+	}
+}
