@@ -1,6 +1,7 @@
 // Package runtimepolicy sets how the Go runtime of a data-path process (an
 // OSD, a gateway, the bench) runs: with spare processors for an OSD's goroutines
-// blocked in disk syscalls, and a garbage collector that runs rarely while requests stream
+// blocked in disk syscalls, one processor for a gateway while it serves one
+// request at a time, and a garbage collector that runs rarely while requests stream
 // through but never so rarely that the heap grows from fresh pages once the
 // load changes.
 package runtimepolicy
