@@ -88,12 +88,13 @@ func osdCmd(g *globals) *cobra.Command {
 			if o.DataDir == "" {
 				return fmt.Errorf("osd: --data DIR is required")
 			}
-			runtimepolicy.ForStorage(cmd.Context())
+			writes := runtimepolicy.ForStorage(cmd.Context())
 			cfg, err := client.LoadConfig(g.conf)
 			if err != nil {
 				return err
 			}
 			o.Conf, o.ID, o.Class, o.Logf = cfg, clustermap.OSDID(id), clustermap.DeviceClass(class), logger.Printf
+			o.WriteLoad = writes
 			if debugListen != "" {
 				if err := serveDebug(debugListen); err != nil {
 					return err

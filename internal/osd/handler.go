@@ -302,7 +302,7 @@ func (s *Server) repairFrom(ctx context.Context, coll string, pg clustermap.PGID
 	}
 	txn := &objstore.Txn{}
 	txn.Put(coll, name, full)
-	if err := s.store.Apply(txn); err != nil {
+	if err := s.apply(txn); err != nil {
 		return fmt.Sprintf("; served from %s; repair failed: %v", r, err)
 	}
 	return fmt.Sprintf("; repaired from %s", r)

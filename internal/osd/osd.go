@@ -51,6 +51,12 @@ type Options struct {
 	// (0: daily and weekly; negative: never).
 	ScrubInterval     time.Duration
 	DeepScrubInterval time.Duration
+	// WriteLoad, if set, is told when each transaction on the store starts
+	// (Begin) and ends (End): the daemon sizes its runtime to it.
+	WriteLoad interface {
+		Begin()
+		End()
+	}
 }
 
 // identity is stored in the data dir so that the OSD keeps its id and can
@@ -457,6 +463,15 @@ func (p *pgState) noteVersion(v uint64) {
 		p.version = v
 	}
 	p.mu.Unlock()
+}
+
+// apply applies txn to the store, counted in Options.WriteLoad.
+func (s *Server) apply(txn *objstore.Txn) error {
+	if l := s.opts.WriteLoad; l != nil {
+		l.Begin()
+		defer l.End()
+	}
+	return s.store.Apply(txn)
 }
 
 // lock returns the lock of an object; writes hold it across local apply and

@@ -329,7 +329,7 @@ func (s *Server) copyObject(ctx context.Context, id clustermap.PGID, name string
 	}
 	apply := func(txn *objstore.Txn) error {
 		if dst == s.id {
-			return s.store.Apply(txn)
+			return s.apply(txn)
 		}
 		resp, err := s.peers.Call(ctx, addr(dst), &proto.Request{Op: proto.OpReplicate, Epoch: m.Epoch, PG: id, Object: name, Txn: txn.Marshal()})
 		if err != nil {

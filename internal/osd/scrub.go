@@ -156,7 +156,7 @@ func (s *Server) scrubPG(ctx context.Context, id clustermap.PGID, p *pgState, de
 	if deep {
 		txn.OmapSet(id.String(), pgMetaObject, keyLastDeepScrub, stamp[:])
 	}
-	if err := s.store.Apply(txn); err != nil {
+	if err := s.apply(txn); err != nil {
 		s.logf("%s: pg %s: recording the scrub time: %v", s.id, id, err)
 	}
 	if res.Errors > 0 {

@@ -81,7 +81,7 @@ func (s *Server) dropCollection(ctx context.Context, coll string) (int, error) {
 		for _, name := range names {
 			txn.Delete(coll, name)
 		}
-		if err := s.store.Apply(txn); err != nil {
+		if err := s.apply(txn); err != nil {
 			return n, err
 		}
 		n += len(names)

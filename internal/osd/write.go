@@ -372,7 +372,7 @@ func (s *Server) applyLocal(p *pgState, pool *clustermap.Pool, id clustermap.PGI
 	if !slices.Equal(s.view.Table().Acting(pool, id), acting) {
 		return errIntervalChanged
 	}
-	return s.store.Apply(txn)
+	return s.apply(txn)
 }
 
 func errOr(r struct {
@@ -417,7 +417,7 @@ func (s *Server) applyReplica(t *placement.Table, req *proto.Request) *proto.Res
 		// already have listed this copy, so it must not change behind it.
 		return s.fail(proto.StatusWrongEpoch, "sender has map epoch %d, %s has %d", req.Epoch, s.id, e)
 	}
-	if err := s.store.Apply(txn); err != nil {
+	if err := s.apply(txn); err != nil {
 		return s.failErr(err)
 	}
 	pg.noteVersion(req.PGVersion)

@@ -12,11 +12,11 @@ import (
 // the gateway stops.
 func TestProcsFollowLoad(t *testing.T) {
 	const most, period = 4, 20 * time.Millisecond
-	l := &Load{raise: make(chan struct{}, 1)}
+	l := newLoad(1)
 	sets := make(chan int, 16)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { l.follow(ctx, most, period, func(n int) { sets <- n }); close(done) }()
+	go func() { l.follow(ctx, 1, most, period, func(n int) { sets <- n }); close(done) }()
 	next := func(want int, within time.Duration) {
 		t.Helper()
 		select {
@@ -73,4 +73,36 @@ func TestProcsFollowLoad(t *testing.T) {
 	cancel()
 	next(most, 5*time.Second)
 	<-done
+}
+
+// With threshold 0 (an OSD's writes) a single transaction in flight raises
+// the processors, and they stay up until none has been for a period.
+func TestProcsFollowWrites(t *testing.T) {
+	const low, high, period = 2, 4, 20 * time.Millisecond
+	l := newLoad(0)
+	sets := make(chan int, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go l.follow(ctx, low, high, period, func(n int) { sets <- n })
+	next := func(want int) {
+		t.Helper()
+		select {
+		case n := <-sets:
+			if n != want {
+				t.Fatalf("processors set to %d, want %d", n, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("processors not set to %d", want)
+		}
+	}
+	next(low) // nothing written
+	l.Begin()
+	next(high)
+	select {
+	case n := <-sets:
+		t.Fatalf("processors set to %d while a write is in flight", n)
+	case <-time.After(3 * period):
+	}
+	l.End()
+	next(low)
 }

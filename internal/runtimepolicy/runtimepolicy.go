@@ -38,19 +38,26 @@ func ForDataPath(ctx context.Context) {
 }
 
 // ForStorage applies the policy for a daemon that owns a disk (an OSD):
-// ForDataPath's, and twice the processors (GOMAXPROCS) Go would give it
-// (see spareProcs). GOMAXPROCS in the environment still wins.
-func ForStorage(ctx context.Context) {
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(spareProcs(runtime.GOMAXPROCS(0)))
-	}
+// ForDataPath's, and processors (GOMAXPROCS) that follow the Load it
+// returns, in which the daemon counts its transactions on disk: twice as
+// many as Go would give it while it writes (see spareProcs), as many as Go
+// would otherwise (see Load). GOMAXPROCS in the environment still wins:
+// the Load then only counts.
+func ForStorage(ctx context.Context) *Load {
 	ForDataPath(ctx)
+	l := newLoad(0)
+	if os.Getenv("GOMAXPROCS") == "" {
+		cpus := runtime.GOMAXPROCS(0)
+		runtime.GOMAXPROCS(spareProcs(cpus))
+		go l.follow(ctx, cpus, spareProcs(cpus), quietProcsPeriod, setProcs)
+	}
+	return l
 }
 
-// spareProcs is the number of processors (Ps) a storage daemon runs with
-// where Go would give it cpus: twice as many.
+// spareProcs is the number of processors (Ps) a storage daemon runs with,
+// while it writes, where Go would give it cpus: twice as many.
 //
-// Its goroutines block in disk syscalls thousands of times a second (commit
+// Its writes' goroutines block in disk syscalls thousands of times a second (commit
 // log writes, page-cache writes, fallocate, fdatasync). While a goroutine
 // is in a syscall it keeps its P; when no other P is idle, the runtime's
 // monitor thread takes that P away after 20 µs and wakes another thread to
