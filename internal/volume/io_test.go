@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -60,5 +61,18 @@ func TestWritersWaitForTheSnapGroup(t *testing.T) {
 	pausedWait = time.Minute
 	if _, _, err := v.writer(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("with its context cancelled: %v", err)
+	}
+}
+
+// Object names are on disk in every pool that holds volumes: the formatting
+// by hand must give exactly the names volumes always had.
+func TestObjectNamesKeepTheirFormat(t *testing.T) {
+	for _, id := range []string{"", "a1b2c3", "0123456789abcdef0123"} {
+		in := &Info{ID: id}
+		for _, index := range []uint64{0, 1, 0xf, 0x10, 0xabcdef, 1 << 40, math.MaxUint64} {
+			if got, want := in.objectName(index), fmt.Sprintf("vol.%s.%016x", id, index); got != want {
+				t.Fatalf("object %d of volume %q is named %q, want %q", index, id, got, want)
+			}
+		}
 	}
 }

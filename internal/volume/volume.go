@@ -264,7 +264,18 @@ func List(ctx context.Context, p *client.Pool) ([]Info, error) {
 
 // objectName is the data object holding byte off of the volume.
 func (i *Info) objectName(index uint64) string {
-	return fmt.Sprintf("vol.%s.%016x", i.ID, index)
+	// "vol.<id>.<index as 16 hex digits>", formatted by hand: every read
+	// and write names its objects, and fmt.Sprintf was 1% of the NBD
+	// gateway's CPU under 4 KiB reads.
+	const digits = "0123456789abcdef"
+	b := make([]byte, 0, len("vol.")+len(i.ID)+1+16)
+	b = append(b, "vol."...)
+	b = append(b, i.ID...)
+	b = append(b, '.')
+	for shift := 60; shift >= 0; shift -= 4 {
+		b = append(b, digits[index>>shift&0xf])
+	}
+	return string(b)
 }
 
 // objects returns how many data objects a volume of size can have.
