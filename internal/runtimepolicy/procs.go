@@ -30,7 +30,7 @@ import (
 // (threshold 0) and with one per CPU otherwise: its reads block little, and
 // the spare processors only gave its idle threads more to wake. NBD 4 KiB
 // random reads at 16 in flight ran 5-6% faster on two processors than on
-// four, on 10% less OSD CPU; 4 KiB writes ran 4-12% slower.
+// four, on 8-11% less OSD CPU; 4 KiB writes ran 4-14% slower.
 type Load struct {
 	threshold int64
 	inFlight  atomic.Int64
