@@ -66,7 +66,9 @@ const quietProcsPeriod = 200 * time.Millisecond
 // ForGateway applies ForDataPath's policy and returns the Load the gateway
 // counts its requests in, which its processors follow (one, or Go's
 // default) until ctx ends. GOMAXPROCS in the environment still wins: the
-// Load then only counts.
+// Load then only counts. As for an OSD (see spareProcs), setting GOMAXPROCS
+// turns off the runtime's tracking of a changing CPU limit: a gateway picks
+// up a changed limit when restarted.
 func ForGateway(ctx context.Context) *Load {
 	ForDataPath(ctx)
 	l := newLoad(1)
