@@ -2,6 +2,7 @@ package objstore
 
 import (
 	"bytes"
+	"encoding/binary"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
@@ -44,6 +45,14 @@ type indexCache struct {
 	m        map[string][]byte
 	bytes    int // cost of the entries in m
 	maxBytes int
+	// chunks holds, for each data file with cached checksum chunks, their
+	// numbers: a range tombstone over a file's chunks (deleting or
+	// truncating an object of more than pointDeleteMax chunks) then costs
+	// the chunks that file has cached, not a walk of every entry under the
+	// lock while each read and commit of the OSD waits (10 ms at 368k
+	// entries). Invariant: chunk c of file f is in chunks[f] iff
+	// csumKey(f, c) is in m.
+	chunks map[uint64]map[uint32]struct{}
 	// seen remembers the hashes of keys whose large value missed once,
 	// direct-mapped (a collision forgets the older key).
 	seen     []atomic.Uint64
@@ -73,7 +82,7 @@ const entryOverhead = 64
 func entryCost(k string, v []byte) int { return len(k) + len(v) + entryOverhead }
 
 func newIndexCache(maxBytes int64) *indexCache {
-	return &indexCache{m: make(map[string][]byte), maxBytes: int(maxBytes),
+	return &indexCache{m: make(map[string][]byte), chunks: make(map[uint64]map[uint32]struct{}), maxBytes: int(maxBytes),
 		seen: make([]atomic.Uint64, seenSlots), seenSeed: maphash.MakeSeed()}
 }
 
@@ -131,14 +140,82 @@ func (c *indexCache) set(k string, v []byte) {
 	}
 	c.m[k] = bytes.Clone(v)
 	c.bytes += cost
+	if fid, chunk, ok := parseCsumKey(k); ok {
+		set := c.chunks[fid]
+		if set == nil {
+			set = make(map[uint32]struct{})
+			c.chunks[fid] = set
+		}
+		set[chunk] = struct{}{}
+	}
 }
 
 // drop removes k's entry, if any. Called with mu held.
 func (c *indexCache) drop(k string) {
-	if v, ok := c.m[k]; ok {
-		c.bytes -= entryCost(k, v)
-		delete(c.m, k)
+	v, ok := c.m[k]
+	if !ok {
+		return
 	}
+	c.bytes -= entryCost(k, v)
+	delete(c.m, k)
+	if fid, chunk, ok := parseCsumKey(k); ok {
+		set := c.chunks[fid]
+		delete(set, chunk)
+		if len(set) == 0 {
+			delete(c.chunks, fid)
+		}
+	}
+}
+
+// parseCsumKey splits a checksum chunk's key (csumKey) into its data file
+// and chunk number.
+func parseCsumKey(k string) (fileID uint64, chunk uint32, ok bool) {
+	if len(k) != 13 || k[0] != tagCsum {
+		return 0, 0, false
+	}
+	return binary.BigEndian.Uint64([]byte(k[1:9])), binary.BigEndian.Uint32([]byte(k[9:])), true
+}
+
+// dropRange removes every entry with a key in [lo, hi).
+func (c *indexCache) dropRange(lo, hi string) {
+	inRange := func(k string) bool { return k >= lo && k < hi }
+	if overlaps([]byte(lo), []byte(hi), tagCsum) {
+		fid, _, ok := parseCsumKey(lo)
+		if ok && (hi <= string(csumKey(fid+1, 0))) {
+			// Within one file: the only range Apply writes over checksums.
+			c.dropChunks(fid, inRange)
+		} else {
+			for fid := range c.chunks {
+				c.dropChunks(fid, inRange)
+			}
+		}
+	}
+	if overlaps([]byte(lo), []byte(hi), tagObject) {
+		// Apply never writes a range tombstone over object records (objects
+		// are removed one by one), so a walk is fine here.
+		for k := range c.m {
+			if k[0] == tagObject && inRange(k) {
+				c.drop(k)
+			}
+		}
+	}
+}
+
+// dropChunks drops the cached checksum chunks of file fid whose keys are
+// inRange.
+func (c *indexCache) dropChunks(fid uint64, inRange func(string) bool) {
+	for chunk := range c.chunks[fid] {
+		if k := string(csumKey(fid, uint64(chunk))); inRange(k) {
+			c.drop(k)
+		}
+	}
+}
+
+// forget empties the cache. Called with mu held.
+func (c *indexCache) forget() {
+	clear(c.m)
+	clear(c.chunks)
+	c.bytes = 0
 }
 
 // committed brings the cached entries up to date with a batch just
@@ -153,7 +230,7 @@ func (c *indexCache) committed(b *pebble.Batch) {
 		if err != nil {
 			// The batch was built here and committed: it cannot be
 			// illegible. Forget everything rather than risk a stale entry.
-			clear(c.m)
+			c.forget()
 			return
 		}
 		if !ok {
@@ -169,14 +246,7 @@ func (c *indexCache) committed(b *pebble.Batch) {
 				}
 			}
 		case pebble.InternalKeyKindRangeDelete:
-			// Rare (clearing more than pointDeleteMax keys), so a scan is fine.
-			if overlaps(k, v, tagCsum) || overlaps(k, v, tagObject) {
-				for ck := range c.m {
-					if ck >= string(k) && ck < string(v) {
-						c.drop(ck)
-					}
-				}
-			}
+			c.dropRange(string(k), string(v))
 		default:
 			// Deletes, and any other kind: drop the entry.
 			c.drop(string(k))
@@ -192,7 +262,6 @@ func overlaps(lo, hi []byte, tag byte) bool {
 // reset forgets everything, after a commit whose outcome is unknown.
 func (c *indexCache) reset() {
 	c.mu.Lock()
-	clear(c.m)
-	c.bytes = 0
+	c.forget()
 	c.mu.Unlock()
 }

@@ -156,3 +156,99 @@ func TestEarlyChecksumsFollowLaterChanges(t *testing.T) {
 		t.Fatal("object differs from what was written")
 	}
 }
+
+// Range tombstones drop exactly the cached keys they cover, whether they lie
+// in one file's checksums (the only kind Apply writes), span several files
+// or cover object records, and the index of cached chunks by file stays
+// equal to the cache.
+func TestIndexCacheRangeDeletes(t *testing.T) {
+	db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rec := func(n int) []byte { return objKey("1.0", fmt.Sprint("obj", n)) }
+	ranges := [][2][]byte{
+		{csumKey(3, 5), csumKey(4, 0)},                   // the tail of one file
+		{csumKey(3, 2), csumKey(3, 4)},                   // inside one file
+		{csumKey(2, 7), csumKey(5, 1)},                   // across files
+		{[]byte{tagCsum}, []byte{tagCsum + 1}},           // every checksum
+		{rec(3), rec(6)},                                 // object records
+		{[]byte{tagCsum}, []byte{tagObject + 1}},         // both kinds
+		{idKey(tagOmap, 1, nil), idKey(tagOmap, 2, nil)}, // neither
+	}
+	for i, r := range ranges {
+		c := newIndexCache(1 << 20)
+		for f := uint64(1); f <= 6; f++ {
+			for chunk := uint64(0); chunk < 10; chunk++ {
+				c.fill(csumKey(f, chunk), []byte{byte(f), byte(chunk)})
+			}
+		}
+		for n := 0; n < 10; n++ {
+			c.fill(rec(n), []byte{byte(n)})
+		}
+		want := map[string]bool{}
+		for k := range c.m {
+			if k < string(r[0]) || k >= string(r[1]) {
+				want[k] = true
+			}
+		}
+		b := db.NewBatch()
+		b.DeleteRange(r[0], r[1], nil)
+		c.committed(b)
+		b.Close()
+		if len(c.m) != len(want) {
+			t.Fatalf("range %d: %d entries left, want %d", i, len(c.m), len(want))
+		}
+		for k := range want {
+			if _, ok := c.m[k]; !ok {
+				t.Fatalf("range %d: %x dropped, outside [%x, %x)", i, k, r[0], r[1])
+			}
+		}
+		indexed := 0
+		for fid, set := range c.chunks {
+			if len(set) == 0 {
+				t.Fatalf("range %d: file %d indexed with no chunks", i, fid)
+			}
+			for chunk := range set {
+				indexed++
+				if _, ok := c.m[string(csumKey(fid, uint64(chunk)))]; !ok {
+					t.Fatalf("range %d: chunk %d of file %d indexed, not cached", i, chunk, fid)
+				}
+			}
+		}
+		cached := 0
+		for k := range c.m {
+			if k[0] == tagCsum {
+				cached++
+			}
+		}
+		if indexed != cached {
+			t.Fatalf("range %d: %d chunks indexed, %d cached", i, indexed, cached)
+		}
+	}
+}
+
+// BenchmarkIndexCacheRangeDelete: the cost, under the cache's lock, of a
+// range tombstone over one file's checksums (deleting a large object) in a
+// cache full of small entries.
+func BenchmarkIndexCacheRangeDelete(b *testing.B) {
+	c := newIndexCache(64 << 20)
+	for i := 0; len(c.m) < 360_000; i++ {
+		c.fill(csumKey(uint64(i/16), uint64(i%16)), make([]byte, 68))
+	}
+	db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	batch := db.NewBatch()
+	batch.DeleteRange(csumKey(1<<40, 0), csumKey(1<<40+1, 0), nil)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for chunk := uint64(0); chunk < 300; chunk++ {
+			c.fill(csumKey(1<<40, chunk), make([]byte, 68))
+		}
+		c.committed(batch)
+	}
+}
