@@ -117,6 +117,17 @@ func Put(b []byte) {
 	pools[c].Put(&b)
 }
 
+// Contains reports whether b, not empty, lies within buf's capacity: a
+// slice of it, whose bytes stay valid as long as buf.
+func Contains(buf, b []byte) bool {
+	if len(b) == 0 || cap(buf) == 0 {
+		return false
+	}
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return p >= lo && p-lo+uintptr(len(b)) <= uintptr(cap(buf))
+}
+
 // aligned allocates n bytes starting at an Align-aligned address (a
 // HugePage-aligned one from HugePage bytes on), with capacity n.
 func aligned(n int) []byte {

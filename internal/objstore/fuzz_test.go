@@ -85,12 +85,37 @@ func TestTxnBulkDataAligned(t *testing.T) {
 			sums[i] = blockCRC(tx.ops[1].data[i*blockSize : (i+1)*blockSize])
 		}
 		tx.ops[1].sums = sums
-		b2, known := tx.AppendMarshalSums(make([]byte, lead), nil)
-		if !bytes.Equal(b2[lead:], b) || len(known) != 1 {
-			t.Fatalf("lead %d: AppendMarshalSums: %d known spans, encoding equal %v", lead, len(known), bytes.Equal(b2[lead:], b))
-		}
-		if k := known[0]; k.Off%txnAlign != 0 || !bytes.Equal(b[k.Off:k.Off+len(k.Sums)*blockSize], tx.ops[1].data) {
-			t.Fatalf("lead %d: known span at %d is not the summed data", lead, k.Off)
+		// A sender gets the encoding in parts, any bulk data left where it
+		// lies, the summed data with its sums.
+		for _, ext := range []func([]byte) bool{
+			nil,
+			func([]byte) bool { return true },
+			func(d []byte) bool { return &d[0] == &tx.ops[1].data[0] },
+			func(d []byte) bool { return &d[0] == &tx.ops[2].data[0] },
+		} {
+			buf, parts := tx.AppendMarshalParts(make([]byte, lead), ext)
+			var whole []byte
+			external, summed := 0, 0
+			for _, p := range parts {
+				whole = append(whole, p.Bytes...)
+				for _, o := range tx.ops[1:] {
+					if &p.Bytes[0] == &o.data[0] {
+						external += len(p.Bytes)
+					}
+				}
+				if p.Sums != nil {
+					summed++
+					if !bytes.Equal(p.Bytes, tx.ops[1].data) {
+						t.Fatalf("lead %d: sums on a part that is not the summed data", lead)
+					}
+				}
+			}
+			if !bytes.Equal(whole, b) || summed != 1 {
+				t.Fatalf("lead %d: parts make the encoding: %v; %d summed parts", lead, bytes.Equal(whole, b), summed)
+			}
+			if len(buf) != lead+len(b)-external {
+				t.Fatalf("lead %d: buffer of %d bytes holds external data (%d bytes, encoding %d)", lead, len(buf), external, len(b))
+			}
 		}
 
 		// With the encoding's block checksums, aligned data gets its own.

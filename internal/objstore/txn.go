@@ -249,23 +249,61 @@ func (t *Txn) Size() int { return t.bytes + 16 + t.bulkOps*txnAlign }
 
 // AppendMarshal appends the Txn's encoding to b.
 func (t *Txn) AppendMarshal(b []byte) []byte {
-	b, _ = t.AppendMarshalSums(b, nil)
+	b, _ = t.appendEncoding(b, nil, nil)
 	return b
 }
 
-// KnownSums says that the whole 4 KiB blocks from offset Off of an
-// encoding have the crc32c checksums Sums.
-type KnownSums struct {
-	Off  int
+// TxnPart is a piece of a Txn's encoding (see AppendMarshalParts).
+type TxnPart struct {
+	Bytes []byte
+	// Sums are the crc32c checksums of Bytes' whole 4 KiB blocks, when the
+	// part is the data of an op that came with them (PutSummed,
+	// WriteSummed): a sender checksums it without reading it again.
 	Sums []uint32
 }
 
-// AppendMarshalSums is AppendMarshal that also appends to known, for each
-// op with checksums (PutSummed, WriteSummed) whose data the encoding
-// aligns, where that data lies in the encoding: a sender can checksum the
-// encoding without reading the data again.
-func (t *Txn) AppendMarshalSums(b []byte, known []KnownSums) ([]byte, []KnownSums) {
+// AppendMarshalParts appends the Txn's encoding to b, less the data of each
+// write or put of at least txnAlignMin bytes for which external says so,
+// and returns the whole encoding as parts, in order: the data so left out
+// is a part of its own, as it lies (a primary sends a client's 4 MiB
+// write on to its replicas from the request it arrived in, rather than
+// copying it into the encoding: that copy was 6% of an OSD's CPU under
+// 4 MiB writes). The other parts point into the returned buffer.
+func (t *Txn) AppendMarshalParts(b []byte, external func(data []byte) bool) ([]byte, []TxnPart) {
+	if external == nil {
+		external = func([]byte) bool { return false }
+	}
+	b, segs := t.appendEncoding(b, external, make([]txnSeg, 0, 2*t.bulkOps+1))
+	parts := make([]TxnPart, 0, len(segs))
+	for _, g := range segs {
+		p := TxnPart{Bytes: g.ext, Sums: g.sums}
+		if g.ext == nil {
+			p.Bytes = b[g.lo:g.hi]
+		}
+		if len(p.Bytes) > 0 {
+			parts = append(parts, p)
+		}
+	}
+	return b, parts
+}
+
+// txnSeg is a TxnPart while the encoding grows: a range of the buffer, or
+// external data.
+type txnSeg struct {
+	lo, hi int
+	ext    []byte
+	sums   []uint32
+}
+
+// appendEncoding appends the Txn's encoding to b, less the external data
+// (see AppendMarshalParts), and, if segs is not nil, the segments the whole
+// encoding is made of.
+func (t *Txn) appendEncoding(b []byte, external func([]byte) bool, segs []txnSeg) ([]byte, []txnSeg) {
 	base := len(b) // alignment is relative to the encoding's first byte
+	start := base  // of the segment in b not yet in segs
+	// shift: external bytes so far, which the encoding holds but b does not.
+	// Alignment counts them: base-shift is where the encoding would start if b held them.
+	shift := 0
 	b = append(b, txnMagic...)
 	b = append(b, txnVersion)
 	b = binary.AppendUvarint(b, uint64(len(t.ops)))
@@ -279,10 +317,19 @@ func (t *Txn) AppendMarshalSums(b []byte, known []KnownSums) ([]byte, []KnownSum
 			if o.typ == opWrite {
 				b = binary.AppendUvarint(b, o.off)
 			}
-			b = appendBulk(b, base, o.data)
-			if o.sums != nil && len(o.data) >= txnAlignMin {
-				known = append(known, KnownSums{Off: len(b) - len(o.data) - base, Sums: o.sums})
+			b = appendBulkHead(b, base-shift, len(o.data))
+			if segs == nil || len(o.data) < txnAlignMin {
+				b = append(b, o.data...)
+				continue
 			}
+			if external(o.data) {
+				segs = append(segs, txnSeg{lo: start, hi: len(b)}, txnSeg{ext: o.data, sums: o.sums})
+				shift += len(o.data)
+			} else {
+				segs = append(segs, txnSeg{lo: start, hi: len(b)}, txnSeg{lo: len(b), hi: len(b) + len(o.data), sums: o.sums})
+				b = append(b, o.data...)
+			}
+			start = len(b)
 		case opTruncate:
 			b = binary.AppendUvarint(b, o.off)
 		case opSetXattr, opOmapSet:
@@ -300,7 +347,10 @@ func (t *Txn) AppendMarshalSums(b []byte, known []KnownSums) ([]byte, []KnownSum
 			}
 		}
 	}
-	return b, known
+	if segs != nil {
+		segs = append(segs, txnSeg{lo: start, hi: len(b)})
+	}
+	return b, segs
 }
 
 func appendStr(b, s []byte) []byte {
@@ -308,14 +358,14 @@ func appendStr(b, s []byte) []byte {
 	return append(b, s...)
 }
 
-// appendBulk appends data as a bulk field of an encoding that starts at
-// b[base] (see the wire format).
-func appendBulk(b []byte, base int, data []byte) []byte {
-	b = binary.AppendUvarint(b, uint64(len(data)))
-	if len(data) >= txnAlignMin {
+// appendBulkHead appends the head of a bulk field of n bytes (its length
+// and padding) to an encoding that starts at b[base] (see the wire format).
+func appendBulkHead(b []byte, base, n int) []byte {
+	b = binary.AppendUvarint(b, uint64(n))
+	if n >= txnAlignMin {
 		b = append(b, make([]byte, padTo(len(b)-base))...)
 	}
-	return append(b, data...)
+	return b
 }
 
 // padTo is how many bytes take offset off to the next multiple of txnAlign.

@@ -149,31 +149,19 @@ func (s *Server) write(ctx context.Context, pool *clustermap.Pool, p *pgState, r
 	if lo, hi, ok := p.trimRange(ver); ok {
 		txn.OmapRmRange(coll, pgMetaObject, logKey(lo), logKey(hi))
 	}
-	// Encoded once into a recycled buffer: every replica gets the same
-	// frame body (rpc.ShareTxn), sent from where it lies, except after a
-	// map change. The data's block checksums, taken when it arrived, go
-	// into the frame's sum instead of a pass over the encoded copy.
-	payload, known := txn.AppendMarshalSums(bufpool.Get(txn.Size())[:0], nil)
 	t := s.view.Table()
-	replicate := func(t *placement.Table) *proto.Request {
-		return &proto.Request{Op: proto.OpReplicate, Epoch: t.Map().Epoch, PG: req.PG, Object: req.Object, PGVersion: ver, Txn: payload}
+	replicate := func(t *placement.Table, txnBytes []byte) *proto.Request {
+		return &proto.Request{Op: proto.OpReplicate, Epoch: t.Map().Epoch, PG: req.PG, Object: req.Object, PGVersion: ver, Txn: txnBytes}
 	}
 	var shared *rpc.Shared
 	sharedTable := t
 	if slices.ContainsFunc(writeSet, func(o clustermap.OSDID) bool { return o != s.id }) {
-		ks := make([]rpc.KnownSums, len(known))
-		for i, k := range known {
-			ks[i] = rpc.KnownSums{Off: k.Off, Sums: k.Sums}
-		}
-		sh, err := rpc.ShareTxn(replicate(t), ks)
+		sh, err := s.shareTxn(replicate(t, nil), req, txn)
 		if err != nil {
-			bufpool.Put(payload)
 			return s.failErr(err)
 		}
-		defer sh.Release() // and payload with it; every return below drains the senders first
+		defer sh.Release() // every return below drains the senders first
 		shared = sh
-	} else {
-		defer bufpool.Put(payload)
 	}
 
 	type result struct {
@@ -192,7 +180,9 @@ func (s *Server) write(ctx context.Context, pool *clustermap.Pool, p *pgState, r
 			if t == sharedTable {
 				return s.peers.CallShared(ctx, o.Addr, shared)
 			}
-			return s.peers.Call(ctx, o.Addr, replicate(t))
+			// After a map change: encoded again, and copied into the
+			// frame (the request's bytes are ours only until we return).
+			return s.peers.Call(ctx, o.Addr, replicate(t, txn.Marshal()))
 		}
 		resp, err := call()
 		if err != nil && !isRefused(err) && ctx.Err() == nil {
@@ -302,6 +292,37 @@ func (s *Server) write(ctx context.Context, pool *clustermap.Pool, p *pgState, r
 	r.Version = ver
 	r.Size = uint64(len(req.Data))
 	return r
+}
+
+// shareTxn encodes txn once for every replica (rpc.ShareParts): its large
+// data that lies in the client's request frame is sent on from there, not
+// copied, and the handler keeps that frame until the last replica's frame is
+// written (a replica that times out may still have one queued when the
+// write returns). The data's block checksums, taken when it arrived, go
+// into the frame's sum instead of a pass over it.
+func (s *Server) shareTxn(r *proto.Request, req *proto.Request, txn *objstore.Txn) (*rpc.Shared, error) {
+	kept := false
+	buf, tparts := txn.AppendMarshalParts(bufpool.Get(txn.Size())[:0], func(data []byte) bool {
+		if bufpool.Contains(req.Frame, data) {
+			kept = true
+			return true
+		}
+		return false
+	})
+	parts := make([]rpc.Part, len(tparts))
+	for i, p := range tparts {
+		parts[i] = rpc.Part{Bytes: p.Bytes, Sums: p.Sums}
+	}
+	frame := req.Frame
+	if kept {
+		req.Kept = true
+	}
+	return rpc.ShareParts(r, parts, func() {
+		bufpool.Put(buf)
+		if kept {
+			bufpool.Put(frame)
+		}
+	})
 }
 
 // checkExistsForDelete answers NotFound for a delete of an object the PG

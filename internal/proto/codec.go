@@ -96,14 +96,15 @@ func (s Status) String() string {
 // the decoder does, and the sender (package rpc) refuses frames over
 // MaxFrameBytes.
 func AppendRequest(dst []byte, r *Request) []byte {
-	return AppendRequestTail(append(AppendRequestHead(dst, r), r.Txn...), r)
+	return AppendRequestTail(append(AppendRequestHead(dst, r, len(r.Txn)), r.Txn...), r)
 }
 
-// AppendRequestHead appends the encoding of r up to its Txn, which follows
-// it on the wire (aligned, see Align, if the head starts the message), then
-// AppendRequestTail's bytes: a sender can send a large Txn from where it
-// lies instead of copying it.
-func AppendRequestHead(dst []byte, r *Request) []byte {
+// AppendRequestHead appends the encoding of r up to its Txn, of txnLen
+// bytes, which follows it on the wire (aligned, see Align, if the head
+// starts the message), then AppendRequestTail's bytes: a sender can send a
+// large Txn from where it lies (in pieces, even) instead of copying it.
+// r.Txn is not read.
+func AppendRequestHead(dst []byte, r *Request, txnLen int) []byte {
 	base := len(dst) // alignment is relative to the message's first byte
 	dst = append(dst, Version, byte(r.Op))
 	dst = binary.AppendUvarint(dst, uint64(r.Flags))
@@ -124,7 +125,7 @@ func AppendRequestHead(dst []byte, r *Request) []byte {
 	}
 	dst = appendKVs(dst, r.KVs)
 	dst = binary.AppendUvarint(dst, r.PGVersion)
-	return appendBulkHead(dst, base, len(r.Txn))
+	return appendBulkHead(dst, base, txnLen)
 }
 
 // AppendRequestTail appends the encoding of r after its Txn.

@@ -116,6 +116,13 @@ type Request struct {
 	// the message (see AlignMin); the object store then need not read the
 	// data again to checksum it.
 	DataSums, TxnSums []uint32
+	// Frame and Kept are not encoded either. Frame is the pooled buffer the
+	// receiving rpc layer decoded the request from: the request's byte
+	// slices point into it, and it is reused once the handler returns. A
+	// handler that sets Kept keeps the buffer (to send data on from where
+	// it lies after returning, say) and gives it back with bufpool.Put.
+	Frame []byte
+	Kept  bool
 }
 
 // KV is one key/value pair of an omap or xattr listing.

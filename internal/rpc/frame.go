@@ -286,9 +286,11 @@ func putHeader(h []byte, kind byte, id uint64, n int, sum uint32) {
 // the data each. Each call takes a reference until its frame is written;
 // the creator drops its own with Release.
 type Shared struct {
-	head    []byte // the encoding up to the payload (all of it for Share)
-	payload []byte // ShareTxn: the request's Txn, sent from where it lies
-	tail    []byte
+	head []byte   // the encoding up to the Txn (all of it for Share)
+	txn  [][]byte // ShareParts: the request's Txn, sent from where it lies
+	tail []byte
+	// release gives back what txn points into, once no frame needs it.
+	release func()
 	sum     uint32
 	refs    atomic.Int32
 }
@@ -312,42 +314,41 @@ func Share(req *proto.Request) (*Shared, error) {
 	return s, nil
 }
 
-// KnownSums says that the whole blocks from offset Off of a payload have
-// the crc32c checksums Sums (see ShareTxn).
-type KnownSums struct {
-	Off  int
-	Sums []uint32
+// Part is a piece of a Shared request's Txn. Sums, if set, are the crc32c
+// checksums of its whole blocks, taken when the data arrived: they go
+// into the frame's sum as they are, so the data is not read again, and a
+// replica checks the bytes against the checksums of their first arrival.
+type Part struct {
+	Bytes []byte
+	Sums  []uint32
 }
 
-// ShareTxn is Share for a request whose Txn (a bufpool buffer) is sent from
-// where it lies, not copied, and goes back to the pool with the Shared.
-// known names block-aligned spans of the Txn whose block checksums the
-// caller has (taken when the data arrived): they go into the frame's sum
-// as they are, so the data is not read again, and a replica checks the
-// bytes against the checksums of their first arrival. On error the Txn
-// buffer stays the caller's.
-func ShareTxn(req *proto.Request, known []KnownSums) (*Shared, error) {
+// ShareParts is Share for a request whose Txn, given as parts (req.Txn is
+// not read), is sent from where it lies, not copied. release is called
+// once no frame needs the parts any more (after Release, and after every
+// call's frame is written or dropped); on error, at once.
+func ShareParts(req *proto.Request, parts []Part, release func()) (*Shared, error) {
+	n := 0
+	txn := make([][]byte, len(parts))
+	for i, p := range parts {
+		n += len(p.Bytes)
+		txn[i] = p.Bytes
+	}
 	room := len(req.Object) + 128
-	if len(req.Txn) >= proto.AlignMin {
+	if n >= proto.AlignMin {
 		room += proto.Align // the padding that aligns the Txn
 	}
-	head := proto.AppendRequestHead(make([]byte, 0, room), req)
-	s := &Shared{head: head, payload: req.Txn, tail: proto.AppendRequestTail(nil, req)}
-	if n := len(head) + len(s.payload) + len(s.tail); n > proto.MaxFrameBytes {
+	head := proto.AppendRequestHead(make([]byte, 0, room), req, n)
+	s := &Shared{head: head, txn: txn, tail: proto.AppendRequestTail(nil, req), release: release}
+	if n := s.len(); n > proto.MaxFrameBytes {
+		release()
 		return nil, errTooLarge(n)
 	}
 	var sum bodySum
 	sum.write(head)
-	pos := 0
-	for _, k := range known {
-		if k.Off < pos || k.Off+len(k.Sums)*sumBlock > len(s.payload) {
-			panic(fmt.Sprintf("rpc: known checksums at %d..%d of a %d-byte payload", k.Off, k.Off+len(k.Sums)*sumBlock, len(s.payload)))
-		}
-		sum.write(s.payload[pos:k.Off])
-		pos = k.Off + len(k.Sums)*sumBlock
-		sum.writeKnown(s.payload[k.Off:pos], k.Sums)
+	for _, p := range parts {
+		sum.writeKnown(p.Bytes, p.Sums)
 	}
-	sum.write(s.payload[pos:])
 	sum.write(s.tail)
 	s.sum = sum.sum()
 	s.refs.Store(1)
@@ -368,13 +369,21 @@ func (s *Shared) unref() {
 	switch n := s.refs.Add(-1); {
 	case n == 0:
 		bufpool.Put(s.head)
-		bufpool.Put(s.payload)
+		if s.release != nil {
+			s.release()
+		}
 	case n < 0:
 		panic("rpc: Shared request released more often than referenced")
 	}
 }
 
-func (s *Shared) len() int { return len(s.head) + len(s.payload) + len(s.tail) }
+func (s *Shared) len() int {
+	n := len(s.head) + len(s.tail)
+	for _, p := range s.txn {
+		n += len(p)
+	}
+	return n
+}
 
 // outFrame is one frame for a connection's writer, which owns it once
 // queued: a whole encoded frame; or the header of a Shared body; or a frame
@@ -429,11 +438,13 @@ func (f *outFrame) parts(dst [][]byte) [][]byte {
 	case f.shared == nil:
 		return append(dst, *f.buf)
 	}
-	return append(dst, f.hdr[:], f.shared.head, f.shared.payload, f.shared.tail)
+	dst = append(dst, f.hdr[:], f.shared.head)
+	dst = append(dst, f.shared.txn...)
+	return append(dst, f.shared.tail)
 }
 
 func (f outFrame) writeTo(w *bufio.Writer) error {
-	var a [4][]byte
+	var a [8][]byte
 	for _, p := range f.parts(a[:0]) {
 		if _, err := w.Write(p); err != nil {
 			return err

@@ -42,7 +42,7 @@ type inlineWriter struct {
 	// it, and what the socket took.
 	cur      outFrame
 	parts    [][]byte
-	partsBuf [4][]byte
+	partsBuf [8][]byte
 	wrote    int
 	werr     error
 
@@ -138,7 +138,7 @@ func (w *inlineWriter) flushRest(dst interface{ Write([]byte) (int, error) }) er
 		return nil
 	}
 	f := w.rest
-	var a [4][]byte
+	var a [8][]byte
 	parts := skipBytes(f.parts(a[:0]), w.restN)
 	w.rest, w.restN, w.hasRest = outFrame{}, 0, false
 	defer f.release()

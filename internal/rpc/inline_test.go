@@ -134,7 +134,7 @@ func TestInlinePartialWrite(t *testing.T) {
 		}
 		sh.ref()
 		f := sharedFrame(sh, kindRequest, id)
-		var a [4][]byte
+		var a [8][]byte
 		for _, p := range f.parts(a[:0]) {
 			want = append(want, p...)
 		}

@@ -898,12 +898,13 @@ func TestRequestBlockSums(t *testing.T) {
 	}
 }
 
-// TestShareTxn: a replicated transaction goes out from where it lies, with
-// the checksums the sender already has for its data in the frame sum.
-// Replicas get the bytes and their block checksums intact; a sender whose
-// known checksums do not match its bytes is refused by the receiver (the
-// frame sum does not match), never taken.
-func TestShareTxn(t *testing.T) {
+// TestShareParts: a replicated transaction goes out in parts from where
+// they lie, with the checksums the sender already has for its data in the
+// frame sum. Replicas get the bytes and their block checksums intact; what
+// the parts point into is given back once, after the last frame; a sender
+// whose known checksums do not match its bytes is refused by the receiver
+// (the frame sum does not match), never taken.
+func TestShareParts(t *testing.T) {
 	got := make(chan *proto.Request, 4)
 	h := HandlerFunc(func(ctx context.Context, req *proto.Request) *proto.Response {
 		r := *req
@@ -912,7 +913,9 @@ func TestShareTxn(t *testing.T) {
 		return &proto.Response{Status: proto.StatusOK}
 	})
 	_, addr, logs := startServer(t, "127.0.0.1", testKey, h, ServerOptions{})
-	txn := func() ([]byte, []KnownSums) {
+	// A head of one block, 200 blocks of summed data, an unsummed tail of
+	// three blocks and 5 bytes: the shape of a transaction with a write.
+	txn := func() ([]byte, []Part) {
 		b := bufpool.Get(1<<20 + 3*sumBlock)
 		for i := range b {
 			b[i] = byte(i * 7)
@@ -922,12 +925,17 @@ func TestShareTxn(t *testing.T) {
 			off := sumBlock + i*sumBlock
 			sums[i] = crc32.Checksum(b[off:off+sumBlock], castagnoli)
 		}
-		return b, []KnownSums{{Off: sumBlock, Sums: sums}}
+		data := b[sumBlock : sumBlock+200*sumBlock]
+		return b, []Part{{Bytes: b[:sumBlock]}, {Bytes: data, Sums: sums}, {Bytes: b[sumBlock+len(data) : 204*sumBlock+5]}}
 	}
 
-	b, known := txn()
-	want := bytes.Clone(b)
-	sh, err := ShareTxn(&proto.Request{Op: proto.OpReplicate, Object: "obj", PGVersion: 7, Txn: b}, known)
+	b, parts := txn()
+	want := bytes.Clone(b[:204*sumBlock+5])
+	var released atomic.Int32
+	sh, err := ShareParts(&proto.Request{Op: proto.OpReplicate, Object: "obj", PGVersion: 7}, parts, func() {
+		released.Add(1)
+		bufpool.Put(b)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -945,11 +953,17 @@ func TestShareTxn(t *testing.T) {
 		}
 		c.Close()
 	}
+	if n := released.Load(); n != 0 {
+		t.Fatalf("parts given back %d times before Release", n)
+	}
 	sh.Release()
+	if n := released.Load(); n != 1 {
+		t.Fatalf("parts given back %d times after the last reference, want once", n)
+	}
 
-	b, known = txn()
-	known[0].Sums[5] ^= 1 // the sender's bytes differ from what it was told
-	sh, err = ShareTxn(&proto.Request{Op: proto.OpReplicate, Object: "obj", Txn: b}, known)
+	b, parts = txn()
+	parts[1].Sums[5] ^= 1 // the sender's bytes differ from what it was told
+	sh, err = ShareParts(&proto.Request{Op: proto.OpReplicate, Object: "obj"}, parts, func() { bufpool.Put(b) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -960,6 +974,43 @@ func TestShareTxn(t *testing.T) {
 		t.Fatalf("a frame whose data does not match its known checksums: %v, want the connection closed", err)
 	}
 	logs.waitFor(t, "closed connection from", "body sum")
+}
+
+// TestKeptRequestFrame: a handler that keeps its request's frame has it to
+// itself after returning; one that does not gets it reused.
+func TestKeptRequestFrame(t *testing.T) {
+	kept := make(chan *proto.Request, 1)
+	h := HandlerFunc(func(ctx context.Context, req *proto.Request) *proto.Response {
+		if !bufpool.Contains(req.Frame, req.Data) {
+			return &proto.Response{Status: proto.StatusInvalid, Message: "data outside the frame"}
+		}
+		if req.Object == "keep" {
+			req.Kept = true
+			kept <- req
+		}
+		return &proto.Response{Status: proto.StatusOK}
+	})
+	_, addr, _ := startServer(t, "127.0.0.1", testKey, h, ServerOptions{})
+	c := dial(t, addr)
+	defer c.Close()
+	data := bytes.Repeat([]byte{0x5a}, 1<<20)
+	other := bytes.Repeat([]byte{0xa5}, 1<<20)
+	for i, name := range []string{"keep", "other", "other"} {
+		d := data
+		if i > 0 {
+			d = other
+		}
+		resp, err := c.Call(context.Background(), &proto.Request{Op: proto.OpWrite, Object: name, Data: d})
+		if err != nil || resp.Status != proto.StatusOK {
+			t.Fatalf("%s: %v %v", name, resp, err)
+		}
+	}
+	// Later requests of the same size reused pooled frames, not this one.
+	r := <-kept
+	if !bytes.Equal(r.Data, data) {
+		t.Fatal("a kept request's data changed after its handler returned")
+	}
+	bufpool.Put(r.Frame)
 }
 
 // TestInPlaceReplyKnownSums: a large reply whose data's block checksums

@@ -318,7 +318,7 @@ const sendInPlaceMin = 64 << 10
 
 // inPlaceReply frames resp without copying its Data. The request body, which
 // Data may point into, and resp's pooled buffer go back once the frame is
-// written.
+// written (the body unless the handler kept it: it is then the handler's).
 func inPlaceReply(id uint64, resp *proto.Response, body []byte) (outFrame, error) {
 	bp, b := beginFrame(0)
 	b = proto.AppendResponseHead(b, resp)
@@ -337,7 +337,9 @@ func inPlaceReply(id uint64, resp *proto.Response, body []byte) (outFrame, error
 	*bp = b
 	return outFrame{buf: bp, data: resp.Data, split: split, done: func() {
 		resp.Release()
-		bufpool.Put(body)
+		if body != nil {
+			bufpool.Put(body)
+		}
 	}}, nil
 }
 
@@ -367,8 +369,12 @@ func (sc *serverConn) handle(ctx context.Context, id uint64, body []byte, sums [
 	} else {
 		req.DataSums = blockSums(body, sums, req.Data)
 		req.TxnSums = blockSums(body, sums, req.Txn)
+		req.Frame = body
 		if resp = sc.s.h.Serve(ctx, req); resp == nil {
 			resp = &proto.Response{Status: proto.StatusIOError, Message: "rpc: handler returned no response"}
+		}
+		if req.Kept {
+			body = nil // the handler's now
 		}
 	}
 	if len(resp.Data) >= sendInPlaceMin {
@@ -382,7 +388,9 @@ func (sc *serverConn) handle(ctx context.Context, id uint64, body []byte, sums [
 	// The response is copied into its frame, and the handler is done with
 	// the request (see Handler): both buffers can go back to the pool.
 	resp.Release()
-	bufpool.Put(body)
+	if body != nil {
+		bufpool.Put(body)
+	}
 	if err := sealFrame(bp, b, kindReply, id); err != nil {
 		sc.s.opts.Logf("rpc: response to request %d: %v", id, err)
 		bp, b = beginFrame(0)
