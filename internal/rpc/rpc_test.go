@@ -1047,3 +1047,15 @@ func TestInPlaceReplyKnownSums(t *testing.T) {
 		t.Fatalf("a reply whose known checksums do not match its data: %v, want the connection closed", err)
 	}
 }
+
+func TestCRCAppend32(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 10000 {
+		crc, v := r.Uint32(), r.Uint32()
+		var b [4]byte
+		binary.BigEndian.PutUint32(b[:], v)
+		if got, want := crcAppend32(crc, v), crc32.Update(crc, castagnoli, b[:]); got != want {
+			t.Fatalf("crcAppend32(%#x, %#x) = %#x, want %#x", crc, v, got, want)
+		}
+	}
+}
