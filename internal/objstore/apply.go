@@ -21,6 +21,7 @@ type objState struct {
 	exists      bool
 	startExists bool
 	startSize   uint64
+	startFileID uint64 // the data file the object had, 0 if none
 	rec         objRec
 	// File-backed working state (rec.inline == false).
 	newFile bool // rec.fileID was allocated by this txn; no committed data
@@ -144,6 +145,15 @@ func (s *Store) Apply(t *Txn) error {
 	a := &applyCtx{s: s, batch: s.db.NewBatch(), objs: map[string]*objState{}, now: time.Now().UnixNano(),
 		direct: map[uint64]*dataFile{}, unsynced: map[uint64]bool{}}
 	defer a.batch.Close()
+	// Before the objects' locks go, whatever the outcome (see readCache).
+	defer func() {
+		for _, st := range a.order {
+			s.rc.dropFile(st.startFileID)
+			if !st.rec.inline && st.rec.fileID != st.startFileID {
+				s.rc.dropFile(st.rec.fileID)
+			}
+		}
+	}()
 	defer func() {
 		if a.journal != nil {
 			a.journal.Close()
@@ -222,6 +232,7 @@ func (a *applyCtx) state(coll, name string) (*objState, error) {
 	}
 	st := &objState{coll: coll, name: name, key: k, exists: ok, startExists: ok, startSize: r.size, rec: r, inlineUnverified: ok && r.inline}
 	if ok && !r.inline {
+		st.startFileID = r.fileID
 		st.chunks = map[uint64]*chunk{}
 		st.dirty = map[uint64][]byte{}
 		st.sums = map[uint64]uint32{}

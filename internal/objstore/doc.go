@@ -122,6 +122,10 @@
 // copies were the largest CPU cost of a 4 MiB read, and data read again is
 // cached. Reads of 2 MiB or more (whole objects) always go direct unless
 // already cached: for them the cache's copy costs more than it saves.
+// Client reads of 128 KiB to 4 MiB repeated in the same shape are answered
+// from the store's own read cache instead (readcache.go, ReadShared):
+// checked data and checksums, in memory outside the Go heap, sent as they
+// lie.
 //
 // The index's memtable is 1/64 of its disk, 4 to 64 MiB, and each of the
 // three commit-log segments its size: a small disk keeps room for data.

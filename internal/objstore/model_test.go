@@ -171,6 +171,20 @@ func compareStore(t *testing.T, r *rand.Rand, s *Store, m oracle, colls, names [
 			if !bytes.Equal(got, ob.data) {
 				t.Fatalf("%s/%s: content differs (store %d bytes, oracle %d)", c, n, len(got), len(ob.data))
 			}
+			// A client's read, twice: the second comes from the read
+			// cache if the object is large, and must be just as current.
+			for range 2 {
+				got, _, sums, release, err := s.ReadShared(c, n, 0, 0)
+				if err != nil || !bytes.Equal(got, ob.data) {
+					t.Fatalf("shared read %s/%s: %v, content equal %v", c, n, err, bytes.Equal(got, ob.data))
+				}
+				for i, sum := range sums {
+					if sum != blockCRC(got[i*blockSize:(i+1)*blockSize]) {
+						t.Fatalf("shared read %s/%s: block %d has a wrong checksum", c, n, i)
+					}
+				}
+				release()
+			}
 			if len(ob.data) > 0 {
 				off := uint64(r.Intn(len(ob.data) + 10))
 				ln := uint64(r.Intn(3*blockSize + 1))

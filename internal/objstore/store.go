@@ -20,6 +20,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"golang.org/x/sys/unix"
 
 	"github.com/cairn-storage/cairn/internal/bufpool"
 )
@@ -35,6 +36,30 @@ type Options struct {
 	// for pebble's block cache. Small objects live in the index, so this is
 	// also their read cache.
 	CacheBytes int64
+	// DataCacheBytes bounds the read cache of large reads (readcache.go),
+	// in memory outside the Go heap. 0: DefaultDataCacheBytes, or a
+	// sixteenth of the machine's memory if that is less; negative: none.
+	DataCacheBytes int64
+}
+
+// DefaultDataCacheBytes is the read cache of large reads one store keeps at
+// most by default.
+const DefaultDataCacheBytes = 1 << 30
+
+// dataCacheBytes is o's read cache bound, 0 for none.
+func (o Options) dataCacheBytes() int64 {
+	switch {
+	case o.DataCacheBytes < 0:
+		return 0
+	case o.DataCacheBytes > 0:
+		return o.DataCacheBytes
+	}
+	n := int64(DefaultDataCacheBytes)
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) == nil {
+		n = min(n, int64(si.Totalram)*int64(si.Unit)/16)
+	}
+	return n
 }
 
 // Info describes an object.
@@ -77,6 +102,7 @@ const (
 type Store struct {
 	opts Options
 	fs   vfs.FS
+	rc   *readCache // nil: none
 	// directIO: large fresh extents are written with O_DIRECT (directio.go);
 	// on only for the real filesystem, off once it refuses O_DIRECT.
 	directIO atomic.Bool
@@ -232,6 +258,9 @@ func Open(o Options) (*Store, error) {
 		o.CacheBytes = DefaultCacheBytes
 	}
 	s.idx = newIndexCache(o.CacheBytes / 2)
+	if n := o.dataCacheBytes(); n > 0 {
+		s.rc = newReadCache(n)
+	}
 	cache := pebble.NewCache(o.CacheBytes - o.CacheBytes/2)
 	defer cache.Unref() // the DB holds its own reference
 	mt := memTableSize(s.fs, o.MetaDir)
@@ -595,6 +624,7 @@ func (s *Store) Close() error {
 			err = s.dropJournal(done)
 		}
 		s.closeFiles()
+		s.rc.close()
 		if s.fsSync != nil {
 			s.fsSync.close()
 		}
@@ -838,6 +868,53 @@ func (s *Store) ReadPooled(coll, name string, off, length uint64) (data []byte, 
 	info = Info{Size: r.size, Mtime: time.Unix(0, r.mtime)}
 	data, pooled, sums, err = s.readRec(coll, name, &r, off, length)
 	return data, info, pooled, sums, err
+}
+
+// ReadShared is ReadPooled for a client's read: a large read at a block
+// boundary is answered from the store's read cache if it holds it, and
+// fills the cache if not (readcache.go). data and sums are the caller's to
+// read, not to modify, until it calls release (never nil), once.
+func (s *Store) ReadShared(coll, name string, off, length uint64) (data []byte, info Info, sums []uint32, release func(), err error) {
+	if err := checkName(coll, name); err != nil {
+		return nil, Info{}, nil, nil, err
+	}
+	defer s.rlock(coll, name)()
+	r, ok, err := s.loadRec(coll, name)
+	if err != nil {
+		return nil, Info{}, nil, nil, err
+	}
+	if !ok {
+		return nil, Info{}, nil, nil, notFound(coll, name)
+	}
+	info = Info{Size: r.size, Mtime: time.Unix(0, r.mtime)}
+	if s.rc != nil && !r.inline && off < r.size && off%blockSize == 0 {
+		end := r.size
+		if length > 0 && length < r.size-off {
+			end = off + length
+		}
+		k := readKey{fileID: r.fileID, off: off, end: end}
+		if e := s.rc.get(k); e != nil {
+			return e.data, info, e.sums, e.release, nil
+		}
+		fb, lb := off/blockSize, (end-1)/blockSize
+		n := int(lb-fb+1) * blockSize
+		if e := s.rc.alloc(k, n); e != nil {
+			sums := make([]uint32, lb-fb+1)
+			if err := s.readBlocks(coll, name, r.fileID, fb, lb, e.buf[:n], sums); err != nil {
+				e.release()
+				return nil, Info{}, nil, nil, err
+			}
+			e.data = e.buf[: end-off : end-off]
+			sums = sums[:len(e.data)/blockSize]
+			s.rc.add(k, e, sums)
+			return e.data, info, sums, e.release, nil
+		}
+	}
+	data, pooled, sums, err := s.readRec(coll, name, &r, off, length)
+	if err != nil {
+		return nil, Info{}, nil, nil, err
+	}
+	return data, info, sums, func() { bufpool.Put(pooled) }, nil
 }
 
 // readRec reads [off, off+length) of the object whose record is r, into a

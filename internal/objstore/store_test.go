@@ -18,7 +18,8 @@ func openMem(t testing.TB, fs vfs.FS) *Store {
 	if fs == nil {
 		fs = vfs.NewMem()
 	}
-	s, err := Open(Options{Dir: "/osd", FS: fs, ReserveBytes: -1})
+	// A small read cache: tests that read large objects also evict.
+	s, err := Open(Options{Dir: "/osd", FS: fs, ReserveBytes: -1, DataCacheBytes: 2 << 20})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}

@@ -205,12 +205,12 @@ func (s *Server) readObject(coll string, req *proto.Request) *proto.Response {
 	case proto.OpSnaps:
 		return s.readSnaps(coll, req.Object)
 	case proto.OpRead, proto.OpReadReplica:
-		data, info, pooled, sums, err := s.store.ReadPooled(coll, req.Object, req.Offset, req.Length)
+		data, info, sums, release, err := s.store.ReadShared(coll, req.Object, req.Offset, req.Length)
 		if err != nil {
 			return s.failErr(err)
 		}
 		r := s.ok()
-		r.Data, r.Size, r.Pooled, r.DataSums = data, info.Size, pooled, sums
+		r.Data, r.Size, r.Free, r.DataSums = data, info.Size, release, sums
 		return r
 	case proto.OpStat:
 		info, err := s.store.Stat(coll, req.Object)

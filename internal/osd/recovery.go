@@ -369,16 +369,19 @@ func (s *Server) copyObject(ctx context.Context, id clustermap.PGID, name string
 			return errors.New("the source copy vanished during the copy")
 		}
 		size = r.Size
-		if len(r.Data) > 0 {
+		n := len(r.Data)
+		if n > 0 {
 			txn.Write(coll, name, off, r.Data)
-			copied += int64(len(r.Data))
-			off += uint64(len(r.Data))
+			copied += int64(n)
+			off += uint64(n)
 		}
-		if err := apply(txn); err != nil {
+		err = apply(txn)
+		r.Release() // a local read's data may be the store's read cache's
+		if err != nil {
 			return err
 		}
 		txn = &objstore.Txn{}
-		if off >= size || len(r.Data) == 0 {
+		if off >= size || n == 0 {
 			break
 		}
 	}

@@ -166,6 +166,9 @@ type Response struct {
 	// user calls Release once done with it; a response never released is
 	// only garbage.
 	Pooled []byte
+	// Free, when not nil, is called by Release instead: Data belongs to
+	// something else (a cache) until then.
+	Free func()
 	// DataSums, when not nil, are the crc32c of each whole Align-byte
 	// block of Data, known to the responder (a read checked them): the rpc
 	// layer puts them into the frame's sum instead of reading Data again.
@@ -176,6 +179,11 @@ type Response struct {
 // Release hands the response's pooled buffer back; the response's byte
 // fields must not be used afterwards.
 func (r *Response) Release() {
+	if r.Free != nil {
+		r.Free()
+		r.Free, r.Pooled, r.Data, r.KVs = nil, nil, nil, nil
+		return
+	}
 	if r.Pooled != nil {
 		bufpool.Put(r.Pooled)
 		r.Pooled, r.Data, r.KVs = nil, nil, nil
