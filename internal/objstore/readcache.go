@@ -45,6 +45,8 @@ type readCache struct {
 	lru    cachedRead // sentinel: lru.next is the newest entry, lru.prev the oldest
 	mapped int64      // bytes of buffers, listed, in use or free
 	free   [readCacheClasses][][]byte
+	// freeBytes: bytes of the buffers in free, at most maxBytes/8.
+	freeBytes int64
 
 	// seen remembers reads that missed once (hashes of their keys,
 	// direct-mapped): a read fills the cache on its second miss only, as
@@ -154,6 +156,7 @@ func (c *readCache) alloc(k readKey, n int) *cachedRead {
 	for buf == nil {
 		if l := c.free[cl]; len(l) > 0 {
 			buf, c.free[cl] = l[len(l)-1], l[:len(l)-1]
+			c.freeBytes -= int64(len(buf))
 			break
 		}
 		if c.mapped+size <= c.maxBytes {
@@ -256,16 +259,19 @@ func (c *readCache) evict(e *cachedRead) {
 }
 
 // recycle keeps the buffer of an entry nobody uses for the next fill, or
-// unmaps it if the cache is over its bound. Called with mu held.
+// unmaps it if an eighth of the bound is free already: after its objects
+// are deleted, an OSD gives the memory back rather than keep a gigabyte
+// mapped for nothing. Called with mu held.
 func (c *readCache) recycle(e *cachedRead) {
 	buf := e.buf
 	e.buf, e.data, e.sums = nil, nil, nil
-	if c.mapped > c.maxBytes {
+	if c.freeBytes+int64(len(buf)) > c.maxBytes/8 {
 		c.unmap(buf)
 		return
 	}
 	cl := readClass(len(buf))
 	c.free[cl] = append(c.free[cl], buf)
+	c.freeBytes += int64(len(buf))
 }
 
 // unmapOne unmaps one free buffer, if there is one. Called with mu held.
@@ -273,6 +279,7 @@ func (c *readCache) unmapOne() bool {
 	for cl := range c.free {
 		if l := c.free[cl]; len(l) > 0 {
 			c.unmap(l[len(l)-1])
+			c.freeBytes -= int64(len(l[len(l)-1]))
 			c.free[cl] = l[:len(l)-1]
 			return true
 		}

@@ -100,4 +100,19 @@ func TestReadCache(t *testing.T) {
 	if _, _, _, _, err := s.ReadShared("1.0", "other7", 0, 0); err == nil {
 		t.Fatal("a deleted object read from the cache")
 	}
+
+	// Once its objects are gone, the cache gives its memory back but for
+	// an eighth of its bound.
+	apply(t, s, func(tx *Txn) {
+		tx.Delete("1.0", "a")
+		for i := 0; i < 7; i++ {
+			tx.Delete("1.0", fmt.Sprint("other", i))
+		}
+		for i := 0; i < 4; i++ {
+			tx.Delete("1.0", fmt.Sprint("held", i))
+		}
+	})
+	if n, m := s.rc.listed.Load(), s.rc.mapped; n != 0 || m > s.rc.maxBytes/8 {
+		t.Fatalf("after deleting every object: %d entries, %d bytes mapped (bound %d)", n, m, s.rc.maxBytes)
+	}
 }
