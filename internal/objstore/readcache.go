@@ -3,6 +3,7 @@ package objstore
 import (
 	"encoding/binary"
 	"hash/maphash"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 
@@ -97,11 +98,7 @@ func readClass(n int) int {
 	if n < readCacheMin || n > readCacheMax {
 		return -1
 	}
-	c := 0
-	for readCacheMin<<c < n {
-		c++
-	}
-	return c
+	return bits.Len(uint(n-1)) - bits.Len(uint(readCacheMin-1))
 }
 
 // get returns the entry for k with a reference for the caller, or nil.

@@ -842,39 +842,24 @@ func (s *Store) Read(coll, name string, off, length uint64) ([]byte, error) {
 
 // ReadInfo is Read that also returns the object's Info, from the same
 // lookup of its record (a read of a small object is then one index lookup).
+// It reads past the read cache: scrubs use it to check the disk.
 func (s *Store) ReadInfo(coll, name string, off, length uint64) ([]byte, Info, error) {
-	data, info, _, _, err := s.ReadPooled(coll, name, off, length)
+	data, info, _, _, err := s.read(coll, name, off, length, false)
 	return data, info, err
 }
 
-// ReadPooled is ReadInfo that also returns the buffer a large read's data
-// lives in when it comes from bufpool (nil otherwise): the caller hands it
-// back with bufpool.Put once done with data, or leaves it to the garbage
-// collector. For a large read at a block boundary it also returns sums,
-// the crc32c of each whole 4 KiB block of data, as checked: a sender can
-// checksum its frame without reading the data again.
-func (s *Store) ReadPooled(coll, name string, off, length uint64) (data []byte, info Info, pooled []byte, sums []uint32, err error) {
-	if err := checkName(coll, name); err != nil {
-		return nil, Info{}, nil, nil, err
-	}
-	defer s.rlock(coll, name)()
-	r, ok, err := s.loadRec(coll, name)
-	if err != nil {
-		return nil, Info{}, nil, nil, err
-	}
-	if !ok {
-		return nil, Info{}, nil, nil, notFound(coll, name)
-	}
-	info = Info{Size: r.size, Mtime: time.Unix(0, r.mtime)}
-	data, pooled, sums, err = s.readRec(coll, name, &r, off, length)
-	return data, info, pooled, sums, err
-}
-
-// ReadShared is ReadPooled for a client's read: a large read at a block
+// ReadShared is ReadInfo for a client's read: a large read at a block
 // boundary is answered from the store's read cache if it holds it, and
 // fills the cache if not (readcache.go). data and sums are the caller's to
-// read, not to modify, until it calls release (never nil), once.
+// read, not to modify, until it calls release (never nil), once. sums, for
+// a large read at a block boundary, are the crc32c of each whole 4 KiB
+// block of data, as checked: a sender can checksum its frame without
+// reading the data again.
 func (s *Store) ReadShared(coll, name string, off, length uint64) (data []byte, info Info, sums []uint32, release func(), err error) {
+	return s.read(coll, name, off, length, true)
+}
+
+func (s *Store) read(coll, name string, off, length uint64, cached bool) (data []byte, info Info, sums []uint32, release func(), err error) {
 	if err := checkName(coll, name); err != nil {
 		return nil, Info{}, nil, nil, err
 	}
@@ -887,7 +872,7 @@ func (s *Store) ReadShared(coll, name string, off, length uint64) (data []byte, 
 		return nil, Info{}, nil, nil, notFound(coll, name)
 	}
 	info = Info{Size: r.size, Mtime: time.Unix(0, r.mtime)}
-	if s.rc != nil && !r.inline && off < r.size && off%blockSize == 0 {
+	if cached && s.rc != nil && !r.inline && off < r.size && off%blockSize == 0 {
 		end := r.size
 		if length > 0 && length < r.size-off {
 			end = off + length
