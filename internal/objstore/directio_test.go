@@ -255,7 +255,7 @@ func TestLargeReadOfSparseObjectReadsZeros(t *testing.T) {
 		for i := range dirty {
 			dirty[i] = 0xaa
 		}
-		bufpool.Put(dirty) // the next large read may well get this buffer
+		bufpool.Put(dirty)                                                    // the next large read may well get this buffer
 		got, _, sums, release, err := s.read("1.0", "sparse", 0, size, false) // past the read cache: into a pooled buffer
 		if err != nil {
 			t.Fatal(err)
