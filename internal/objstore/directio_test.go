@@ -255,8 +255,9 @@ func TestLargeReadOfSparseObjectReadsZeros(t *testing.T) {
 		for i := range dirty {
 			dirty[i] = 0xaa
 		}
-		bufpool.Put(dirty)                                                    // the next large read may well get this buffer
-		got, _, sums, release, err := s.read("1.0", "sparse", 0, size, false) // past the read cache: into a pooled buffer
+		bufpool.Put(dirty) // the next large read may well get this buffer
+		// Past the read cache, into a pooled buffer.
+		got, _, sums, release, err := s.read("1.0", "sparse", 0, size, false)
 		if err != nil {
 			t.Fatal(err)
 		}
