@@ -872,11 +872,12 @@ func (s *Store) read(coll, name string, off, length uint64, cached bool) (data [
 		return nil, Info{}, nil, nil, notFound(coll, name)
 	}
 	info = Info{Size: r.size, Mtime: time.Unix(0, r.mtime)}
-	if cached && s.rc != nil && !r.inline && off < r.size && off%blockSize == 0 {
-		end := r.size
-		if length > 0 && length < r.size-off {
-			end = off + length
-		}
+	end := r.size
+	if length > 0 && off < r.size && length < r.size-off {
+		end = off + length
+	}
+	// Only reads the cache takes look at it: a small read costs no lock.
+	if cached && s.rc != nil && !r.inline && off < r.size && off%blockSize == 0 && readClass(int(end-off)) >= 0 {
 		k := readKey{fileID: r.fileID, off: off, end: end}
 		if e := s.rc.get(k); e != nil {
 			return e.data, info, e.sums, e.release, nil
