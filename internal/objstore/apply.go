@@ -146,10 +146,14 @@ func (s *Store) Apply(t *Txn) error {
 		direct: map[uint64]*dataFile{}, unsynced: map[uint64]bool{}}
 	defer a.batch.Close()
 	// Before the objects' locks go, whatever the outcome (see readCache).
+	// File IDs start at 1: 0 is an object without a file (most of a small
+	// write's objects), which has nothing cached.
 	defer func() {
 		for _, st := range a.order {
-			s.rc.dropFile(st.startFileID)
-			if !st.rec.inline && st.rec.fileID != st.startFileID {
+			if st.startFileID != 0 {
+				s.rc.dropFile(st.startFileID)
+			}
+			if !st.rec.inline && st.rec.fileID != 0 && st.rec.fileID != st.startFileID {
 				s.rc.dropFile(st.rec.fileID)
 			}
 		}

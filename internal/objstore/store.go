@@ -900,8 +900,14 @@ func (s *Store) read(coll, name string, off, length uint64, cached bool) (data [
 	if err != nil {
 		return nil, Info{}, nil, nil, err
 	}
+	if pooled == nil {
+		return data, info, sums, noRelease, nil // small reads: no closure to allocate
+	}
 	return data, info, sums, func() { bufpool.Put(pooled) }, nil
 }
+
+// noRelease is the release of a read whose buffer nothing takes back.
+var noRelease = func() {}
 
 // readRec reads [off, off+length) of the object whose record is r, into a
 // bufpool buffer (returned as pooled) if the read is large, with its blocks'
