@@ -184,8 +184,9 @@ func (c *Conn) roundTrip(ctx context.Context, id uint64, f outFrame) (*proto.Res
 }
 
 // start registers request id and sends f: written by this goroutine when
-// the socket is idle (inline.go), else handed to the writer. f is released
-// either way.
+// it is the only call in flight and the socket is idle (inline.go), else
+// handed to the writer, which sends it with the frames of calls started
+// meanwhile. f is released either way.
 func (c *Conn) start(ctx context.Context, id uint64, f outFrame) (*call, error) {
 	cl := callPool.Get().(*call)
 	c.mu.Lock()
@@ -197,9 +198,10 @@ func (c *Conn) start(ctx context.Context, id uint64, f outFrame) (*call, error) 
 		return nil, err
 	}
 	c.pending[id] = cl
+	alone := len(c.pending) == 1
 	c.mu.Unlock()
 
-	if len(c.sendq) == 0 {
+	if alone && len(c.sendq) == 0 {
 		if took, err := c.in.send(f); took {
 			if err != nil {
 				// Every pending call, this one too, is answered with it.

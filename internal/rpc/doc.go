@@ -49,11 +49,12 @@
 // each server connection has exactly one reader and one writer goroutine.
 // Callers encode their own frames into pooled buffers, so encoding runs in
 // parallel; the writer copies whatever frames have queued into one buffer and
-// flushes once the queue is empty, so a burst costs one write syscall. When
-// the writer has nothing to do, a caller writes its own frame of up to
-// 64 KiB, and a handler answering the only request in flight its own reply,
-// without blocking (inline.go): a hand-over to the writer would wake an idle
-// thread, which cost more than the network at one request in flight.
+// flushes once the queue is empty, so a burst costs one write syscall. A
+// caller whose call is the only one in flight on its connection writes its
+// own frame of up to 64 KiB when the writer has nothing to do, and a handler
+// answering the only request in flight its own reply, without blocking
+// (inline.go): a hand-over to the writer would wake an idle thread, which
+// cost more than the network at one request in flight.
 // StartShared sends a request without waiting for its answer, so a primary
 // sends to every replica from one goroutine before it writes its own copy.
 // The locks on the client's IO path guard the table of pending calls and the

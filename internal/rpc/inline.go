@@ -24,9 +24,16 @@ import (
 //
 // The write never blocks: it takes what the socket takes now. Whatever is
 // left of the frame goes to the writer goroutine, which writes it before
-// anything else; until then callers queue their frames as before. Under
-// load the writer is busy and callers queue, so frames still share its
-// system calls.
+// anything else; until then callers queue their frames as before.
+//
+// Under load the writer does better: it yields once before it writes, so
+// the frames of callers about to send go out in the same system call and
+// wake the peer once (writeBatch). So a client writes inline only the one
+// call in flight on its connection, as a server does the reply to the only
+// request in flight: with 16 calls in flight, callers that each wrote their
+// own frame cost a gateway one writev per request, and 4 KiB random object
+// reads ran 13-17% slower on 15-18% more OSD CPU per read than when the
+// writer batched them.
 type inlineWriter struct {
 	raw     syscall.RawConn
 	writeFn func(fd uintptr) bool // writeSome, bound once: a closure per write would allocate
