@@ -169,6 +169,10 @@
 //     nothing references yet. A crash leaves at most an orphan file, which
 //     Open removes (a file without an 'F' key), or garbage in non-live blocks.
 //
+//   - The data files of objects a commit deleted or replaced are unlinked
+//     after it, in the background (remover.go): nothing points at them any
+//     more, and a crash before their unlink leaves orphans Open removes.
+//
 //   - After the commit the journal records hold every deferred block, so a
 //     lost page-cache write is redone by Open, which replays all journal
 //     records in sequence order, syncs the files and only then deletes the

@@ -145,6 +145,8 @@ type Store struct {
 	ckDone    chan struct{}
 	closeOnce sync.Once
 
+	rm *remover // unlinks dropped data files after their commit
+
 	objects, dataBytes atomic.Int64
 
 	failMu sync.Mutex
@@ -307,6 +309,7 @@ func Open(o Options) (*Store, error) {
 		return nil, err
 	}
 	go s.checkpointer()
+	s.rm = newRemover(s.fs)
 	opened = true
 	return s, nil
 }
@@ -623,6 +626,7 @@ func (s *Store) Close() error {
 		if err == nil && len(done) > 0 {
 			err = s.dropJournal(done)
 		}
+		s.rm.close()
 		s.closeFiles()
 		s.rc.close()
 		if s.fsSync != nil {
@@ -682,7 +686,8 @@ func (s *Store) releaseFile(df *dataFile) {
 	}
 }
 
-// dropFile forgets a data file's handle and removes the file.
+// dropFile forgets a data file's handle and has the file removed (see
+// remover).
 func (s *Store) dropFile(id uint64) {
 	s.filesMu.Lock()
 	if df, ok := s.files[id]; ok {
@@ -693,8 +698,7 @@ func (s *Store) dropFile(id uint64) {
 		}
 	}
 	s.filesMu.Unlock()
-	// A failure leaves an orphan that the next Open removes.
-	_ = s.fs.Remove(s.filePath(id))
+	s.rm.remove(s.fs, s.filePath(id))
 }
 
 func (s *Store) allocID() (uint64, error) {

@@ -1,0 +1,102 @@
+package objstore
+
+import (
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// remover unlinks the data files of deleted and replaced objects in the
+// background, after the transactions that dropped them have committed.
+//
+// Why: an unlink is the filesystem's work of freeing the file's extents,
+// and a writer has no reason to wait for it once the index no longer
+// points at the file. On ext4 mounted with discard (what many SSD setups
+// use), unlinking a 4 MiB data file took about 1 ms, and deleting 4 MiB
+// objects, 16 at a time, ran at 389 a second where Ceph's BlueStore ran
+// 1,080.
+//
+// Nothing is lost by a crash: a file whose removal had not happened is an
+// orphan, which the next Open removes (removeOrphans), and data file IDs
+// are never reused, so a late removal cannot hit a live file. The queue is
+// bounded (maxQueued): past it, the caller unlinks the file itself, so the
+// space a deletion frees is never far behind it.
+type remover struct {
+	fs vfs.FS
+
+	mu     sync.Mutex
+	queue  []string
+	closed bool
+	wake   chan struct{} // capacity 1
+	done   chan struct{} // closed when run returns
+}
+
+const maxQueuedRemovals = 1024
+
+func newRemover(fs vfs.FS) *remover {
+	r := &remover{fs: fs, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	go r.run()
+	return r
+}
+
+// remove unlinks path, now or soon. A failure leaves an orphan that the
+// next Open removes. fs serves a nil remover (a store still opening).
+func (r *remover) remove(fs vfs.FS, path string) {
+	if r == nil {
+		_ = fs.Remove(path)
+		return
+	}
+	r.mu.Lock()
+	if r.closed || len(r.queue) >= maxQueuedRemovals {
+		r.mu.Unlock()
+		_ = r.fs.Remove(path)
+		return
+	}
+	r.queue = append(r.queue, path)
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (r *remover) run() {
+	defer close(r.done)
+	var batch []string
+	for {
+		r.mu.Lock()
+		batch, r.queue = r.queue, batch[:0]
+		closed := r.closed
+		r.mu.Unlock()
+		for _, p := range batch {
+			_ = r.fs.Remove(p)
+		}
+		if len(batch) > 0 {
+			continue
+		}
+		if closed {
+			return
+		}
+		<-r.wake
+	}
+}
+
+// close removes what is queued, then stops; later removals are done by
+// their callers.
+func (r *remover) close() {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+	<-r.done
+}
+
+// pending returns how many removals are queued (for tests).
+func (r *remover) pending() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.queue)
+}
