@@ -19,22 +19,27 @@ import (
 // Nothing is lost by a crash: a file whose removal had not happened is an
 // orphan, which the next Open removes (removeOrphans), and data file IDs
 // are never reused, so a late removal cannot hit a live file. The queue is
-// bounded (maxQueued): past it, the caller unlinks the file itself, so the
-// space a deletion frees is never far behind it.
+// bounded (maxQueuedRemovals): past it, the caller unlinks the file itself,
+// and a write refused for space waits for the queue before it is refused
+// for good (Store.checkSpace), so the space a deletion frees is never
+// withheld from a writer.
 type remover struct {
 	fs vfs.FS
 
-	mu     sync.Mutex
-	queue  []string
-	closed bool
-	wake   chan struct{} // capacity 1
-	done   chan struct{} // closed when run returns
+	mu       sync.Mutex
+	queue    []string
+	inflight int        // queued or being unlinked
+	idle     *sync.Cond // on mu: broadcast when inflight drops to 0
+	closed   bool
+	wake     chan struct{} // capacity 1
+	done     chan struct{} // closed when run returns
 }
 
 const maxQueuedRemovals = 1024
 
 func newRemover(fs vfs.FS) *remover {
 	r := &remover{fs: fs, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	r.idle = sync.NewCond(&r.mu)
 	go r.run()
 	return r
 }
@@ -53,6 +58,7 @@ func (r *remover) remove(fs vfs.FS, path string) {
 		return
 	}
 	r.queue = append(r.queue, path)
+	r.inflight++
 	r.mu.Unlock()
 	select {
 	case r.wake <- struct{}{}:
@@ -70,6 +76,11 @@ func (r *remover) run() {
 		r.mu.Unlock()
 		for _, p := range batch {
 			_ = r.fs.Remove(p)
+			r.mu.Lock()
+			if r.inflight--; r.inflight == 0 {
+				r.idle.Broadcast()
+			}
+			r.mu.Unlock()
 		}
 		if len(batch) > 0 {
 			continue
@@ -92,6 +103,19 @@ func (r *remover) close() {
 	default:
 	}
 	<-r.done
+}
+
+// drain waits until every removal queued so far is done: a writer short
+// of space gets back what deleted objects still hold.
+func (r *remover) drain() {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for r.inflight > 0 {
+		r.idle.Wait()
+	}
 }
 
 // pending returns how many removals are queued (for tests).

@@ -86,7 +86,8 @@ func (f *stallFS) Remove(name string) error {
 }
 
 // TestRemoverBound: with maxQueuedRemovals waiting behind a slow unlink,
-// a caller unlinks its file itself, at once; the queued ones follow.
+// a caller unlinks its file itself, at once; the queued ones follow, and
+// drain waits for them.
 func TestRemoverBound(t *testing.T) {
 	fs := &stallFS{FS: vfs.NewMem(), stalled: make(chan struct{}), release: make(chan struct{})}
 	create := func(name string) {
@@ -117,14 +118,20 @@ func TestRemoverBound(t *testing.T) {
 		t.Fatalf("%d removals queued behind the stalled one, want %d", r.pending(), maxQueuedRemovals)
 	}
 	close(fs.release)
-	r.close()
+	r.drain()
 	for i := range maxQueuedRemovals {
 		if exists(fmt.Sprint("q", i)) {
-			t.Fatalf("q%d survived close", i)
+			t.Fatalf("q%d survived drain", i)
 		}
 	}
 	if exists("first") {
 		t.Fatal("the stalled removal was not finished")
+	}
+	create("queued")
+	r.remove(fs, "queued")
+	r.close()
+	if exists("queued") {
+		t.Fatal("a queued removal survived close")
 	}
 	create("late")
 	r.remove(fs, "late")

@@ -742,10 +742,24 @@ func (s *Store) failure() error {
 
 // checkSpace refuses a write that would eat into the reserve. Free space is
 // sampled at most every 100 ms and debited by what we admit in between.
+// Before refusing, it waits for the unlinks of deleted objects' files that
+// are under way (remover) and samples again: space a delete freed is never
+// withheld from the writer after it.
 func (s *Store) checkSpace(need int64, deleteOnly bool) error {
 	if s.opts.ReserveBytes < 0 {
 		return nil
 	}
+	err := s.trySpace(need, deleteOnly, false)
+	if err != nil { // rare, so a fresh sample costs nothing that matters
+		s.rm.drain()
+		err = s.trySpace(need, deleteOnly, true)
+	}
+	return err
+}
+
+// trySpace is one check of checkSpace; resample ignores the sampled free
+// space.
+func (s *Store) trySpace(need int64, deleteOnly, resample bool) error {
 	reserve := s.opts.ReserveBytes
 	if deleteOnly {
 		reserve = 0
@@ -755,7 +769,7 @@ func (s *Store) checkSpace(need int64, deleteOnly bool) error {
 	now := time.Now()
 	for i, dir := range []string{s.opts.Dir, s.opts.MetaDir} {
 		e := &s.space[i]
-		if now.Sub(e.at) > spaceCacheValidity {
+		if resample || now.Sub(e.at) > spaceCacheValidity {
 			du, err := s.fs.GetDiskUsage(dir)
 			e.at = now
 			e.known = err == nil

@@ -341,6 +341,7 @@ func TestInlineToFileAndBack(t *testing.T) {
 	if _, ok := s.DataPath("c", "o"); ok {
 		t.Fatal("still file-backed after small put")
 	}
+	s.rm.drain()
 	if _, err := s.fs.Stat(path); err == nil {
 		t.Fatal("old data file not removed")
 	}
@@ -386,6 +387,7 @@ func TestDeleteRecreate(t *testing.T) {
 	if _, err := s.Read("c", "o", 0, 0); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("deleted object readable: %v", err)
 	}
+	s.rm.drain()
 	if _, err := s.fs.Stat(path); err == nil {
 		t.Fatal("data file survived delete")
 	}
