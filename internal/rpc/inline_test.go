@@ -14,12 +14,10 @@ import (
 	"github.com/cairn-storage/cairn/internal/proto"
 )
 
-// TestInlineWrites: a small call alone on an idle connection is written by
-// its caller; calls started while another is in flight go to the writer
-// goroutine, which sends them together.
-func TestInlineWrites(t *testing.T) {
-	release := make(chan struct{})
-	var stall atomic.Bool
+// dialStalling connects to an echo server that runs one request at a time
+// and, once stall is set, holds each until release is closed.
+func dialStalling(t *testing.T) (c *Conn, stall *atomic.Bool, release chan struct{}) {
+	release, stall = make(chan struct{}), new(atomic.Bool)
 	h := HandlerFunc(func(ctx context.Context, req *proto.Request) *proto.Response {
 		if stall.Load() {
 			<-release
@@ -27,7 +25,14 @@ func TestInlineWrites(t *testing.T) {
 		return echo(ctx, req)
 	})
 	_, addr, _ := startServer(t, "127.0.0.1", testKey, h, ServerOptions{MaxInFlightPerConn: 1})
-	c := dial(t, addr)
+	return dial(t, addr), stall, release
+}
+
+// TestInlineWrites: a small call alone on an idle connection is written by
+// its caller; calls started while another is in flight go to the writer
+// goroutine, which sends them together.
+func TestInlineWrites(t *testing.T) {
+	c, stall, release := dialStalling(t)
 	ctx := context.Background()
 	for i := range 20 {
 		resp, err := c.Call(ctx, &proto.Request{Op: proto.OpPing, Object: fmt.Sprint("ping", i)})
@@ -69,16 +74,7 @@ func TestInlineWrites(t *testing.T) {
 // frame; every call, of any size, still arrives whole and gets its own
 // answer.
 func TestInlineRest(t *testing.T) {
-	release := make(chan struct{})
-	var stall atomic.Bool
-	h := HandlerFunc(func(ctx context.Context, req *proto.Request) *proto.Response {
-		if stall.Load() {
-			<-release
-		}
-		return echo(ctx, req)
-	})
-	_, addr, _ := startServer(t, "127.0.0.1", testKey, h, ServerOptions{MaxInFlightPerConn: 1})
-	c := dial(t, addr)
+	c, stall, release := dialStalling(t)
 	// A send buffer far smaller than a frame: a write seldom fits whole.
 	if err := c.nc.(*net.TCPConn).SetWriteBuffer(4 << 10); err != nil {
 		t.Fatal(err)
