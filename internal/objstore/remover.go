@@ -19,12 +19,14 @@ import (
 // Nothing is lost by a crash: a file whose removal had not happened is an
 // orphan, which the next Open removes (removeOrphans), and data file IDs
 // are never reused, so a late removal cannot hit a live file. The queue is
-// bounded (maxQueuedRemovals): past it, the caller unlinks the file itself,
-// and a write refused for space waits for the queue before it is refused
-// for good (Store.checkSpace), so the space a deletion frees is never
-// withheld from a writer.
+// bounded (maxQueuedRemovals): past it, the caller unlinks the file itself.
+// Each unlink makes the store sample free space again, and a write refused
+// for space waits for the queue before it is refused for good
+// (Store.checkSpace), so the space a deletion frees is never withheld from
+// a writer.
 type remover struct {
-	fs vfs.FS
+	fs      vfs.FS
+	removed func() // after each unlink: the disk has more free space
 
 	mu       sync.Mutex
 	queue    []string
@@ -37,8 +39,8 @@ type remover struct {
 
 const maxQueuedRemovals = 1024
 
-func newRemover(fs vfs.FS) *remover {
-	r := &remover{fs: fs, wake: make(chan struct{}, 1), done: make(chan struct{})}
+func newRemover(fs vfs.FS, removed func()) *remover {
+	r := &remover{fs: fs, removed: removed, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	r.idle = sync.NewCond(&r.mu)
 	go r.run()
 	return r
@@ -55,6 +57,7 @@ func (r *remover) remove(fs vfs.FS, path string) {
 	if r.closed || len(r.queue) >= maxQueuedRemovals {
 		r.mu.Unlock()
 		_ = r.fs.Remove(path)
+		r.removed()
 		return
 	}
 	r.queue = append(r.queue, path)
@@ -76,6 +79,7 @@ func (r *remover) run() {
 		r.mu.Unlock()
 		for _, p := range batch {
 			_ = r.fs.Remove(p)
+			r.removed()
 			r.mu.Lock()
 			if r.inflight--; r.inflight == 0 {
 				r.idle.Broadcast()
@@ -103,6 +107,16 @@ func (r *remover) close() {
 	default:
 	}
 	<-r.done
+}
+
+// busy reports whether removals are queued or under way.
+func (r *remover) busy() bool {
+	if r == nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.inflight > 0
 }
 
 // drain waits until every removal queued so far is done: a writer short

@@ -101,7 +101,8 @@ func TestRemoverBound(t *testing.T) {
 		_, err := fs.Stat(name)
 		return err == nil
 	}
-	r := newRemover(fs)
+	var removed atomic.Int64
+	r := newRemover(fs, func() { removed.Add(1) })
 	create("first")
 	r.remove(fs, "first")
 	<-fs.stalled
@@ -126,6 +127,9 @@ func TestRemoverBound(t *testing.T) {
 	}
 	if exists("first") {
 		t.Fatal("the stalled removal was not finished")
+	}
+	if n := removed.Load(); n != maxQueuedRemovals+2 {
+		t.Fatalf("told of %d unlinks, want %d", n, maxQueuedRemovals+2)
 	}
 	create("queued")
 	r.remove(fs, "queued")

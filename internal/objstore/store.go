@@ -309,7 +309,7 @@ func Open(o Options) (*Store, error) {
 		return nil, err
 	}
 	go s.checkpointer()
-	s.rm = newRemover(s.fs)
+	s.rm = newRemover(s.fs, s.spaceFreed)
 	opened = true
 	return s, nil
 }
@@ -699,6 +699,9 @@ func (s *Store) dropFile(id uint64) {
 	}
 	s.filesMu.Unlock()
 	s.rm.remove(s.fs, s.filePath(id))
+	if s.rm == nil {
+		s.spaceFreed()
+	}
 }
 
 func (s *Store) allocID() (uint64, error) {
@@ -742,24 +745,33 @@ func (s *Store) failure() error {
 
 // checkSpace refuses a write that would eat into the reserve. Free space is
 // sampled at most every 100 ms and debited by what we admit in between.
-// Before refusing, it waits for the unlinks of deleted objects' files that
-// are under way (remover) and samples again: space a delete freed is never
+// Every unlink of a data file makes it sample again, and before refusing it
+// waits for the unlinks under way (remover): space a delete freed is never
 // withheld from the writer after it.
 func (s *Store) checkSpace(need int64, deleteOnly bool) error {
 	if s.opts.ReserveBytes < 0 {
 		return nil
 	}
-	err := s.trySpace(need, deleteOnly, false)
-	if err != nil { // rare, so a fresh sample costs nothing that matters
+	err := s.trySpace(need, deleteOnly)
+	if err != nil && s.rm.busy() {
 		s.rm.drain()
-		err = s.trySpace(need, deleteOnly, true)
+		err = s.trySpace(need, deleteOnly)
 	}
 	return err
 }
 
-// trySpace is one check of checkSpace; resample ignores the sampled free
-// space.
-func (s *Store) trySpace(need int64, deleteOnly, resample bool) error {
+// spaceFreed makes the next checkSpace sample free space again: a data
+// file was unlinked.
+func (s *Store) spaceFreed() {
+	s.spaceMu.Lock()
+	defer s.spaceMu.Unlock()
+	for i := range s.space {
+		s.space[i].at = time.Time{}
+	}
+}
+
+// trySpace is one check of checkSpace.
+func (s *Store) trySpace(need int64, deleteOnly bool) error {
 	reserve := s.opts.ReserveBytes
 	if deleteOnly {
 		reserve = 0
@@ -769,7 +781,7 @@ func (s *Store) trySpace(need int64, deleteOnly, resample bool) error {
 	now := time.Now()
 	for i, dir := range []string{s.opts.Dir, s.opts.MetaDir} {
 		e := &s.space[i]
-		if resample || now.Sub(e.at) > spaceCacheValidity {
+		if now.Sub(e.at) > spaceCacheValidity {
 			du, err := s.fs.GetDiskUsage(dir)
 			e.at = now
 			e.known = err == nil
