@@ -28,20 +28,21 @@ type remover struct {
 	fs      vfs.FS
 	removed func() // after each unlink: the disk has more free space
 
-	mu       sync.Mutex
-	queue    []string
-	inflight int        // queued or being unlinked
-	idle     *sync.Cond // on mu: broadcast when inflight drops to 0
-	closed   bool
-	wake     chan struct{} // capacity 1
-	done     chan struct{} // closed when run returns
+	mu      sync.Mutex
+	queue   []string
+	queued  uint64     // removals ever queued
+	done    uint64     // of those, unlinked (in queue order)
+	moved   *sync.Cond // on mu: broadcast when done grows
+	closed  bool
+	wake    chan struct{} // capacity 1
+	stopped chan struct{} // closed when run returns
 }
 
 const maxQueuedRemovals = 1024
 
 func newRemover(fs vfs.FS, removed func()) *remover {
-	r := &remover{fs: fs, removed: removed, wake: make(chan struct{}, 1), done: make(chan struct{})}
-	r.idle = sync.NewCond(&r.mu)
+	r := &remover{fs: fs, removed: removed, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+	r.moved = sync.NewCond(&r.mu)
 	go r.run()
 	return r
 }
@@ -61,7 +62,7 @@ func (r *remover) remove(fs vfs.FS, path string) {
 		return
 	}
 	r.queue = append(r.queue, path)
-	r.inflight++
+	r.queued++
 	r.mu.Unlock()
 	select {
 	case r.wake <- struct{}{}:
@@ -70,7 +71,7 @@ func (r *remover) remove(fs vfs.FS, path string) {
 }
 
 func (r *remover) run() {
-	defer close(r.done)
+	defer close(r.stopped)
 	var batch []string
 	for {
 		r.mu.Lock()
@@ -81,9 +82,8 @@ func (r *remover) run() {
 			_ = r.fs.Remove(p)
 			r.removed()
 			r.mu.Lock()
-			if r.inflight--; r.inflight == 0 {
-				r.idle.Broadcast()
-			}
+			r.done++
+			r.moved.Broadcast()
 			r.mu.Unlock()
 		}
 		if len(batch) > 0 {
@@ -106,7 +106,7 @@ func (r *remover) close() {
 	case r.wake <- struct{}{}:
 	default:
 	}
-	<-r.done
+	<-r.stopped
 }
 
 // busy reports whether removals are queued or under way.
@@ -116,19 +116,32 @@ func (r *remover) busy() bool {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.inflight > 0
+	return r.done < r.queued
 }
 
-// drain waits until every removal queued so far is done: a writer short
-// of space gets back what deleted objects still hold.
+// drain waits until every removal queued before it was called is done (not
+// the ones queued meanwhile, so a stream of deletes cannot hold it up): a
+// writer short of space gets back what deleted objects still hold.
 func (r *remover) drain() {
 	if r == nil {
 		return
 	}
+	r.waitFor(r.mark())
+}
+
+// mark returns how many removals have been queued so far.
+func (r *remover) mark() uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for r.inflight > 0 {
-		r.idle.Wait()
+	return r.queued
+}
+
+// waitFor waits until the first n removals ever queued are done.
+func (r *remover) waitFor(n uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for r.done < n {
+		r.moved.Wait()
 	}
 }
 

@@ -143,3 +143,58 @@ func TestRemoverBound(t *testing.T) {
 		t.Fatal("a removal after close was not done by its caller")
 	}
 }
+
+// gateFS blocks Remove of the names in gates until their channel closes.
+type gateFS struct {
+	vfs.FS
+	gates map[string]chan struct{}
+}
+
+func (f *gateFS) Remove(name string) error {
+	if g, ok := f.gates[name]; ok {
+		<-g
+	}
+	return f.FS.Remove(name)
+}
+
+// TestRemoverDrainBounded: drain waits for the removals queued before it,
+// not for ones queued while it waits, so deletes that keep coming cannot
+// hold up a writer waiting for space.
+func TestRemoverDrainBounded(t *testing.T) {
+	first, later := make(chan struct{}), make(chan struct{})
+	fs := &gateFS{FS: vfs.NewMem(), gates: map[string]chan struct{}{"first": first, "later": later}}
+	for _, n := range []string{"first", "later"} {
+		f, err := fs.Create(n, vfs.WriteCategoryUnspecified)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	r := newRemover(fs, func() {})
+	defer func() {
+		close(later)
+		r.close()
+	}()
+	r.remove(fs, "first")
+	mark := r.mark() // what drain, called now, waits for
+	drained := make(chan struct{})
+	go func() {
+		r.waitFor(mark)
+		close(drained)
+	}()
+	r.remove(fs, "later") // blocks in the remover until the test ends
+	select {
+	case <-drained:
+		t.Fatal("drain returned before the removal queued ahead of it was done")
+	case <-time.After(10 * time.Millisecond):
+	}
+	close(first)
+	select {
+	case <-drained:
+	case <-time.After(10 * time.Second):
+		t.Fatal("drain waited for a removal queued after it started")
+	}
+	if _, err := fs.Stat("first"); err == nil {
+		t.Fatal("drain returned with the removal it waited for not done")
+	}
+}

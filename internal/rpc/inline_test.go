@@ -28,6 +28,16 @@ func dialStalling(t *testing.T) (c *Conn, stall *atomic.Bool, release chan struc
 	return dial(t, addr), stall, release
 }
 
+// waitFor polls cond until it holds, for at most 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(100 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10 s for %s", what)
+		}
+	}
+}
+
 // TestInlineWrites: a small call alone on an idle connection is written by
 // its caller; calls started while another is in flight go to the writer
 // goroutine, which sends them together.
@@ -55,9 +65,7 @@ func TestInlineWrites(t *testing.T) {
 		}
 	}
 	wg.Go(func() { call("held") })
-	for c.in.frames.Load() != 21 {
-		time.Sleep(100 * time.Microsecond)
-	}
+	waitFor(t, "the held call written by its caller", func() bool { return c.in.frames.Load() == 21 })
 	for i := range 10 {
 		wg.Go(func() { call(fmt.Sprint("behind", i)) })
 	}
@@ -106,9 +114,7 @@ func TestInlineRest(t *testing.T) {
 	var wg sync.WaitGroup
 	frames := c.in.frames.Load()
 	wg.Go(func() { call("held", big[:inlineMax-100]) })
-	for c.in.frames.Load() == frames {
-		time.Sleep(100 * time.Microsecond)
-	}
+	waitFor(t, "the held call written by its caller", func() bool { return c.in.frames.Load() > frames })
 	for g := range 20 {
 		wg.Go(func() { call(fmt.Sprint("after", g), big[:g*len(big)/19]) })
 	}
