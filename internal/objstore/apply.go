@@ -129,6 +129,7 @@ func (s *Store) Apply(t *Txn) error {
 	if len(t.ops) == 0 {
 		return nil
 	}
+	s.rc.busy()
 	deleteOnly := true
 	for i := range t.ops {
 		switch t.ops[i].typ {

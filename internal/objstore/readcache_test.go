@@ -3,9 +3,13 @@ package objstore
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"testing"
+	"time"
+	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"golang.org/x/sys/unix"
 )
 
 // The read cache answers a repeated large read from memory, never with
@@ -114,5 +118,181 @@ func TestReadCache(t *testing.T) {
 	})
 	if n, m := s.rc.listed.Load(), s.rc.mapped; n != 0 || m > s.rc.maxBytes/8 {
 		t.Fatalf("after deleting every object: %d entries, %d bytes mapped (bound %d)", n, m, s.rc.maxBytes)
+	}
+}
+
+// waitReserved waits for c's reserving goroutine to end.
+func waitReserved(t *testing.T, c *readCache) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { c.reserving.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("reserving still going after 20 s: %d of %d bytes mapped", c.mapped, c.maxBytes)
+	}
+}
+
+// resident reports whether every page of b is in memory.
+func resident(t *testing.T, b []byte) bool {
+	t.Helper()
+	vec := make([]byte, (len(b)+os.Getpagesize()-1)/os.Getpagesize())
+	_, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)), uintptr(unsafe.Pointer(unsafe.SliceData(vec))))
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	for _, v := range vec {
+		if v&1 == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// A reserving cache maps its whole bound in memory that is faulted in
+// already; a read's first miss fills it while a buffer is free, a piece of
+// a larger one if need be, but never evicts; a second miss does.
+func TestReadCacheReserve(t *testing.T) {
+	const bound = 16 << 20
+	c := newReadCache(bound)
+	c.memory = func() (int64, int64, bool) { return 1 << 40, 1 << 40, true }
+	c.quiet = time.Millisecond
+	c.reserve()
+	waitReserved(t, c)
+	if c.mapped != bound || c.freeBytes != bound || len(c.free[readClass(readCacheMax)]) != bound/readCacheMax {
+		t.Fatalf("reserved %d bytes, %d free, %d buffers of 4 MiB; want all %d", c.mapped, c.freeBytes, len(c.free[readClass(readCacheMax)]), bound)
+	}
+	for _, b := range c.free[readClass(readCacheMax)] {
+		if !resident(t, b) {
+			t.Fatal("a reserved buffer has pages not faulted in")
+		}
+	}
+
+	key := func(i int) readKey { return readKey{fileID: uint64(i), end: 1 << 20} }
+	fill := func(k readKey, n int) *cachedRead {
+		e := c.alloc(k, n)
+		if e != nil {
+			for i := range e.data {
+				e.data[i] = byte(k.fileID)
+			}
+			c.add(k, e, nil)
+			e.release()
+		}
+		return e
+	}
+	// Three 4 MiB first misses take three buffers; a 1 MiB one cuts the
+	// fourth in four; three more 1 MiB ones take its other pieces.
+	for i := range 3 {
+		if fill(readKey{fileID: uint64(100 + i), end: readCacheMax}, readCacheMax) == nil {
+			t.Fatalf("first miss %d not cached with reserved buffers free", i)
+		}
+	}
+	for i := range 4 {
+		if fill(key(i), 1<<20) == nil {
+			t.Fatalf("1 MiB first miss %d not cached with a reserved buffer to cut", i)
+		}
+	}
+	if c.freeBytes != 0 || c.mapped != bound || c.listed.Load() != 7 {
+		t.Fatalf("after filling: %d bytes free, %d mapped, %d entries; want 0, %d, 7", c.freeBytes, c.mapped, c.listed.Load(), bound)
+	}
+	// Full: a first miss is not cached, its second miss evicts the oldest.
+	if e := c.alloc(key(9), 1<<20); e != nil {
+		t.Fatal("a first miss evicted for the cache")
+	}
+	if fill(key(9), 1<<20) == nil {
+		t.Fatal("a second miss was not cached in a full cache")
+	}
+	if c.m[readKey{fileID: 100, end: readCacheMax}] != nil || c.m[key(9)] == nil || c.mapped > bound {
+		t.Fatalf("the second miss did not replace the oldest entry (%d bytes mapped)", c.mapped)
+	}
+	// Freed buffers stay mapped: the memory was taken for good.
+	c.dropFile(101)
+	if c.mapped != bound || c.freeBytes != readCacheMax+3<<20 {
+		t.Fatalf("%d bytes mapped, %d free after a file's entries went; the reserve must stay", c.mapped, c.freeBytes)
+	}
+	c.close()
+	if c.mapped != 0 || c.listed.Load() != 0 {
+		t.Fatalf("after close: %d bytes mapped, %d entries", c.mapped, c.listed.Load())
+	}
+}
+
+// Reserving waits for a quiet store and stops with the machine short of
+// memory.
+func TestReadCacheReserveWaits(t *testing.T) {
+	c := newReadCache(8 << 20)
+	c.memory = func() (int64, int64, bool) { return 1 << 40, 1 << 40, true }
+	c.quiet = 200 * time.Millisecond
+	c.reserve()
+	stop := make(chan struct{})
+	busy := make(chan struct{})
+	go func() { // a store serving something every millisecond
+		defer close(busy)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+				c.busy()
+			}
+		}
+	}()
+	time.Sleep(600 * time.Millisecond)
+	c.mu.Lock()
+	mapped := c.mapped
+	c.mu.Unlock()
+	close(stop)
+	<-busy
+	if mapped != 0 {
+		t.Fatalf("%d bytes reserved while the store was busy", mapped)
+	}
+	waitReserved(t, c)
+	if c.mapped != 8<<20 {
+		t.Fatalf("%d bytes reserved once the store was idle, want %d", c.mapped, 8<<20)
+	}
+	c.close()
+
+	short := newReadCache(8 << 20)
+	short.quiet = time.Millisecond
+	var calls int64 // each buffer reserved leaves the machine that much less
+	short.memory = func() (int64, int64, bool) {
+		calls++
+		return 1<<30 + readCacheMax*(2-calls), 4 << 30, true
+	}
+	short.reserve()
+	waitReserved(t, short)
+	if short.mapped != readCacheMax {
+		t.Fatalf("%d bytes reserved with a quarter of the machine's memory available and 4 MiB over it, want 4 MiB", short.mapped)
+	}
+	short.close()
+	if a, m, ok := machineMemory(); !ok || a <= 0 || m < a {
+		t.Fatalf("machine memory: %d available of %d (%v)", a, m, ok)
+	}
+}
+
+// A store opened with ReserveDataCache caches an object's first read.
+func TestReadCacheReserveStore(t *testing.T) {
+	s, err := Open(Options{Dir: "/osd", FS: vfs.NewMem(), ReserveBytes: -1, DataCacheBytes: 8 << 20, ReserveDataCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	waitReserved(t, s.rc)
+	if s.rc.mapped != 8<<20 {
+		if a, m, ok := machineMemory(); ok && a-readCacheMax < m/4 {
+			t.Skipf("the machine has %d of %d bytes of memory available: too little to reserve", a, m)
+		}
+		t.Fatalf("%d bytes reserved, want %d", s.rc.mapped, 8<<20)
+	}
+	d := pattern(7, 1<<20)
+	apply(t, s, func(tx *Txn) { tx.Put("1.0", "a", d) })
+	for i := range 2 {
+		got, _, _, release, err := s.ReadShared("1.0", "a", 0, 0)
+		if err != nil || !bytes.Equal(got, d) {
+			t.Fatalf("read %d: %v, content equal %v", i, err, bytes.Equal(got, d))
+		}
+		release()
+	}
+	if h := s.rc.hits.Load(); h != 1 {
+		t.Fatalf("%d hits reading an object twice from a reserved cache, want 1", h)
 	}
 }

@@ -42,11 +42,12 @@ type Options struct {
 	LeaseTTL time.Duration
 	Conf     *conf.Config
 	Logf     func(string, ...any)
-	// ReserveBytes, CacheBytes and DataCacheBytes are passed to the
-	// object store (0: its defaults).
-	ReserveBytes   int64
-	CacheBytes     int64
-	DataCacheBytes int64
+	// ReserveBytes, CacheBytes, DataCacheBytes and ReserveDataCache are
+	// passed to the object store (0, false: its defaults).
+	ReserveBytes     int64
+	CacheBytes       int64
+	DataCacheBytes   int64
+	ReserveDataCache bool
 	// RecoveryParallel bounds the objects recovery copies at once (0: 4).
 	RecoveryParallel int
 	// ScrubInterval and DeepScrubInterval: how often each PG is scrubbed
@@ -180,7 +181,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	st, err := objstore.Open(objstore.Options{Dir: o.DataDir, MetaDir: o.MetaDir, ReserveBytes: o.ReserveBytes, CacheBytes: o.CacheBytes, DataCacheBytes: o.DataCacheBytes})
+	st, err := objstore.Open(objstore.Options{Dir: o.DataDir, MetaDir: o.MetaDir, ReserveBytes: o.ReserveBytes, CacheBytes: o.CacheBytes, DataCacheBytes: o.DataCacheBytes, ReserveDataCache: o.ReserveDataCache})
 	if err != nil {
 		return fmt.Errorf("%s: open store: %w", id, err)
 	}
