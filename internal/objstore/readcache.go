@@ -78,6 +78,7 @@ type readCache struct {
 	stopReserve chan struct{}  // closed by close
 	reserving   sync.WaitGroup // the reserving goroutine
 	ops         atomic.Uint64  // reads and transactions of the store (busy)
+	counting    atomic.Bool    // while reserving: busy counts
 	quiet       time.Duration  // reserveQuiet (tests shorten or lengthen it)
 	// memory reports the machine's available and total memory; reserving
 	// stops below a quarter available (tests replace it).
@@ -385,6 +386,7 @@ func (c *readCache) reserve() {
 	}
 	c.keep = true
 	c.stopReserve = make(chan struct{})
+	c.counting.Store(true)
 	c.reserving.Add(1)
 	go c.reserveAll()
 }
@@ -396,7 +398,7 @@ const reserveQuiet = 50 * time.Millisecond
 // busy counts one read or transaction of the store: reserving waits for a
 // moment without any.
 func (c *readCache) busy() {
-	if c != nil && c.stopReserve != nil {
+	if c != nil && c.counting.Load() {
 		c.ops.Add(1)
 	}
 }
@@ -410,6 +412,7 @@ func (c *readCache) busy() {
 // during which the runtime may give the goroutine's processor to others.
 func (c *readCache) reserveAll() {
 	defer c.reserving.Done()
+	defer c.counting.Store(false)
 	runtime.LockOSThread()
 	idlePriority()
 	t := time.NewTimer(c.quiet)
