@@ -282,6 +282,26 @@ func (c *cluster) kill(name string) {
 	if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil {
 		c.t.Fatalf("kill %s: %v", name, err)
 	}
+	// Wait until it is dead (its parent, cairn dev, reaps it): until then
+	// it holds its files, and a restart would find its store locked.
+	deadline := time.Now().Add(30 * time.Second)
+	for !dead(p.PID) {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%s (pid %d) still alive 30 s after SIGKILL", name, p.PID)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// dead reports whether process pid has exited: it is gone, or a zombie
+// not yet reaped.
+func dead(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z' || b[i+2] == 'X'
 }
 
 // restart starts a killed process again with the arguments dev.json recorded.

@@ -74,6 +74,7 @@ type readCache struct {
 	// the cache keeps its memory.
 	freeBytes int64
 	keep      bool // reserving: freed buffers stay mapped
+	closed    bool // by close: reserving stops
 
 	stopReserve chan struct{}  // closed by close
 	reserving   sync.WaitGroup // the reserving goroutine
@@ -356,9 +357,14 @@ func (c *readCache) close() {
 	if c == nil {
 		return
 	}
+	// The reserving goroutine is not waited for: at idle priority on a
+	// busy machine it may not run for a while. It unmaps what it maps
+	// after this.
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
 	if c.stopReserve != nil {
 		close(c.stopReserve)
-		c.reserving.Wait()
 	}
 	c.forget()
 	c.mu.Lock()
@@ -447,7 +453,7 @@ func (c *readCache) reserveOne() bool {
 		return false
 	}
 	c.mu.Lock()
-	if c.mapped+size > c.maxBytes {
+	if c.closed || c.mapped+size > c.maxBytes {
 		c.mu.Unlock()
 		return false
 	}
@@ -456,8 +462,11 @@ func (c *readCache) reserveOne() bool {
 	b, err := mapBuffer(size, true)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err != nil {
+	if err != nil || c.closed {
 		c.mapped -= size
+		if err == nil {
+			unmapBuffer(b)
+		}
 		return false
 	}
 	cl := readClass(size)

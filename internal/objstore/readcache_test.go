@@ -264,6 +264,17 @@ func TestReadCacheReserveWaits(t *testing.T) {
 		t.Fatalf("%d bytes reserved with a quarter of the machine's memory available and 4 MiB over it, want 4 MiB", short.mapped)
 	}
 	short.close()
+	// Closed while reserving: what the reserver maps after is unmapped.
+	big := newReadCache(1 << 30)
+	big.quiet = time.Millisecond
+	big.memory = func() (int64, int64, bool) { return 1 << 40, 1 << 40, true }
+	big.reserve()
+	time.Sleep(20 * time.Millisecond)
+	big.close()
+	waitReserved(t, big)
+	if big.mapped != 0 {
+		t.Fatalf("%d bytes still mapped after closing while reserving", big.mapped)
+	}
 	if a, m, ok := machineMemory(); !ok || a <= 0 || m < a {
 		t.Fatalf("machine memory: %d available of %d (%v)", a, m, ok)
 	}

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cairn-storage/cairn/internal/clustermap"
@@ -181,7 +182,9 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	st, err := objstore.Open(objstore.Options{Dir: o.DataDir, MetaDir: o.MetaDir, ReserveBytes: o.ReserveBytes, CacheBytes: o.CacheBytes, DataCacheBytes: o.DataCacheBytes, ReserveDataCache: o.ReserveDataCache})
+	st, err := openStore(ctx, objstore.Options{Dir: o.DataDir, MetaDir: o.MetaDir, ReserveBytes: o.ReserveBytes, CacheBytes: o.CacheBytes, DataCacheBytes: o.DataCacheBytes, ReserveDataCache: o.ReserveDataCache}, storeLockWait, func() {
+		o.Logf("%s: the store in %s is locked by another process; waiting up to %v for it to exit", id, o.DataDir, storeLockWait)
+	})
 	if err != nil {
 		return fmt.Errorf("%s: open store: %w", id, err)
 	}
@@ -482,4 +485,30 @@ func (s *Server) apply(txn *objstore.Txn) error {
 func (s *Server) lock(pg clustermap.PGID, name string) *sync.RWMutex {
 	h := maphash.String(s.seed, name) ^ (uint64(pg.Pool)<<32|uint64(pg.Seed))*0x9e3779b97f4a7c15
 	return &s.locks[h%uint64(len(s.locks))]
+}
+
+// storeLockWait is how long an OSD waits for its store's lock: an OSD
+// restarted right after it was killed may find its predecessor still
+// exiting (unmapping a gigabyte of cache takes a moment), and should not
+// fail for that.
+const storeLockWait = 30 * time.Second
+
+// openStore opens the store, retrying while another process holds its
+// lock, for at most wait; waiting is called once, when it first does.
+func openStore(ctx context.Context, o objstore.Options, wait time.Duration, waiting func()) (*objstore.Store, error) {
+	deadline := time.Now().Add(wait)
+	for first := true; ; first = false {
+		st, err := objstore.Open(o)
+		if err == nil || !errors.Is(err, syscall.EAGAIN) || time.Now().After(deadline) {
+			return st, err
+		}
+		if first {
+			waiting()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
