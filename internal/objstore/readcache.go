@@ -38,21 +38,21 @@ import (
 //
 // Reserving (an OSD's store does). Memory a process touches for the first
 // time costs the kernel a zeroing of every page, and a VM whose host backs
-// guest memory lazily a trip through the hypervisor too: 1.1 s of CPU per
-// GiB here, more than a 4 MiB read from the disk costs. Filling a gigabyte
-// as reads come made the first random pass over 4 MiB objects slower than
-// reading them from the disk. A reserving cache maps its buffers up to the
-// bound, every page faulted in, whenever its store has been idle for a
-// moment, on a thread of idle priority, and keeps them for the life of the
-// process: its memory is taken once, predictably, soon after the start,
-// and never on the read path or in competition with the store's own work
-// (done alongside 4 MiB writes, it cost them a tenth of their throughput).
-// Under unbroken load, the cache fills as reads come, as without. A read's first miss
-// then fills the cache whenever a reserved buffer is free, at no cost (the
-// read goes into that buffer instead of a pooled one), but never evicts
-// for it, so a single pass fills empty room and leaves what is cached alone.
-// Reserving stops while the machine has less than a quarter of its memory
-// available.
+// guest memory lazily a trip through the hypervisor too: 1.1 to 3.3 s of
+// CPU per GiB here, more than reading the same data from the disk. Filling
+// a gigabyte as reads came made the first random pass over 4 MiB objects
+// slower than reading them from the disk. A reserving cache maps its
+// buffers up to the bound, every page faulted in, whenever its store has
+// been idle for a moment, on a thread of idle priority, and keeps them for
+// the life of the process: its memory is taken once, predictably, soon
+// after the start, and never on the read path or in competition with the
+// store's own work (done alongside 4 MiB writes, it cost them a tenth of
+// their throughput). Under unbroken load the cache fills as reads come, as
+// without. A read's first miss fills the cache whenever a buffer is free,
+// at no cost (the read goes into that buffer instead of a pooled one), but
+// never evicts for it, so a single pass fills empty room and leaves what is
+// cached alone. Reserving stops while the machine has less than a quarter
+// of its memory available.
 //
 // Invariant: every listed entry equals the current content of its file's
 // range. It holds because entries are filled only by a reader holding the
