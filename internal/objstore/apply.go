@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -32,7 +34,8 @@ type objState struct {
 	// cache: summing 4 MiB later, from memory, cost twice as much. Any
 	// other change to a dirty block drops its entry.
 	sums   map[uint64]uint32
-	cut    uint64 // chunks >= cut were deleted by a truncate (if hasCut)
+	pooled *blockMapPair // maps from blockMaps, to go back (reserve)
+	cut    uint64        // chunks >= cut were deleted by a truncate (if hasCut)
 	hasCut bool
 	// inlineUnverified: the committed inline data has not been checked yet.
 	// It is checked only before being merged with new bytes, so a Put or
@@ -51,11 +54,45 @@ type objState struct {
 
 // reserve sizes the dirty block maps of an object with none yet for n
 // blocks: grown one insert at a time, the maps of a 4 MiB write were
-// rehashed eight times, 5% of an OSD's CPU under 4 MiB writes.
+// rehashed eight times, 5% of an OSD's CPU under 4 MiB writes. Such maps
+// are taken from blockMaps, and go back there when Apply returns.
 func (st *objState) reserve(n int) {
-	if len(st.dirty) == 0 && n > 8 {
-		st.dirty = make(map[uint64][]byte, n)
-		st.sums = make(map[uint64]uint32, n)
+	if len(st.dirty) != 0 || n <= 8 {
+		return
+	}
+	if st.pooled == nil {
+		st.pooled, _ = blockMaps.Get().(*blockMapPair)
+		if st.pooled == nil {
+			st.pooled = &blockMapPair{dirty: make(map[uint64][]byte, n), sums: make(map[uint64]uint32, n)}
+		}
+	}
+	clear(st.pooled.dirty) // a truncate or put since may have left entries
+	clear(st.pooled.sums)
+	st.dirty, st.sums = st.pooled.dirty, st.pooled.sums
+}
+
+// blockMaps recycles the dirty-block maps of large writes. A map for the
+// 1,024 blocks of a 4 MiB write, made afresh for each, came from fresh
+// pages: the kernel zeroing them was 1.7% of an OSD's CPU under 4 MiB
+// writes.
+var blockMaps sync.Pool // of *blockMapPair
+
+type blockMapPair struct {
+	dirty map[uint64][]byte
+	sums  map[uint64]uint32
+}
+
+// recycleMaps empties the pooled maps of a's objects and hands them back.
+// Called when Apply returns: nothing of a's outlives it but the block
+// slices the maps held.
+func (a *applyCtx) recycleMaps() {
+	for _, st := range a.objs {
+		if p := st.pooled; p != nil {
+			clear(p.dirty)
+			clear(p.sums)
+			st.pooled, st.dirty, st.sums = nil, nil, nil
+			blockMaps.Put(p)
+		}
 	}
 }
 
@@ -91,6 +128,26 @@ type applyCtx struct {
 	// written twice and large aligned data can serve as its own blocks.
 	inPlace bool
 	pos     commitPos // where the journal records went
+}
+
+// dirtyBlocks returns the blocks of dirty in ascending order. A large write
+// dirties one run of blocks, which needs no sort: sorting the 1,024 blocks
+// of each 4 MiB write was 1.2% of an OSD's CPU under 4 MiB writes.
+func dirtyBlocks(dirty map[uint64][]byte) []uint64 {
+	blocks := make([]uint64, 0, len(dirty))
+	lo, hi := uint64(math.MaxUint64), uint64(0)
+	for b := range dirty {
+		blocks = append(blocks, b)
+		lo, hi = min(lo, b), max(hi, b)
+	}
+	if len(blocks) > 0 && hi-lo == uint64(len(blocks)-1) {
+		for i := range blocks {
+			blocks[i] = lo + uint64(i)
+		}
+		return blocks
+	}
+	slices.Sort(blocks)
+	return blocks
 }
 
 // verifySums makes finalize recompute every checksum taken early (sums)
@@ -145,6 +202,7 @@ func (s *Store) Apply(t *Txn) error {
 
 	a := &applyCtx{s: s, batch: s.db.NewBatch(), objs: map[string]*objState{}, now: time.Now().UnixNano(),
 		direct: map[uint64]*dataFile{}, unsynced: map[uint64]bool{}}
+	defer a.recycleMaps()
 	defer a.batch.Close()
 	// Before the objects' locks go, whatever the outcome (see readCache).
 	// File IDs start at 1: 0 is an object without a file (most of a small
@@ -684,11 +742,7 @@ func (a *applyCtx) finalize() error {
 			// Checksum chunks of this txn are set below, after these deletes.
 			a.clearRange(csumKey(fid, st.cut), csumKey(fid+1, 0), st.newFile)
 		}
-		blocks := make([]uint64, 0, len(st.dirty))
-		for b := range st.dirty {
-			blocks = append(blocks, b)
-		}
-		slices.Sort(blocks)
+		blocks := dirtyBlocks(st.dirty)
 		s.ckMu.Lock()
 		journaled := s.pending[fid] > 0
 		s.ckMu.Unlock()

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -637,5 +639,27 @@ func TestKeyChangesLeaveTheRecord(t *testing.T) {
 	}
 	if got := mustRead(t, s, "c", "inline", 0, 0); len(got) != 0 {
 		t.Fatalf("re-created object reads %q", got)
+	}
+}
+
+// dirtyBlocks orders blocks, a run of them as well as scattered ones.
+func TestDirtyBlocks(t *testing.T) {
+	for _, blocks := range [][]uint64{{}, {7}, {3, 4, 5, 6}, {9, 2, 5}, {1, 2, 4}, {0, 1023, 512}} {
+		m := map[uint64][]byte{}
+		for _, b := range blocks {
+			m[b] = nil
+		}
+		got := dirtyBlocks(m)
+		want := slices.Sorted(maps.Keys(m))
+		if !slices.Equal(got, want) {
+			t.Errorf("dirtyBlocks of %v = %v, want %v", blocks, got, want)
+		}
+	}
+	run := map[uint64][]byte{}
+	for b := uint64(100); b < 1124; b++ {
+		run[b] = nil
+	}
+	if got := dirtyBlocks(run); len(got) != 1024 || got[0] != 100 || got[1023] != 1123 || !slices.IsSorted(got) {
+		t.Errorf("dirtyBlocks of a 1,024-block run: %d blocks from %d to %d", len(got), got[0], got[len(got)-1])
 	}
 }
