@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,6 +42,8 @@ func TestOpenStoreWaitsForLock(t *testing.T) {
 	}
 	if _, err := openStore(context.Background(), o, 100*time.Millisecond, func() {}); err == nil {
 		t.Fatal("opened a store whose lock is held")
+	} else if !strings.Contains(err.Error(), "locked by another process") || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("the error for a held lock should say the store in %s is locked: %v", dir, err)
 	}
 	waited := make(chan struct{}, 1)
 	go func() {

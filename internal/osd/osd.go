@@ -499,8 +499,11 @@ func openStore(ctx context.Context, o objstore.Options, wait time.Duration, wait
 	deadline := time.Now().Add(wait)
 	for first := true; ; first = false {
 		st, err := objstore.Open(o)
-		if err == nil || !errors.Is(err, syscall.EAGAIN) || time.Now().After(deadline) {
+		if err == nil || !errors.Is(err, syscall.EAGAIN) {
 			return st, err
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the store in %s is still locked by another process after %v (is another OSD running on it?): %w", o.Dir, wait, err)
 		}
 		if first {
 			waiting()
