@@ -47,8 +47,7 @@ type objState struct {
 	// recChanged: the txn created the object or changed its data or size,
 	// so its record is rewritten. Xattr and omap changes leave the record
 	// (and mtime, as in POSIX) alone: on every client write the OSD sets a
-	// version xattr and a PG log entry, and rewriting two records for them
-	// cost a memtable insert each.
+	// version xattr, and rewriting the record for it cost a memtable insert.
 	recChanged bool
 }
 
@@ -325,7 +324,7 @@ func (a *applyCtx) ensure(st *objState) error {
 const pointDeleteMax = 256
 
 // clearRange deletes every key in [lo, hi). Few keys (the common case: an
-// object without xattrs, a small omap, a PG-log trim) are deleted one by one:
+// object without xattrs, a small omap) are deleted one by one:
 // a range tombstone is cheap to write, but every one of them slows each later
 // read until compaction drops it, and deleting thousands of objects piled
 // them up until deletes ran at 55/s. Many keys, or keys this txn set itself

@@ -193,8 +193,8 @@ func BenchmarkCreateTxn4K(b *testing.B) {
 
 // BenchmarkReplicaOverwrite4K applies what a replica applies for a 4 KiB
 // write into a VM volume: a random block of one of 64 existing 1 MiB
-// objects (deferred through the journal), the object's version and a PG
-// log entry, 16 at a time. Run it for tens of thousands of ops, so the
+// objects (deferred through the journal) and the object's version, 16 at a
+// time. Run it for tens of thousands of ops, so the
 // commit log turns over its segments and the index flushes.
 func BenchmarkReplicaOverwrite4K(b *testing.B) {
 	s := openDisk(b)
@@ -213,13 +213,13 @@ func BenchmarkReplicaOverwrite4K(b *testing.B) {
 		c, name := coll(o), fmt.Sprint("rbd_data.", o)
 		var tx Txn
 		tx.Write(c, name, uint64(r.Intn(size/4096))*4096, data)
-		versionAndLog(&tx, c, name, i)
+		setVersion(&tx, c, name, i)
 		return s.Apply(&tx)
 	})
 }
 
 // benchReplicaTxn applies what a replica applies for a 4 KiB object write:
-// the data, the object's version and a PG log entry, in 64 PGs.
+// the data and the object's version, in 64 PGs.
 func benchReplicaTxn(b *testing.B, object func(i int64) string) {
 	s := openDisk(b)
 	data := pattern(3, 4096)
@@ -228,7 +228,7 @@ func benchReplicaTxn(b *testing.B, object func(i int64) string) {
 		name := object(i)
 		var tx Txn
 		tx.Put(coll, name, data)
-		versionAndLog(&tx, coll, name, i)
+		setVersion(&tx, coll, name, i)
 		return s.Apply(&tx)
 	})
 }
@@ -253,16 +253,10 @@ func runTxns(b *testing.B, par int, op func(r *rand.Rand, i int64) error) {
 	})
 }
 
-// versionAndLog adds what an OSD adds to every client write: the object's
-// version (write i) and an entry in the PG log, the omap of the PG's
-// metadata object.
-func versionAndLog(tx *Txn, coll, name string, i int64) {
+// setVersion adds what an OSD adds to every client write: the object's
+// version (write i).
+func setVersion(tx *Txn, coll, name string, i int64) {
 	tx.SetXattr(coll, name, "\x00v", key16(uint64(i)))
-	var key [8]byte
-	for j := range key {
-		key[j] = byte(uint64(i) >> (56 - 8*j))
-	}
-	tx.OmapSet(coll, "\x00pgmeta", key[:], []byte("log entry of twenty b"))
 }
 
 // key16 is a 16-byte value that changes with i, like an object's version.

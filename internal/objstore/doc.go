@@ -48,8 +48,7 @@
 //
 // A transaction rewrites the record only when it creates the object or
 // changes its data or size; xattr and omap changes leave it, and mtime, as
-// they were (as POSIX does), since every client write sets a version xattr
-// and a PG log entry.
+// they were (as POSIX does), since every client write sets a version xattr.
 //
 // Checksum chunk: presence bitmap(8), then one crc32c(4) per set bit, then
 // (only if some present block lives in slot B) the slot-B bitmap(8). A block

@@ -103,8 +103,7 @@ type Server struct {
 type pgState struct {
 	mu      sync.Mutex
 	loaded  bool
-	version uint64 // last PG version written here
-	trimmed uint64 // log entries below this version were trimmed
+	version uint64 // the highest PG version written here that is known (pglog.go)
 
 	// fence orders this copy's writes against listings by a (new)
 	// primary's peering: writes hold it shared and check their epoch
@@ -121,23 +120,6 @@ type pgState struct {
 	nMissing atomic.Int64 // objects some member lacks; 0 lets the IO path skip the check
 	scrubDue time.Time
 	deepDue  time.Time
-}
-
-// trimRange returns the log versions [lo, hi) to trim when writing ver:
-// every 64 writes, the entries older than the newest logKeep, starting
-// where the last trim stopped so each trim touches only its own entries.
-func (p *pgState) trimRange(ver uint64) (lo, hi uint64, ok bool) {
-	if ver <= logKeep || ver%64 != 0 {
-		return 0, 0, false
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	lo, hi = p.trimmed, ver-logKeep
-	if hi <= lo {
-		return 0, 0, false
-	}
-	p.trimmed = hi
-	return lo, hi, true
 }
 
 // Run starts the OSD and serves until ctx ends.
@@ -418,8 +400,9 @@ func (s *Server) watchFull(ctx context.Context) {
 	}
 }
 
-// pg returns the state of a placement group, loading its version from the
-// PG log the first time.
+// pg returns the state of a placement group, loading its version the first
+// time: the newest delete's, or the newest entry's of a legacy PG log
+// (pglog.go). Versions left on objects count when the PG peers.
 func (s *Server) pg(id clustermap.PGID) (*pgState, error) {
 	s.pgMu.Lock()
 	p := s.pgs[id]
@@ -430,27 +413,40 @@ func (s *Server) pg(id clustermap.PGID) (*pgState, error) {
 	s.pgMu.Unlock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.loaded {
-		var start []byte
-		for {
-			kvs, more, err := s.store.OmapList(id.String(), pgMetaObject, start, logEnd, 1024)
-			if err != nil && !errors.Is(err, objstore.ErrNotFound) {
-				return nil, err
-			}
-			if len(kvs) > 0 {
-				last := kvs[len(kvs)-1].Key
-				if len(last) == 8 {
-					p.version = uint64(last[0])<<56 | uint64(last[1])<<48 | uint64(last[2])<<40 | uint64(last[3])<<32 |
-						uint64(last[4])<<24 | uint64(last[5])<<16 | uint64(last[6])<<8 | uint64(last[7])
-				}
-				start = append(append([]byte(nil), last...), 0)
-			}
-			if !more {
-				break
-			}
-		}
-		p.loaded = true
+	if p.loaded {
+		return p, nil
 	}
+	coll := id.String()
+	v, err := s.store.OmapGet(coll, pgMetaObject, keyDeleteVersion)
+	switch {
+	case errors.Is(err, objstore.ErrNotFound):
+	case err != nil:
+		return nil, err
+	default:
+		ver, ok := decodeVersion(v)
+		if !ok {
+			return nil, fmt.Errorf("pg %s: its newest delete's version is %d bytes, not 8", id, len(v))
+		}
+		p.version = max(p.version, ver)
+	}
+	var start []byte
+	for {
+		kvs, more, err := s.store.OmapList(coll, pgMetaObject, start, legacyLogEnd, 1024)
+		if err != nil && !errors.Is(err, objstore.ErrNotFound) {
+			return nil, err
+		}
+		if len(kvs) > 0 {
+			last := kvs[len(kvs)-1].Key
+			if ver, ok := decodeVersion(last); ok {
+				p.version = max(p.version, ver)
+			}
+			start = append(append([]byte(nil), last...), 0)
+		}
+		if !more {
+			break
+		}
+	}
+	p.loaded = true
 	return p, nil
 }
 

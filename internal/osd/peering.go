@@ -187,7 +187,18 @@ type peerResult struct {
 // pgListing is one OSD's copy of a PG, as peering sees it.
 type pgListing struct {
 	objs       map[string]objState
-	lastUpdate uint64
+	lastUpdate uint64 // the PG version the OSD reported (pglog.go)
+}
+
+// applied is the highest PG version the copy is known to have applied: the
+// one its OSD reported, or a newer one left on an object (an OSD that
+// restarted knows only its newest delete's).
+func (l *pgListing) applied() uint64 {
+	v := l.lastUpdate
+	for _, st := range l.objs {
+		v = max(v, st.Ver.Version)
+	}
+	return v
 }
 
 func (s *Server) doPeer(ctx context.Context, id clustermap.PGID) (peerResult, error) {
@@ -283,13 +294,13 @@ func decidePeering(self clustermap.OSDID, epoch clustermap.Epoch, acting []clust
 	}
 	auth := candidates[0]
 	for _, o := range candidates {
-		lo, la := lists[o].lastUpdate, lists[auth].lastUpdate
+		lo, la := lists[o].applied(), lists[auth].applied()
 		if lo > la || lo == la && o == self {
 			auth = o
 		}
 	}
 	for _, l := range lists {
-		res.lastUpdate = max(res.lastUpdate, l.lastUpdate)
+		res.lastUpdate = max(res.lastUpdate, l.applied())
 	}
 	res.auth = auth
 	res.missing = map[clustermap.OSDID]map[string]struct{}{}

@@ -31,7 +31,14 @@ type simCopy struct {
 type simOSD struct {
 	up, in     bool
 	objs       map[string]simCopy
-	lastUpdate uint64
+	lastUpdate uint64 // in memory: lost in a crash
+	deleted    uint64 // the newest delete's version, kept on disk (pglog.go)
+}
+
+// crash stops o; it comes back knowing only what its disk kept.
+func (s *sim) crash(o clustermap.OSDID) {
+	s.osds[o].up = false
+	s.osds[o].lastUpdate = s.osds[o].deleted
 }
 
 type simAck struct {
@@ -123,6 +130,18 @@ func (s *sim) mapChanged() {
 		s.logf("e%d: pg down: %v", s.epoch, err)
 		return
 	}
+	// The new primary numbers its writes above every version a copy it
+	// listed still shows, on an object or as its newest delete, whether or
+	// not that copy's OSD crashed since.
+	for _, o := range probe {
+		shown := s.osds[o].deleted
+		for _, c := range s.osds[o].objs {
+			shown = max(shown, c.ver.Version)
+		}
+		if res.lastUpdate < shown {
+			s.t.Fatalf("e%d: peering continues at version %d, below version %d that %s shows\n%s", s.epoch, res.lastUpdate, shown, o, s.trace.String())
+		}
+	}
 	s.rec = &meta.PGRecord{Epoch: s.epoch, Acting: acting, Complete: res.complete}
 	ps := res.primaryState
 	s.prim, s.primID, s.version = &ps, acting[0], res.lastUpdate
@@ -189,12 +208,13 @@ func (s *sim) write(name string, del bool) {
 			continue
 		}
 		if s.r.IntN(40) == 0 {
-			s.osds[o].up = false // crashed before applying it
+			s.crash(o) // before applying it
 			ok = false
 			continue
 		}
 		if del {
 			delete(s.osds[o].objs, name)
+			s.osds[o].deleted = max(s.osds[o].deleted, s.version)
 		} else {
 			s.osds[o].objs[name] = simCopy{ver, val}
 		}
@@ -308,7 +328,7 @@ func (s *sim) run(steps int) string {
 		case k < 83:
 			o := clustermap.OSDID(s.r.IntN(len(s.osds)))
 			if s.osds[o].up {
-				s.osds[o].up = false
+				s.crash(o)
 				s.logf("crash %s", o)
 				s.mapChanged()
 			}

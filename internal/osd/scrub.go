@@ -44,8 +44,8 @@ type scrubResult struct {
 	Unrepaired                       []string
 }
 
-// Omap keys of the PG metadata object that hold the last scrub times. They
-// sort after every PG log key (which are 8-byte versions).
+// Omap keys of the PG metadata object that hold the last scrub times (see
+// pglog.go for the others).
 var (
 	keyLastScrub     = []byte{0xff, 's'}
 	keyLastDeepScrub = []byte{0xff, 'd'}

@@ -144,10 +144,9 @@ func (s *Server) write(ctx context.Context, pool *clustermap.Pool, p *pgState, r
 	for _, name := range touched {
 		txn.SetXattr(coll, name, versionXattr, eversion{uint64(interval), ver}.encode())
 	}
-	entry := logEntry{Op: req.Op, Epoch: interval, Object: req.Object}
-	txn.OmapSet(coll, pgMetaObject, logKey(ver), entry.encode())
-	if lo, hi, ok := p.trimRange(ver); ok {
-		txn.OmapRmRange(coll, pgMetaObject, logKey(lo), logKey(hi))
+	if !slices.Contains(touched, req.Object) {
+		// Its object is gone: the PG keeps the version (pglog.go).
+		txn.OmapSet(coll, pgMetaObject, keyDeleteVersion, encodeVersion(ver))
 	}
 	t := s.view.Table()
 	replicate := func(t *placement.Table, txnBytes []byte) *proto.Request {
