@@ -49,6 +49,9 @@ type devOptions struct {
 	ipv6        bool
 	downOut     time.Duration
 	nbdPort     int
+	// Passed to every OSD when set (cairn osd has the defaults).
+	dataCacheSize    int64
+	dataCacheReserve bool
 }
 
 func devCmd(g *globals) *cobra.Command {
@@ -74,8 +77,22 @@ Running it again on the same --dir restarts the same cluster with its data.`,
 	f.StringSliceVar(&o.external, "etcd-endpoints", nil, "use this existing etcd cluster instead of starting a mon")
 	f.BoolVar(&o.ipv6, "ipv6", false, "run IPv6-only: etcd and every OSD on [::1]")
 	f.IntVar(&o.nbdPort, "nbd-port", 10809, "port of the NBD server for volumes on 127.0.0.1 (0: none)")
+	f.Int64Var(&o.dataCacheSize, "data-cache-size", 0, "each OSD's memory for repeated large reads, as cairn osd --data-cache-size (0: its default)")
+	f.BoolVar(&o.dataCacheReserve, "data-cache-reserve", true, "whether each OSD takes its data cache's memory at start, as cairn osd --data-cache-reserve")
 	f.DurationVar(&o.downOut, "down-out", 30*time.Second, "how long an OSD may stay down before it is marked out and its data re-replicated")
 	return cmd
+}
+
+// osdCacheArgs are the data cache flags given to cairn dev, for its OSDs.
+func (o devOptions) osdCacheArgs() []string {
+	var args []string
+	if o.dataCacheSize != 0 {
+		args = append(args, "--data-cache-size", strconv.FormatInt(o.dataCacheSize, 10))
+	}
+	if !o.dataCacheReserve {
+		args = append(args, "--data-cache-reserve=false")
+	}
+	return args
 }
 
 func runDev(ctx context.Context, g *globals, o devOptions) error {
@@ -188,6 +205,7 @@ func runDev(ctx context.Context, g *globals, o devOptions) error {
 			addr := fmt.Sprintf("%s:%d", ip, o.osdPort+id)
 			args := []string{"osd", "--conf", confPath, "--id", strconv.Itoa(id), "--data", data,
 				"--listen", addr, "--host", fmt.Sprintf("host%d", h+1), "--lease-ttl", o.leaseTTL.String()}
+			args = append(args, o.osdCacheArgs()...)
 			if err := start(name, addr, data, args); err != nil {
 				return err
 			}

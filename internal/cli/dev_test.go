@@ -1,0 +1,41 @@
+package cli
+
+import (
+	"slices"
+	"strconv"
+	"testing"
+)
+
+// The data cache flags of cairn dev reach its OSDs as flags cairn osd
+// understands, with the values given; unset, the OSDs keep their defaults.
+func TestDevPassesCacheFlags(t *testing.T) {
+	for _, tc := range []struct {
+		devArgs []string
+		want    []string
+	}{
+		{nil, nil},
+		{[]string{"--data-cache-size", "33554432"}, []string{"--data-cache-size", "33554432"}},
+		{[]string{"--data-cache-reserve=false", "--data-cache-size=-1"}, []string{"--data-cache-size", "-1", "--data-cache-reserve=false"}},
+	} {
+		dev := devCmd(&globals{})
+		if err := dev.ParseFlags(tc.devArgs); err != nil {
+			t.Fatalf("cairn dev %v: %v", tc.devArgs, err)
+		}
+		var o devOptions
+		o.dataCacheSize, _ = dev.Flags().GetInt64("data-cache-size")
+		o.dataCacheReserve, _ = dev.Flags().GetBool("data-cache-reserve")
+		got := o.osdCacheArgs()
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("cairn dev %v gives its OSDs %q, want %q", tc.devArgs, got, tc.want)
+		}
+		osd := osdCmd(&globals{})
+		if err := osd.ParseFlags(got); err != nil {
+			t.Fatalf("cairn osd refuses what cairn dev %v gives it: %v", tc.devArgs, err)
+		}
+		size, _ := osd.Flags().GetInt64("data-cache-size")
+		reserve, _ := osd.Flags().GetBool("data-cache-reserve")
+		if size != o.dataCacheSize || reserve != o.dataCacheReserve {
+			t.Errorf("cairn dev %v: the OSD got size %s reserve %v", tc.devArgs, strconv.FormatInt(size, 10), reserve)
+		}
+	}
+}
