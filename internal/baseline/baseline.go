@@ -19,6 +19,11 @@ const (
 
 	// QueueDepth is the number of operations in flight in the *_qd32 measurements.
 	QueueDepth = 32
+	// SharedCopies is the number of synced writes in flight in
+	// sync_write_4k_qd3: one per copy of a replicated write (a pool's
+	// default size) when every OSD of a cluster is on this one disk, as in
+	// `cairn dev`.
+	SharedCopies = 3
 
 	minFileSize = 1 << 20
 	maxSamples  = 2_000_000 // latencies kept per measurement (reservoir beyond)
@@ -68,6 +73,7 @@ type Result struct {
 
 	Disk struct {
 		SyncWrite4KQD1  Measure `json:"sync_write_4k_qd1"`
+		SyncWrite4KQD3  Measure `json:"sync_write_4k_qd3"`
 		SyncWrite4KQD32 Measure `json:"sync_write_4k_qd32"`
 		RandRead4KQD1   Measure `json:"rand_read_4k_qd1"`
 		RandRead4KQD32  Measure `json:"rand_read_4k_qd32"`
@@ -81,6 +87,9 @@ type Result struct {
 	Bound struct {
 		// ReplicatedWriteUs = 2 × Net.RTT4K.P50us + Disk.SyncWrite4KQD1.P50us.
 		ReplicatedWriteUs float64 `json:"replicated_write_us"`
+		// SharedDiskWriteUs = 2 × Net.RTT4K.P50us + Disk.SyncWrite4KQD3.P50us:
+		// the same write when all its copies' OSDs share this disk.
+		SharedDiskWriteUs float64 `json:"replicated_write_shared_disk_us,omitempty"`
 		// ReadUs = Net.RTT4K.P50us + Disk.RandRead4KQD1.P50us.
 		ReadUs float64 `json:"read_us"`
 		Note   string  `json:"note"`
@@ -191,6 +200,9 @@ func (r *Result) computeBound() {
 	if rtt > 0 && w > 0 {
 		r.Bound.ReplicatedWriteUs = 2*rtt + w
 	}
+	if w3 := r.Disk.SyncWrite4KQD3.P50us; rtt > 0 && w3 > 0 {
+		r.Bound.SharedDiskWriteUs = 2*rtt + w3
+	}
 	if rtt > 0 && rd > 0 {
 		r.Bound.ReadUs = rtt + rd
 	}
@@ -206,7 +218,7 @@ func (r *Result) computeBound() {
 
 func (r *Result) diskMeasures() []*Measure {
 	d := &r.Disk
-	return []*Measure{&d.SyncWrite4KQD1, &d.SyncWrite4KQD32, &d.RandRead4KQD1, &d.RandRead4KQD32, &d.SeqWrite1M, &d.SeqRead1M}
+	return []*Measure{&d.SyncWrite4KQD1, &d.SyncWrite4KQD3, &d.SyncWrite4KQD32, &d.RandRead4KQD1, &d.RandRead4KQD32, &d.SeqWrite1M, &d.SeqRead1M}
 }
 
 // mib formats a byte count for messages: "256 MiB", "12 MiB", "512 KiB".

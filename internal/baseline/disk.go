@@ -31,6 +31,8 @@ func runDisk(ctx context.Context, o Options, f *os.File, r *Result) error {
 	steps := []step{
 		{"disk: sync 4 KiB writes, 1 in flight", "sync_write_4k_qd1", &d.SyncWrite4KQD1,
 			func() (Measure, error) { return syncWrites(ctx, o.Duration, fd, size, 1) }},
+		{fmt.Sprintf("disk: sync 4 KiB writes, %d in flight", SharedCopies), "sync_write_4k_qd3", &d.SyncWrite4KQD3,
+			func() (Measure, error) { return syncWrites(ctx, o.Duration, fd, size, SharedCopies) }},
 		{fmt.Sprintf("disk: sync 4 KiB writes, %d in flight", QueueDepth), "sync_write_4k_qd32", &d.SyncWrite4KQD32,
 			func() (Measure, error) { return syncWrites(ctx, o.Duration, fd, size, QueueDepth) }},
 		{"disk: sequential 1 MiB writes, then fdatasync", "seq_write_1m", &d.SeqWrite1M,

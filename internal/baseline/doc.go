@@ -13,6 +13,8 @@
 // with recycled segments does not pay.
 //
 //	sync_write_4k_qd1   pwrite 4 KiB at a random aligned offset + fdatasync, 1 at a time
+//	sync_write_4k_qd3   the same from 3 goroutines sharing the one file: the commits of
+//	                    a write's three copies when their OSDs share this disk
 //	sync_write_4k_qd32  the same from 32 goroutines sharing the one file, each in its
 //	                    own 1/32 of it; concurrent fdatasyncs may share a device flush
 //	                    (as group commit does)
@@ -45,7 +47,12 @@
 // replicas in parallel) plus one synced commit on every OSD, also in parallel:
 //
 //	replicated_write_us = 2 × rtt_4k.p50_us + sync_write_4k_qd1.p50_us
+//	replicated_write_shared_disk_us = 2 × rtt_4k.p50_us + sync_write_4k_qd3.p50_us
 //	read_us             = 1 × rtt_4k.p50_us + rand_read_4k_qd1.p50_us
+//
+// The second is the floor when every copy's OSD is on this one disk (a `cairn
+// dev` cluster): their three commits overlap there, and on a disk that
+// flushes its cache for each, take longer than one.
 //
 // The loopback round trip stands in for the network between hosts, so on a
 // real cluster these are floors, never targets that can be beaten.

@@ -20,6 +20,7 @@ func (r *Result) rows() []row {
 	qd := strconv.Itoa(QueueDepth)
 	return []row{
 		{"sync_write_4k_qd1", "disk: 4 KiB pwrite + fdatasync, 1 in flight", r.Disk.SyncWrite4KQD1},
+		{"sync_write_4k_qd3", "disk: 4 KiB pwrite + fdatasync, " + strconv.Itoa(SharedCopies) + " in flight", r.Disk.SyncWrite4KQD3},
 		{"sync_write_4k_qd32", "disk: 4 KiB pwrite + fdatasync, " + qd + " in flight", r.Disk.SyncWrite4KQD32},
 		{"rand_read_4k_qd1", "disk: 4 KiB random read, 1 in flight", r.Disk.RandRead4KQD1},
 		{"rand_read_4k_qd32", "disk: 4 KiB random read, " + qd + " in flight", r.Disk.RandRead4KQD32},
@@ -69,6 +70,11 @@ func (r *Result) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "  replicated write  %9s µs  = 2 × rtt_4k p50 + sync_write_4k_qd1 p50%s\n",
 		num(r.Bound.ReplicatedWriteUs, 1), perSecond(r.Bound.ReplicatedWriteUs))
 	fmt.Fprintln(w, "      client→primary, then primary→replicas in parallel, plus one synced commit on every OSD, also in parallel")
+	if r.Bound.SharedDiskWriteUs > 0 {
+		fmt.Fprintf(w, "  same, one disk    %9s µs  = 2 × rtt_4k p50 + sync_write_4k_qd3 p50%s\n",
+			num(r.Bound.SharedDiskWriteUs, 1), perSecond(r.Bound.SharedDiskWriteUs))
+		fmt.Fprintf(w, "      when the OSDs of all %d copies share this disk (cairn dev): their commits overlap on it\n", SharedCopies)
+	}
 	fmt.Fprintf(w, "  read              %9s µs  = 1 × rtt_4k p50 + rand_read_4k_qd1 p50%s\n",
 		num(r.Bound.ReadUs, 1), perSecond(r.Bound.ReadUs))
 	fmt.Fprintln(w, "      one round trip to the primary, plus one 4 KiB read from its disk")

@@ -438,6 +438,10 @@ func efficiency(b *baseline.Result, mode string, s bench.Summary) *bench.Efficie
 		return nil
 	}
 	note := fmt.Sprintf("median latency vs the hardware bound for one %s", kind)
+	if shared := b.Bound.SharedDiskWriteUs; mode == "write" && shared > 0 {
+		note += fmt.Sprintf("; %s%% of the %s µs bound when every copy's OSD is on this one disk, as in cairn dev",
+			strconv.FormatFloat(100*shared/s.Latency.P50, 'f', 0, 64), strconv.FormatFloat(shared, 'f', 1, 64))
+	}
 	if s.Concurrency > 1 {
 		note += "; with more than 1 in flight, queueing adds latency: compare -t 1 runs"
 	}
