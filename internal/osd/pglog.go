@@ -14,7 +14,11 @@ import (
 // the peering listings carry anyway, so the highest version a copy has
 // applied is the highest of its objects'. Only a write that leaves its
 // object gone (a delete) has nowhere to put it; it records its version in
-// the PG's metadata object instead (keyDeleteVersion).
+// the PG's metadata object instead (keyDeleteVersion). Deletes of one PG
+// applied concurrently may leave the older of their versions there; that
+// can only make a restarted copy look older than it is when peering picks
+// among complete copies, and reusing a version in a later interval is
+// harmless, since the interval's epoch leads every eversion.
 //
 // Earlier builds kept a PG log: one omap key per write (version → op,
 // epoch, object name) on the metadata object, trimmed to the newest 2,048
