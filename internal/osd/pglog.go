@@ -24,7 +24,7 @@ import (
 // epoch, object name) on the metadata object, trimmed to the newest 2,048
 // every 64 writes. Nothing read it but the version, and it cost a store
 // two more index keys per small write (the entry and, once trimming ran,
-// the point delete of an old one) and an OSD about 6% of its CPU under
+// the point delete of an old one) and an OSD 6-9% of its CPU under
 // 4 KiB volume writes. A store written by such a build keeps its entries;
 // loading a PG still takes its version from them.
 
