@@ -292,15 +292,16 @@ func decidePeering(self clustermap.OSDID, epoch clustermap.Epoch, acting []clust
 			return res, errors.New("no copy answered")
 		}
 	}
+	applied := make(map[clustermap.OSDID]uint64, len(lists)) // each a pass over the copy's objects
+	for o, l := range lists {
+		applied[o] = l.applied()
+		res.lastUpdate = max(res.lastUpdate, applied[o])
+	}
 	auth := candidates[0]
 	for _, o := range candidates {
-		lo, la := lists[o].applied(), lists[auth].applied()
-		if lo > la || lo == la && o == self {
+		if lo, la := applied[o], applied[auth]; lo > la || lo == la && o == self {
 			auth = o
 		}
-	}
-	for _, l := range lists {
-		res.lastUpdate = max(res.lastUpdate, l.applied())
 	}
 	res.auth = auth
 	res.missing = map[clustermap.OSDID]map[string]struct{}{}
