@@ -42,6 +42,11 @@ type Options struct {
 	FileSize int64
 	// Duration is how long each measurement runs; DefaultDuration when zero.
 	Duration time.Duration
+	// CopyCommand, if not empty, is the command line that starts one copy
+	// of the replicated-write measurement (a process that runs ServeCopy
+	// with --file FILE and a --peer ADDR for each other copy); without it
+	// that measurement is left out.
+	CopyCommand []string
 	// Progress, if not nil, is called before each step, e.g.
 	// "disk: sync 4 KiB writes, 1 in flight".
 	Progress func(step string)
@@ -60,7 +65,10 @@ type Measure struct {
 	AvgUs   float64 `json:"avg_us,omitempty"`
 	Ops     int64   `json:"ops,omitempty"`
 	Seconds float64 `json:"seconds,omitempty"` // wall time the rates are computed over
-	Note    string  `json:"note,omitempty"`
+	// CPUPerGiB is the CPU seconds the servers spent per GiB the client
+	// moved (replicated writes only).
+	CPUPerGiB float64 `json:"cpu_s_per_gib,omitempty"`
+	Note      string  `json:"note,omitempty"`
 }
 
 // Result is what Run measured. Save and Load keep it as JSON.
@@ -84,6 +92,10 @@ type Result struct {
 		RTT4K      Measure `json:"rtt_4k"`
 		StreamMBps Measure `json:"stream"`
 	} `json:"net"`
+	Replicated struct {
+		// Write4M is the CPU floor of replicated writes (replicated.go).
+		Write4M Measure `json:"write_4m"`
+	} `json:"replicated"`
 	Bound struct {
 		// ReplicatedWriteUs = 2 × Net.RTT4K.P50us + Disk.SyncWrite4KQD1.P50us.
 		ReplicatedWriteUs float64 `json:"replicated_write_us"`
@@ -92,7 +104,10 @@ type Result struct {
 		SharedDiskWriteUs float64 `json:"replicated_write_shared_disk_us,omitempty"`
 		// ReadUs = Net.RTT4K.P50us + Disk.RandRead4KQD1.P50us.
 		ReadUs float64 `json:"read_us"`
-		Note   string  `json:"note"`
+		// WriteCPUPerGiB = Replicated.Write4M.CPUPerGiB: the least CPU a
+		// cluster of SharedCopies copies spends per GiB written here.
+		WriteCPUPerGiB float64 `json:"replicated_write_cpu_s_per_gib,omitempty"`
+		Note           string  `json:"note"`
 	} `json:"bound"`
 }
 
@@ -141,6 +156,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	if err == nil {
 		err = runNet(ctx, o, r)
+	}
+	if err == nil && len(o.CopyCommand) > 0 {
+		o.Progress(fmt.Sprintf("replicated: %d MiB writes, %d in flight, to %d copies (processes) on loopback TCP",
+			ReplicatedWriteSize>>20, ReplicatedInFlight, SharedCopies))
+		if err = runReplicated(ctx, o, dir, r); err != nil && ctx.Err() == nil {
+			err = fmt.Errorf("baseline: replicated writes: %w", err)
+		}
+		if memory != "" {
+			r.Replicated.Write4M.Note = joinNote(r.Replicated.Write4M.Note, dir+" is on "+memory+": memory, not a disk")
+		}
 	}
 	r.computeBound()
 	if err == nil {
@@ -206,6 +231,7 @@ func (r *Result) computeBound() {
 	if rtt > 0 && rd > 0 {
 		r.Bound.ReadUs = rtt + rd
 	}
+	r.Bound.WriteCPUPerGiB = r.Replicated.Write4M.CPUPerGiB
 	r.Bound.Note = "floors for one operation at a time: the TCP loopback round trip stands in for the network, " +
 		"so a real network between hosts only adds to them"
 	if n := r.Disk.SyncWrite4KQD1.Note; n != "" {

@@ -20,22 +20,30 @@ const (
 )
 
 // runSmall runs the whole baseline with small sizes, once per test binary run
-// per variant, and checks that the temporary file is gone afterwards.
-func runSmall(t *testing.T, dir string, force bool) *Result {
+// per variant, and checks that the temporary files are gone afterwards. With
+// copies it also measures replicated writes, through copies of this test
+// binary (TestMain).
+func runSmall(t *testing.T, dir string, force, copies bool) *Result {
 	t.Helper()
 	var steps []string
-	r, err := Run(context.Background(), Options{
+	o := Options{
 		Dir:           dir,
 		FileSize:      testSize,
 		Duration:      testDuration,
 		Progress:      func(s string) { steps = append(steps, s) },
 		forceBuffered: force,
-	})
+	}
+	want := 10 // prepare, 7 disk, 2 net
+	if copies {
+		o.CopyCommand = copyHelper(t)
+		want++
+	}
+	r, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if len(steps) != 10 { // prepare, 7 disk, 2 net
-		t.Errorf("Progress called %d times, want 10: %q", len(steps), steps)
+	if len(steps) != want {
+		t.Errorf("Progress called %d times, want %d: %q", len(steps), want, steps)
 	}
 	left, _ := filepath.Glob(filepath.Join(dir, ".cairn-baseline-*"))
 	if len(left) != 0 {
@@ -49,6 +57,9 @@ func checkMeasures(t *testing.T, r *Result) {
 	dur := r.Duration.Seconds()
 	for _, x := range r.rows() {
 		m := x.m
+		if x.name == "write_4m" && m == (Measure{}) {
+			continue // not measured
+		}
 		if m.IOPS <= 0 || m.MBps <= 0 || m.P50us <= 0 || m.P99us <= 0 || m.AvgUs <= 0 || m.Ops <= 0 || m.Seconds <= 0 {
 			t.Errorf("%s: not every figure positive: %+v", x.name, m)
 			continue
@@ -69,7 +80,8 @@ func checkMeasures(t *testing.T, r *Result) {
 			t.Errorf("%s: ran only %.3f s, Duration %v", x.name, m.Seconds, r.Duration)
 		}
 		// With one op in flight, ops × average latency cannot exceed the time.
-		if !strings.HasSuffix(x.name, "_qd32") && !strings.HasSuffix(x.name, "_qd3") && float64(m.Ops)*m.AvgUs/1e6 > m.Seconds*1.01 {
+		one := !strings.HasSuffix(x.name, "_qd32") && !strings.HasSuffix(x.name, "_qd3") && x.name != "write_4m"
+		if one && float64(m.Ops)*m.AvgUs/1e6 > m.Seconds*1.01 {
 			t.Errorf("%s: %d ops × %.1f µs > %.3f s", x.name, m.Ops, m.AvgUs, m.Seconds)
 		}
 	}
@@ -92,12 +104,15 @@ func checkMeasures(t *testing.T, r *Result) {
 	if r.Bound.Note == "" {
 		t.Error("bound note empty")
 	}
+	if r.Bound.WriteCPUPerGiB != r.Replicated.Write4M.CPUPerGiB {
+		t.Errorf("write CPU floor %v, want write_4m's %v", r.Bound.WriteCPUPerGiB, r.Replicated.Write4M.CPUPerGiB)
+	}
 }
 
 func TestRun(t *testing.T) {
 	dir := t.TempDir()
 	before := runtime.NumGoroutine()
-	r := runSmall(t, dir, false)
+	r := runSmall(t, dir, false, true)
 	// Every goroutine Run started (workers, echo server) has ended.
 	for i := 0; runtime.NumGoroutine() > before; i++ {
 		if i == 100 {
@@ -131,7 +146,7 @@ func TestRun(t *testing.T) {
 		t.Errorf("round trip differs:\n got %+v\nwant %+v", got, r)
 	}
 	raw, _ := os.ReadFile(path)
-	for _, key := range []string{`"sync_write_4k_qd1"`, `"p50_us"`, `"mb_s"`, `"iops"`, `"replicated_write_us"`, `"read_us"`, `"rtt_4k"`, `"stream"`} {
+	for _, key := range []string{`"sync_write_4k_qd1"`, `"p50_us"`, `"mb_s"`, `"iops"`, `"replicated_write_us"`, `"read_us"`, `"rtt_4k"`, `"stream"`, `"write_4m"`, `"cpu_s_per_gib"`, `"replicated_write_cpu_s_per_gib"`} {
 		if !bytes.Contains(raw, []byte(key)) {
 			t.Errorf("saved JSON lacks %s", key)
 		}
@@ -146,7 +161,7 @@ func TestRun(t *testing.T) {
 			t.Errorf("WriteText lacks %s", x.name)
 		}
 	}
-	for _, s := range []string{"replicated write", "read ", "p50 µs", "p99 µs", "IOPS", "MB/s"} {
+	for _, s := range []string{"replicated write", "read ", "p50 µs", "p99 µs", "IOPS", "MB/s", "CPU floor", " s/GiB"} {
 		if !strings.Contains(text, s) {
 			t.Errorf("WriteText lacks %q", s)
 		}
@@ -158,7 +173,7 @@ func TestRun(t *testing.T) {
 
 // TestBufferedFallback takes the path used where O_DIRECT is refused.
 func TestBufferedFallback(t *testing.T) {
-	r := runSmall(t, t.TempDir(), true)
+	r := runSmall(t, t.TempDir(), true, false)
 	checkMeasures(t, r)
 	for _, m := range []Measure{r.Disk.RandRead4KQD1, r.Disk.RandRead4KQD32, r.Disk.SeqRead1M} {
 		if !strings.Contains(m.Note, "O_DIRECT") || !strings.Contains(m.Note, "buffered") {
@@ -181,7 +196,7 @@ func TestTmpfs(t *testing.T) {
 		t.Skip(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	r := runSmall(t, dir, false)
+	r := runSmall(t, dir, false, false)
 	checkMeasures(t, r)
 	for i, m := range r.diskMeasures() {
 		if !strings.Contains(m.Note, "tmpfs") {

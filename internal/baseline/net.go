@@ -8,7 +8,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"sync"
 	"time"
 )
 
@@ -27,8 +26,8 @@ func runNet(ctx context.Context, o Options, r *Result) error {
 	if err != nil {
 		return fmt.Errorf("baseline: listening on 127.0.0.1: %w", err)
 	}
-	srv := &echoServer{ln: ln, conns: map[net.Conn]struct{}{}}
-	srv.wg.Go(srv.serve)
+	srv := &connServer{ln: ln, conns: map[net.Conn]struct{}{}}
+	srv.wg.Go(func() { srv.serve(echo) })
 	defer srv.close()
 	addr := ln.Addr().String()
 
@@ -51,45 +50,12 @@ func runNet(ctx context.Context, o Options, r *Result) error {
 	return nil
 }
 
-// echoServer answers the two client protocols; the first byte of a
-// connection says which:
+// echo answers the two client protocols; the first byte of a connection
+// says which:
 //
 //	'R'  repeat: read 4 KiB, write 16 B
 //	'S'  read until EOF, then write the byte count (8 bytes, big-endian)
-type echoServer struct {
-	ln    net.Listener
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-}
-
-func (s *echoServer) serve() {
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
-			return // listener closed
-		}
-		s.mu.Lock()
-		if s.conns == nil { // closing
-			s.mu.Unlock()
-			c.Close()
-			return
-		}
-		s.conns[c] = struct{}{}
-		s.mu.Unlock()
-		s.wg.Go(func() {
-			defer func() {
-				s.mu.Lock()
-				delete(s.conns, c)
-				s.mu.Unlock()
-				c.Close()
-			}()
-			s.handle(c)
-		})
-	}
-}
-
-func (s *echoServer) handle(c net.Conn) {
+func echo(c net.Conn) {
 	var mode [1]byte
 	if _, err := io.ReadFull(c, mode[:]); err != nil {
 		return
@@ -123,18 +89,6 @@ func (s *echoServer) handle(c net.Conn) {
 		binary.BigEndian.PutUint64(out[:], total)
 		c.Write(out[:])
 	}
-}
-
-// close stops the listener and every connection, and waits for the goroutines.
-func (s *echoServer) close() {
-	s.ln.Close()
-	s.mu.Lock()
-	for c := range s.conns {
-		c.Close()
-	}
-	s.conns = nil
-	s.mu.Unlock()
-	s.wg.Wait()
 }
 
 // dial connects to the server in the given mode; the connection's deadline

@@ -28,6 +28,8 @@ func (r *Result) rows() []row {
 		{"seq_read_1m", "disk: 1 MiB sequential reads", r.Disk.SeqRead1M},
 		{"rtt_4k", "net: loopback TCP, 4 KiB request, 16 B reply", r.Net.RTT4K},
 		{"stream", "net: loopback TCP stream, 1 MiB writes", r.Net.StreamMBps},
+		{"write_4m", fmt.Sprintf("replicated: %d MiB writes to %d copies, %d in flight",
+			ReplicatedWriteSize>>20, SharedCopies, ReplicatedInFlight), r.Replicated.Write4M},
 	}
 }
 
@@ -80,6 +82,12 @@ func (r *Result) WriteText(w io.Writer) {
 	fmt.Fprintln(w, "      one round trip to the primary, plus one 4 KiB read from its disk")
 	if r.Bound.Note != "" {
 		fmt.Fprintf(w, "  note: %s\n", r.Bound.Note)
+	}
+	if c := r.Bound.WriteCPUPerGiB; c > 0 {
+		fmt.Fprintln(w, "\nCPU floor (the least CPU a cluster can spend here per GiB written):")
+		fmt.Fprintf(w, "  replicated write  %9s s/GiB  = the copies' CPU in write_4m\n", num(c, 2))
+		fmt.Fprintf(w, "      %d processes on loopback TCP: the primary checks the client's crc32c, sends the bytes to the\n", SharedCopies)
+		fmt.Fprintln(w, "      others and writes and syncs its own; they check, write and sync theirs; no index, no metadata")
 	}
 }
 

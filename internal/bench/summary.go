@@ -66,10 +66,13 @@ type CPUStat struct {
 	SecondsPer1000Ops float64 `json:"seconds_per_1000_ops"`
 }
 
-// Efficiency compares the measured latency to a bound the caller computes.
+// Efficiency compares the measured latency, and the CPU per GiB of a
+// write run, to bounds the caller computes (zero: no such bound).
 type Efficiency struct {
-	BoundLatencyUs float64 `json:"bound_latency_us"`
-	LatencyPercent float64 `json:"latency_percent"`
+	BoundLatencyUs float64 `json:"bound_latency_us,omitempty"`
+	LatencyPercent float64 `json:"latency_percent,omitempty"`
+	BoundCPUPerGiB float64 `json:"bound_cpu_s_per_gib,omitempty"`
+	CPUPercent     float64 `json:"cpu_percent,omitempty"`
 	Note           string  `json:"note,omitempty"`
 }
 
@@ -185,6 +188,8 @@ func (s Summary) Check() error {
 	if s.Efficiency != nil {
 		floats["efficiency.bound_latency_us"] = s.Efficiency.BoundLatencyUs
 		floats["efficiency.latency_percent"] = s.Efficiency.LatencyPercent
+		floats["efficiency.bound_cpu_s_per_gib"] = s.Efficiency.BoundCPUPerGiB
+		floats["efficiency.cpu_percent"] = s.Efficiency.CPUPercent
 	}
 	for _, name := range slices.Sorted(maps.Keys(floats)) {
 		v := floats[name]

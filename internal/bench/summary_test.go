@@ -210,6 +210,20 @@ func TestWriteText(t *testing.T) {
 		t.Errorf("latency table widths %d %d", a, b)
 	}
 
+	// A CPU floor is printed beside the latency bound, or alone.
+	s.Efficiency = &Efficiency{BoundLatencyUs: 800, LatencyPercent: 79.75, BoundCPUPerGiB: 1.8, CPUPercent: 75}
+	b.Reset()
+	s.WriteText(&b)
+	if !strings.Contains(b.String(), "bound latency 800.0 µs, latency 79.75%; CPU floor 1.80 s/GiB, CPU 75.00%") {
+		t.Errorf("latency bound and CPU floor not both printed:\n%s", b.String())
+	}
+	s.Efficiency = &Efficiency{BoundCPUPerGiB: 1.8, CPUPercent: 75}
+	b.Reset()
+	s.WriteText(&b)
+	if out := b.String(); !strings.Contains(out, "efficiency    CPU floor 1.80 s/GiB, CPU 75.00%") || strings.Contains(out, "bound latency") {
+		t.Errorf("CPU floor alone:\n%s", out)
+	}
+
 	// Without CPU/Efficiency those lines are absent.
 	s.CPU, s.Efficiency = nil, nil
 	b.Reset()

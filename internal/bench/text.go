@@ -47,8 +47,14 @@ func (s Summary) WriteText(w io.Writer) {
 			fmtNum(c.ClusterSeconds), fmtNum(c.SecondsPerGiB), fmtNum(c.SecondsPer1000Ops))
 	}
 	if e := s.Efficiency; e != nil {
-		fmt.Fprintf(&b, "  %-14sbound latency %s µs, latency %s%%", "efficiency",
-			fmtNum(e.BoundLatencyUs), fmtNum(e.LatencyPercent))
+		var parts []string
+		if e.BoundLatencyUs > 0 {
+			parts = append(parts, fmt.Sprintf("bound latency %s µs, latency %s%%", fmtNum(e.BoundLatencyUs), fmtNum(e.LatencyPercent)))
+		}
+		if e.BoundCPUPerGiB > 0 {
+			parts = append(parts, fmt.Sprintf("CPU floor %s s/GiB, CPU %s%%", fmtNum(e.BoundCPUPerGiB), fmtNum(e.CPUPercent)))
+		}
+		fmt.Fprintf(&b, "  %-14s%s", "efficiency", strings.Join(parts, "; "))
 		if e.Note != "" {
 			fmt.Fprintf(&b, " (%s)", e.Note)
 		}

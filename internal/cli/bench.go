@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -280,7 +281,7 @@ func runBench(ctx context.Context, g *globals, o benchOptions, poolName, mode st
 	sum := bench.Summarize(mode, poolName, size, o.threads, elapsed, samples, total, errCount.Load())
 	sum.CPU = cpuDelta(before, c.OSDStatuses(ctx), sum.Bytes, sum.Ops)
 	if b := loadBaseline(g, o); b != nil {
-		sum.Efficiency = efficiency(b, mode, sum)
+		sum.Efficiency = efficiency(b, mode, sum, poolCopies(c, poolName))
 	}
 	if mode == "write" {
 		n := next.Load() // every index handed out was attempted
@@ -414,6 +415,16 @@ func baselinePath(g *globals, o benchOptions) string {
 	return ""
 }
 
+// poolCopies is the number of copies the pool keeps, 0 if unknown.
+func poolCopies(c *client.Client, pool string) int {
+	for _, p := range c.Pools() {
+		if p.Name == pool {
+			return p.Size
+		}
+	}
+	return 0
+}
+
 func loadBaseline(g *globals, o benchOptions) *baseline.Result {
 	path := baselinePath(g, o)
 	if path == "" {
@@ -427,25 +438,70 @@ func loadBaseline(g *globals, o benchOptions) *baseline.Result {
 }
 
 // efficiency compares the measured median latency with what the hardware
-// allows for one operation of that kind.
-func efficiency(b *baseline.Result, mode string, s bench.Summary) *bench.Efficiency {
+// allows for one operation of that kind, and the CPU a write run cost with
+// the CPU floor of replicated writes, where the run is the floor's kind:
+// writes of its size to a pool of as many copies.
+func efficiency(b *baseline.Result, mode string, s bench.Summary, copies int) *bench.Efficiency {
 	bound := b.Bound.ReplicatedWriteUs
 	kind := "replicated write (2 round trips + 1 sync write)"
 	if mode != "write" {
 		bound, kind = b.Bound.ReadUs, "read (1 round trip + 1 disk read)"
 	}
-	if bound <= 0 || s.Latency.P50 <= 0 {
+	var e bench.Efficiency
+	if bound > 0 && s.Latency.P50 > 0 {
+		e.BoundLatencyUs, e.LatencyPercent = bound, 100*bound/s.Latency.P50
+		e.Note = fmt.Sprintf("median latency vs the hardware bound for one %s", kind)
+		if shared := b.Bound.SharedDiskWriteUs; mode == "write" && shared > 0 {
+			e.Note += fmt.Sprintf("; %s%% of the %s µs bound when every copy's OSD is on this one disk, as in cairn dev",
+				strconv.FormatFloat(100*shared/s.Latency.P50, 'f', 0, 64), strconv.FormatFloat(shared, 'f', 1, 64))
+		}
+		if s.Concurrency > 1 {
+			e.Note += "; with more than 1 in flight, queueing adds latency: compare -t 1 runs"
+		}
+	}
+	if floor := b.Bound.WriteCPUPerGiB; mode == "write" && floor > 0 && s.CPU != nil && s.CPU.SecondsPerGiB > 0 &&
+		s.ObjectSize == baseline.ReplicatedWriteSize && copies == baseline.SharedCopies {
+		e.BoundCPUPerGiB, e.CPUPercent = floor, 100*floor/s.CPU.SecondsPerGiB
+		if e.Note != "" {
+			e.Note += "; "
+		}
+		e.Note += fmt.Sprintf("CPU vs the floor of %d-copy %d MiB writes: the copies' CPU per GiB when they only move, check, write and sync the bytes",
+			baseline.SharedCopies, baseline.ReplicatedWriteSize>>20)
+	}
+	if e == (bench.Efficiency{}) {
 		return nil
 	}
-	note := fmt.Sprintf("median latency vs the hardware bound for one %s", kind)
-	if shared := b.Bound.SharedDiskWriteUs; mode == "write" && shared > 0 {
-		note += fmt.Sprintf("; %s%% of the %s µs bound when every copy's OSD is on this one disk, as in cairn dev",
-			strconv.FormatFloat(100*shared/s.Latency.P50, 'f', 0, 64), strconv.FormatFloat(shared, 'f', 1, 64))
+	return &e
+}
+
+const baselineCopyUse = "baseline-copy"
+
+// baselineCopyCmd is one copy of `cairn bench --baseline`'s replicated-write
+// measurement, which starts it; it runs as an OSD runs (the runtime policy
+// of a storage daemon, the scheduler trace of a long-running command) and
+// exits when its standard input closes, so none outlives the measurement.
+func baselineCopyCmd() *cobra.Command {
+	var o baseline.CopyOptions
+	cmd := &cobra.Command{
+		Use:    baselineCopyUse,
+		Short:  "one copy of cairn bench --baseline's replicated writes (started by it)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			load := runtimepolicy.ForStorage(ctx)
+			o.Begin, o.End = load.Begin, load.End
+			go func() {
+				io.Copy(io.Discard, os.Stdin)
+				cancel()
+			}()
+			return baseline.ServeCopy(ctx, o, os.Stdout)
+		},
 	}
-	if s.Concurrency > 1 {
-		note += "; with more than 1 in flight, queueing adds latency: compare -t 1 runs"
-	}
-	return &bench.Efficiency{BoundLatencyUs: bound, LatencyPercent: 100 * bound / s.Latency.P50, Note: note}
+	cmd.Flags().StringVar(&o.File, "file", "", "the copy's file (created, and removed at exit)")
+	cmd.Flags().StringArrayVar(&o.Peers, "peer", nil, "address of another copy to forward every write to")
+	return longRunning(cmd)
 }
 
 func runBaseline(ctx context.Context, g *globals, o benchOptions) error {
@@ -453,7 +509,13 @@ func runBaseline(ctx context.Context, g *globals, o benchOptions) error {
 	if !g.json {
 		out = os.Stdout
 	}
-	res, err := baseline.Run(ctx, baseline.Options{Dir: o.baselineDir, Progress: func(step string) { fmt.Fprintln(out, step) }})
+	bo := baseline.Options{Dir: o.baselineDir, Progress: func(step string) { fmt.Fprintln(out, step) }}
+	if exe, err := os.Executable(); err == nil {
+		bo.CopyCommand = []string{exe, baselineCopyUse}
+	} else {
+		fmt.Fprintf(out, "not measuring replicated writes: %v\n", err)
+	}
+	res, err := baseline.Run(ctx, bo)
 	if err != nil {
 		return err
 	}

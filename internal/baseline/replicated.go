@@ -1,0 +1,596 @@
+package baseline
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The CPU floor of a replicated write is what the servers of a primary-copy
+// design spend per GiB a client writes when they do nothing but what every
+// such write needs: the primary takes the client's bytes off the network,
+// checks their crc32c, sends them to the other copies and writes and syncs
+// its own; each other copy takes them off the network, checks them, writes
+// and syncs them; the primary answers when all have. No index, no metadata,
+// no placement: a cluster's CPU per GiB written can be compared with it as
+// its latency is with the latency bounds. The copies are processes of their
+// own (ServeCopy, started through Options.CopyCommand) on the loopback
+// network, as the OSDs of a one-machine cluster are.
+const (
+	// ReplicatedWriteSize is the size of the floor's writes (a 4 MiB
+	// object, rados bench's default).
+	ReplicatedWriteSize = 4 << 20
+	// ReplicatedInFlight is the client's writes in flight.
+	ReplicatedInFlight = 16
+
+	replPiece   = 128 << 10 // read and summed at a time, while in the CPU cache
+	replSlots   = 2 * ReplicatedInFlight
+	replRing    = replSlots * ReplicatedWriteSize // each copy's file
+	replHeader  = 16                              // id(8) length(4) crc32c(4)
+	replReply   = 9                               // id(8) status(1)
+	replStartup = time.Minute                     // for a copy to fill its file and listen
+
+	modeWrite = 'W' // write frames, answered by replies
+	modeUsage = 'U' // each byte read is answered by the copy's CPU time so far (8 bytes, ns)
+
+	replOK     = 0
+	replBadSum = 1 // the body's crc32c differs from the header's
+	replFailed = 2 // a write, sync or copy failed
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// CopyOptions configure ServeCopy.
+type CopyOptions struct {
+	// File is created, written once, written in a ring and removed at exit.
+	File string
+	// Peers are the other copies: every write goes to them before it is
+	// written here, and is answered once they have answered.
+	Peers []string
+	// Begin and End, if not nil, bracket each write on this copy's disk
+	// (an OSD counts them so, for its runtime policy).
+	Begin, End func()
+}
+
+// ServeCopy is one copy of the replicated-write measurement. It fills its
+// file, listens on 127.0.0.1, writes "listening ADDR direct\n" to ready
+// ("buffered" instead of "direct" where O_DIRECT does not work) and serves
+// until ctx ends.
+func ServeCopy(ctx context.Context, o CopyOptions, ready io.Writer) error {
+	if o.File == "" {
+		return errors.New("baseline copy: no file given")
+	}
+	for _, f := range []*func(){&o.Begin, &o.End} {
+		if *f == nil {
+			*f = func() {}
+		}
+	}
+	s := &copyServer{o: o, bufs: make(chan []byte, replSlots)}
+	var err error
+	if s.f, s.direct, err = openRing(o.File); err != nil {
+		return err
+	}
+	defer func() {
+		s.f.Close()
+		os.Remove(o.File)
+	}()
+	for _, addr := range o.Peers {
+		p, err := dialFrames(ctx, addr)
+		if err != nil {
+			return fmt.Errorf("baseline copy: peer %s: %w", addr, err)
+		}
+		defer p.close()
+		s.peers = append(s.peers, p)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("baseline copy: listen on 127.0.0.1: %w", err)
+	}
+	srv := &connServer{ln: ln, conns: map[net.Conn]struct{}{}}
+	srv.wg.Go(func() { srv.serve(s.handle) })
+	defer srv.close()
+	how := "direct"
+	if !s.direct {
+		how = "buffered"
+	}
+	if _, err := fmt.Fprintf(ready, "listening %s %s\n", ln.Addr(), how); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// openRing creates the ring file and writes it whole, so that later writes
+// land on allocated, written blocks and a sync commits no metadata.
+func openRing(name string) (f *os.File, direct bool, err error) {
+	f, err = os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_DIRECT, 0o600)
+	direct = err == nil
+	if errors.Is(err, syscall.EINVAL) { // tmpfs and the like
+		f, err = os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("baseline copy: %w", err)
+	}
+	buf := alignedBuf(ReplicatedWriteSize)
+	for off := int64(0); off < replRing; off += ReplicatedWriteSize {
+		if err = pwriteFull(int(f.Fd()), buf, off); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		err = unix.Fdatasync(int(f.Fd()))
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(name)
+		return nil, false, fmt.Errorf("baseline copy: filling %s: %w", name, err)
+	}
+	return f, direct, nil
+}
+
+type copyServer struct {
+	o      CopyOptions
+	f      *os.File
+	direct bool
+	next   atomic.Int64 // the next ring slot
+	bufs   chan []byte  // free write buffers
+	peers  []*frameConn // the other copies
+	writes sync.WaitGroup
+}
+
+func (s *copyServer) buf() []byte {
+	select {
+	case b := <-s.bufs:
+		return b
+	default:
+		return alignedBuf(ReplicatedWriteSize)
+	}
+}
+
+func (s *copyServer) free(b []byte) {
+	select {
+	case s.bufs <- b[:cap(b)]:
+	default:
+	}
+}
+
+func (s *copyServer) handle(c net.Conn) {
+	var mode [1]byte
+	if _, err := io.ReadFull(c, mode[:]); err != nil {
+		return
+	}
+	switch mode[0] {
+	case modeUsage:
+		var out [8]byte
+		for {
+			if _, err := io.ReadFull(c, mode[:]); err != nil {
+				return
+			}
+			binary.BigEndian.PutUint64(out[:], uint64(processCPU()))
+			if _, err := c.Write(out[:]); err != nil {
+				return
+			}
+		}
+	case modeWrite:
+		s.serveWrites(c)
+	}
+}
+
+// serveWrites reads write frames, each summed piece by piece as it arrives,
+// and hands each to a goroutine of its own that answers it.
+func (s *copyServer) serveWrites(c net.Conn) {
+	defer s.writes.Wait()
+	// No bufio.Reader: a piece that arrives in parts would be copied
+	// through its buffer.
+	r := c
+	var wmu sync.Mutex
+	reply := func(id uint64, status byte) {
+		var out [replReply]byte
+		binary.BigEndian.PutUint64(out[:], id)
+		out[8] = status
+		wmu.Lock()
+		defer wmu.Unlock()
+		c.Write(out[:]) // a failed connection ends the read loop too
+	}
+	var h [replHeader]byte
+	for {
+		if _, err := io.ReadFull(r, h[:]); err != nil {
+			return
+		}
+		id := binary.BigEndian.Uint64(h[0:])
+		n := int(binary.BigEndian.Uint32(h[8:]))
+		want := binary.BigEndian.Uint32(h[12:])
+		if n <= 0 || n > ReplicatedWriteSize || n%blockSize != 0 {
+			return // not a client of ours
+		}
+		body := s.buf()[:n]
+		var sum uint32
+		for off := 0; off < n; off += replPiece {
+			p := body[off:min(off+replPiece, n)]
+			if _, err := io.ReadFull(r, p); err != nil {
+				return
+			}
+			sum = crc32.Update(sum, castagnoli, p)
+		}
+		if sum != want {
+			s.free(body)
+			reply(id, replBadSum)
+			continue
+		}
+		s.writes.Go(func() {
+			st := s.write(body, want)
+			s.free(body)
+			reply(id, st)
+		})
+	}
+}
+
+// write sends body to the other copies, writes and syncs it here, and
+// waits for their answers.
+func (s *copyServer) write(body []byte, sum uint32) byte {
+	waits := make([]<-chan byte, len(s.peers))
+	for i, p := range s.peers {
+		waits[i] = p.send(body, sum)
+	}
+	st := byte(replOK)
+	s.o.Begin()
+	off := (s.next.Add(1) - 1) % replSlots * ReplicatedWriteSize
+	if pwriteFull(int(s.f.Fd()), body, off) != nil || unix.Fdatasync(int(s.f.Fd())) != nil {
+		st = replFailed
+	}
+	s.o.End()
+	for _, w := range waits {
+		if <-w != replOK {
+			st = replFailed
+		}
+	}
+	return st
+}
+
+// processCPU is the user and system CPU time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// frameConn is a connection that carries write frames one way and replies
+// the other, with any number of writes in flight.
+type frameConn struct {
+	c    net.Conn
+	wmu  sync.Mutex // frame writes
+	mu   sync.Mutex
+	wait map[uint64]chan byte
+	next uint64
+	err  error // once the reader stopped
+	done chan struct{}
+}
+
+func dialFrames(ctx context.Context, addr string) (*frameConn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.Write([]byte{modeWrite}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	fc := &frameConn{c: c, wait: map[uint64]chan byte{}, done: make(chan struct{})}
+	go fc.readReplies()
+	return fc, nil
+}
+
+func (fc *frameConn) readReplies() {
+	defer close(fc.done)
+	r := bufio.NewReader(fc.c)
+	var in [replReply]byte
+	for {
+		if _, err := io.ReadFull(r, in[:]); err != nil {
+			fc.mu.Lock()
+			fc.err = err
+			for id, ch := range fc.wait {
+				ch <- replFailed
+				delete(fc.wait, id)
+			}
+			fc.mu.Unlock()
+			return
+		}
+		id := binary.BigEndian.Uint64(in[:])
+		fc.mu.Lock()
+		ch := fc.wait[id]
+		delete(fc.wait, id)
+		fc.mu.Unlock()
+		if ch != nil {
+			ch <- in[8]
+		}
+	}
+}
+
+// send writes one frame and returns where its status will arrive.
+func (fc *frameConn) send(body []byte, sum uint32) <-chan byte {
+	ch := make(chan byte, 1)
+	fc.mu.Lock()
+	if fc.err != nil {
+		fc.mu.Unlock()
+		ch <- replFailed
+		return ch
+	}
+	fc.next++
+	id := fc.next
+	fc.wait[id] = ch
+	fc.mu.Unlock()
+	var h [replHeader]byte
+	binary.BigEndian.PutUint64(h[0:], id)
+	binary.BigEndian.PutUint32(h[8:], uint32(len(body)))
+	binary.BigEndian.PutUint32(h[12:], sum)
+	fc.wmu.Lock()
+	bufs := net.Buffers{h[:], body}
+	_, err := bufs.WriteTo(fc.c)
+	fc.wmu.Unlock()
+	if err != nil {
+		fc.c.Close() // the reader fails every write still waiting
+	}
+	return ch
+}
+
+func (fc *frameConn) close() {
+	fc.c.Close()
+	<-fc.done
+}
+
+// connServer serves each accepted connection on a goroutine of its own
+// until closed.
+type connServer struct {
+	ln    net.Listener
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+func (s *connServer) serve(handle func(net.Conn)) {
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return // listener closed
+		}
+		s.mu.Lock()
+		if s.conns == nil { // closing
+			s.mu.Unlock()
+			c.Close()
+			return
+		}
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Go(func() {
+			defer func() {
+				s.mu.Lock()
+				delete(s.conns, c)
+				s.mu.Unlock()
+				c.Close()
+			}()
+			handle(c)
+		})
+	}
+}
+
+// close stops the listener and every connection, and waits for the goroutines.
+func (s *connServer) close() {
+	s.ln.Close()
+	s.mu.Lock()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.conns = nil
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// copyProc is a running copy process.
+type copyProc struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stderr bytes.Buffer
+	file   string
+	addr   string
+	direct bool // O_DIRECT writes
+	usage  net.Conn
+}
+
+// startCopy starts one copy and waits until it listens.
+func startCopy(ctx context.Context, command []string, file string, peers []string) (*copyProc, error) {
+	args := append(append([]string{}, command[1:]...), "--file", file)
+	for _, p := range peers {
+		args = append(args, "--peer", p)
+	}
+	p := &copyProc{cmd: exec.Command(command[0], args...), file: file}
+	p.cmd.Stderr = &p.stderr
+	var err error
+	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", command[0], err)
+	}
+	line := make(chan string, 1)
+	go func() {
+		s, _ := bufio.NewReader(out).ReadString('\n')
+		line <- s
+		io.Copy(io.Discard, out)
+	}()
+	t := time.NewTimer(replStartup)
+	defer t.Stop()
+	var got string
+	select {
+	case got = <-line:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	f := strings.Fields(got)
+	if len(f) != 3 || f[0] != "listening" {
+		p.stop()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		msg := strings.TrimSpace(p.stderr.String())
+		if msg == "" {
+			msg = fmt.Sprintf("it did not say where it listens within %v", replStartup)
+		}
+		return nil, fmt.Errorf("copy %s: %s", filepath.Base(file), msg)
+	}
+	p.addr, p.direct = f[1], f[2] == "direct"
+	var d net.Dialer
+	if p.usage, err = d.DialContext(ctx, "tcp", p.addr); err == nil {
+		_, err = p.usage.Write([]byte{modeUsage})
+	}
+	if err != nil {
+		p.stop()
+		return nil, fmt.Errorf("copy %s: %w", filepath.Base(file), err)
+	}
+	return p, nil
+}
+
+// cpu asks the copy for the CPU time it has used.
+func (p *copyProc) cpu() (time.Duration, error) {
+	var in [8]byte
+	p.usage.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := p.usage.Write([]byte{0}); err != nil {
+		return 0, err
+	}
+	if _, err := io.ReadFull(p.usage, in[:]); err != nil {
+		return 0, err
+	}
+	return time.Duration(binary.BigEndian.Uint64(in[:])), nil
+}
+
+// stop ends the copy (a copy exits when its standard input closes; one
+// that does not within seconds is killed) and removes its file.
+func (p *copyProc) stop() {
+	if p.usage != nil {
+		p.usage.Close()
+	}
+	p.stdin.Close()
+	exited := make(chan struct{})
+	go func() { p.cmd.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Second):
+		p.cmd.Process.Kill()
+		<-exited
+	}
+	os.Remove(p.file)
+}
+
+// runReplicated measures the CPU floor of replicated 4 MiB writes to
+// SharedCopies copies whose files are in dir.
+func runReplicated(ctx context.Context, o Options, dir string, r *Result) error {
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(dir, &sfs); err != nil {
+		return fmt.Errorf("statfs %s: %v", dir, err)
+	}
+	need := int64(SharedCopies) * replRing
+	if free := int64(sfs.Bavail) * int64(sfs.Bsize); free < need {
+		return fmt.Errorf("not enough free space in %s: need %s, %s free", dir, mib(need), mib(free))
+	}
+	tag := strconv.FormatInt(int64(os.Getpid()), 10) + "-" + strconv.FormatUint(rand.Uint64()%1e6, 10)
+	var copies []*copyProc
+	defer func() {
+		for _, p := range copies {
+			p.stop()
+		}
+	}()
+	var peers []string
+	for i := SharedCopies - 1; i >= 0; i-- { // the others first, then the primary
+		file := filepath.Join(dir, fmt.Sprintf(".cairn-baseline-copy%d-%s.tmp", i, tag))
+		var pp []string
+		if i == 0 {
+			pp = peers
+		}
+		p, err := startCopy(ctx, o.CopyCommand, file, pp)
+		if err != nil {
+			return err
+		}
+		copies = append(copies, p)
+		peers = append(peers, p.addr)
+	}
+	primary := copies[len(copies)-1]
+	fc, err := dialFrames(ctx, primary.addr)
+	if err != nil {
+		return err
+	}
+	defer fc.close()
+	stop := context.AfterFunc(ctx, func() { fc.c.SetDeadline(time.Now()) })
+	defer stop()
+
+	body := alignedBuf(ReplicatedWriteSize)
+	fillRandom(body, rand.New(rand.NewPCG(seed, 1<<36)))
+	sum := crc32.Checksum(body, castagnoli)
+	usage := func() (time.Duration, error) {
+		var t time.Duration
+		for _, p := range copies {
+			c, err := p.cpu()
+			if err != nil {
+				return 0, fmt.Errorf("asking copy %s for its CPU time: %w", filepath.Base(p.file), err)
+			}
+			t += c
+		}
+		return t, nil
+	}
+	before, err := usage()
+	if err != nil {
+		return err
+	}
+	m, err := run(ctx, o.Duration, ReplicatedInFlight, ReplicatedWriteSize, func(*worker) error {
+		if st := <-fc.send(body, sum); st != replOK {
+			if st == replBadSum {
+				return errors.New("a copy found the write's checksum wrong")
+			}
+			return errors.New("a copy failed to write, sync or forward a write")
+		}
+		return nil
+	}, nil)
+	if err != nil {
+		return ctxErr(ctx, err)
+	}
+	after, err := usage()
+	if err != nil {
+		return err
+	}
+	if gib := float64(m.Ops) * ReplicatedWriteSize / (1 << 30); gib > 0 {
+		m.CPUPerGiB = (after - before).Seconds() / gib
+	}
+	m.Note = fmt.Sprintf("%d copies, %d MiB writes, %d in flight; CPU of the copies' processes per GiB the client wrote",
+		SharedCopies, ReplicatedWriteSize>>20, ReplicatedInFlight)
+	for _, p := range copies {
+		if !p.direct {
+			m.Note += "; no O_DIRECT here: buffered writes"
+			break
+		}
+	}
+	r.Replicated.Write4M = m
+	return nil
+}

@@ -1,0 +1,189 @@
+package baseline
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// copyHelperEnv makes this test binary run as a copy of the replicated-write
+// measurement (ServeCopy) instead of running the tests.
+const copyHelperEnv = "CAIRN_BASELINE_TEST_COPY"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(copyHelperEnv) != "" {
+		os.Exit(serveCopyHelper(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+// serveCopyHelper is what `cairn baseline-copy` does, for the copies the
+// tests start.
+func serveCopyHelper(args []string) int {
+	fs := flag.NewFlagSet("copy", flag.ContinueOnError)
+	var o CopyOptions
+	fs.StringVar(&o.File, "file", "", "")
+	fs.Func("peer", "", func(s string) error { o.Peers = append(o.Peers, s); return nil })
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	if err := ServeCopy(ctx, o, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// copyHelper is a CopyCommand that runs copies of this test binary.
+func copyHelper(t *testing.T) []string {
+	t.Setenv(copyHelperEnv, "1")
+	return []string{os.Args[0]}
+}
+
+// startInProcess runs ServeCopy on a goroutine until the test ends and
+// returns its address.
+func startInProcess(t *testing.T, o CopyOptions) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- ServeCopy(ctx, o, pw)
+		pw.Close()
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("ServeCopy: %v", err)
+		}
+		if _, err := os.Stat(o.File); !os.IsNotExist(err) {
+			t.Errorf("copy file %s left behind (%v)", o.File, err)
+		}
+	})
+	line := make([]byte, 256)
+	n, err := pr.Read(line)
+	go io.Copy(io.Discard, pr)
+	f := strings.Fields(string(line[:n]))
+	if err != nil || len(f) != 3 || f[0] != "listening" || (f[2] != "direct" && f[2] != "buffered") {
+		t.Fatalf("ServeCopy said %q (%v), want \"listening ADDR direct|buffered\"", line[:n], err)
+	}
+	return f[1]
+}
+
+// sendRaw writes one frame whose header carries sum and returns the reply's
+// id and status.
+func sendRaw(t *testing.T, c net.Conn, id uint64, body []byte, sum uint32) (uint64, byte) {
+	t.Helper()
+	var h [replHeader]byte
+	binary.BigEndian.PutUint64(h[0:], id)
+	binary.BigEndian.PutUint32(h[8:], uint32(len(body)))
+	binary.BigEndian.PutUint32(h[12:], sum)
+	if _, err := c.Write(append(h[:], body...)); err != nil {
+		t.Fatal(err)
+	}
+	var r [replReply]byte
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.ReadFull(c, r[:]); err != nil {
+		t.Fatalf("reading the reply: %v", err)
+	}
+	return binary.BigEndian.Uint64(r[:]), r[8]
+}
+
+// A copy checks the crc32c of every write, forwards a good one to its peer
+// before writing it, and answers only once the peer has it on disk; a bad
+// one is answered as such and written nowhere.
+func TestCopyChecksAndForwards(t *testing.T) {
+	dir := t.TempDir()
+	peerFile, primaryFile := filepath.Join(dir, "peer"), filepath.Join(dir, "primary")
+	peer := startInProcess(t, CopyOptions{File: peerFile})
+	primary := startInProcess(t, CopyOptions{File: primaryFile, Peers: []string{peer}})
+
+	c, err := net.Dial("tcp", primary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte{modeWrite})
+	body := make([]byte, 64<<10)
+	fillRandom(body, newTestRand())
+	sum := crc32.Checksum(body, castagnoli)
+
+	if id, st := sendRaw(t, c, 7, body, sum^1); id != 7 || st != replBadSum {
+		t.Fatalf("corrupted write: reply id %d status %d, want 7 and %d (bad checksum)", id, st, replBadSum)
+	}
+	if id, st := sendRaw(t, c, 8, body, sum); id != 8 || st != replOK {
+		t.Fatalf("good write: reply id %d status %d, want 8 and %d", id, st, replOK)
+	}
+	// The bad write took no slot: the good one is in slot 0 of both files.
+	for _, f := range []string{primaryFile, peerFile} {
+		got := make([]byte, len(body))
+		fh, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = fh.ReadAt(got, 0)
+		fh.Close()
+		if err != nil || !bytes.Equal(got, body) {
+			t.Errorf("%s: slot 0 does not hold the write (%v)", filepath.Base(f), err)
+		}
+	}
+
+	// A frame no client of ours sends ends the connection.
+	var h [replHeader]byte
+	binary.BigEndian.PutUint32(h[8:], ReplicatedWriteSize+blockSize)
+	c.Write(h[:])
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if n, err := c.Read(make([]byte, 1)); err == nil {
+		t.Errorf("oversized frame: read %d bytes, want the connection closed", n)
+	}
+}
+
+// A copy that cannot start says why, in the error Run returns.
+func TestCopyStartFailure(t *testing.T) {
+	dir := t.TempDir()
+	r := &Result{}
+	err := runReplicated(context.Background(), Options{
+		Duration:    testDuration,
+		CopyCommand: []string{"sh", "-c", "echo 'no space for the ring' >&2; exit 1", "copy"},
+	}, dir, r)
+	if err == nil || !strings.Contains(err.Error(), "no space for the ring") {
+		t.Fatalf("err %v, want the copy's own message", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}
+
+// Cancelling the measurement stops it and every copy, and removes their
+// files.
+func TestReplicatedCancel(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(2*time.Second, cancel)
+	start := time.Now()
+	err := runReplicated(ctx, Options{Duration: time.Minute, CopyCommand: copyHelper(t)}, dir, &Result{})
+	if err == nil || ctx.Err() == nil {
+		t.Fatalf("err %v, want the cancellation", err)
+	}
+	if d := time.Since(start); d > 40*time.Second {
+		t.Errorf("took %v to stop after the cancel", d)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}
