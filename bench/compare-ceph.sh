@@ -417,6 +417,33 @@ ROWS = [
     ("write-4k-qd1", "4 KiB write, 1 in flight: p99 latency (µs)", "lat_p99_us", 0, False),
 ]
 
+def floor_line(b, recs):
+    """What the machine allows (cairn bench --baseline), and each system's
+    4 MiB write CPU against the floor."""
+    if not b:
+        return ""
+    bound = b.get("bound") or {}
+    fl, w, ws = num(bound.get("replicated_write_cpu_s_per_gib")), num(bound.get("replicated_write_us")), num(bound.get("replicated_write_shared_disk_us"))
+    out = (f"Hardware bounds here (`cairn bench --baseline`, before the clusters started): a replicated 4 KiB write "
+           f"{fmt(w, 1)} µs, {fmt(ws, 1)} µs with every copy on this one disk.")
+    if fl:
+        out += (f" CPU floor of replicated 4 MiB writes: {fmt(fl, 2)} s/GiB (three processes that only move, check, "
+                f"write and sync the bytes)")
+        parts = []
+        for system, name in (("ceph", "Ceph"), ("cairn", "cairn")):
+            r = recs.get((system, "write-4m"))
+            v = num(r.get("cpu_s_per_gib")) if r and r.get("status") == "ok" else None
+            if v:
+                parts.append(f"{name} {v / fl:.2f}×")
+        c = recs.get(("ceph", "write-4m"))
+        cv = num(c.get("cpu_s_per_gib")) if c and c.get("status") == "ok" else None
+        if parts:
+            out += "; the 4 MiB write run's CPU: " + ", ".join(parts) + " the floor"
+        if cv:
+            out += f"; a third of Ceph's is {cv / 3 / fl:.2f}× the floor"
+        out += "."
+    return out
+
 def report(raw, md_path, json_path, meta_path):
     recs = {}
     for line in open(raw):
@@ -481,6 +508,9 @@ def report(raw, md_path, json_path, meta_path):
             cleanups.append(f"| {what} | {cells[0]} | {cells[1]} |")
     idle = (f"Idle OSD CPU before the runs (both clusters stay up throughout): Ceph {fmt(meta.get('ceph_idle_osd_cores'), 3)} cores, "
             f"cairn {fmt(meta.get('cairn_idle_osd_cores'), 3)} cores; it is included in every CPU figure above.")
+    floor = floor_line(meta.get("baseline"), recs)
+    if floor:
+        idle += "\n\n" + floor
     notes = list(dict.fromkeys(r.get("note") for r in recs.values() if r.get("note")))
     objects = [] if all(w.startswith("fio-") for (_, w) in recs) else [
           *lines, "",
@@ -631,6 +661,20 @@ rm -rf "$RESULTS"
 mkdir -p "$RESULTS"
 RAW="$RESULTS/raw.jsonl"
 : >"$RAW"
+
+# What this machine allows, measured before either cluster starts: the
+# latency bounds and the CPU floor of replicated 4 MiB writes (three copy
+# processes that only move, check, write and sync the bytes). cairn bench
+# then prints its efficiency against them; the report gives both systems'
+# CPU against the floor.
+BASELINE="$RESULTS/baseline.json"
+if ((RUN_CAIRN)); then
+	log "cairn bench --baseline $WORKDIR (about 30 s)"
+	if ! "$CAIRN" --json bench --baseline "$WORKDIR" --baseline-file "$BASELINE" >/dev/null 2>"$RESULTS/baseline.err"; then
+		log "the baseline failed (see $RESULTS/baseline.err); no floor in the report"
+		rm -f "$BASELINE"
+	fi
+fi
 
 # --- Ceph --------------------------------------------------------------------
 
@@ -815,6 +859,8 @@ start_cairn() {
 for p in json.load(open(sys.argv[1]))["processes"]:
     if p["name"].startswith("osd."): print(p["pid"])' "$CAIRN_DIR/dev.json")
 	((${#CAIRN_OSD_PIDS[@]} == NOSDS)) || die "expected $NOSDS cairn OSDs in $CAIRN_DIR/dev.json, found ${#CAIRN_OSD_PIDS[@]}"
+	# Beside cairn.conf, where cairn bench looks for it.
+	[[ -f $BASELINE ]] && cp "$BASELINE" "$CAIRN_DIR/baseline.json"
 	log "cairn: up, dev pid $CAIRN_DEV_PID, osd pids ${CAIRN_OSD_PIDS[*]}"
 }
 
@@ -1119,13 +1165,15 @@ CAIRN_IDLE=$(idle_rate "$ki0" "$ki1")
 log "idle OSD CPU (cores): Ceph ${CEPH_IDLE/None/n\/a}, cairn ${CAIRN_IDLE/None/n\/a}"
 
 python3 - "$RESULTS/meta.json" <<EOF
-import json, sys
+import json, os, sys
 json.dump(dict(date="$(date -u +%Y-%m-%dT%H:%M:%SZ)", duration=$DURATION, threads=$THREADS,
                nproc=$(nproc), host="$(hostname)", kernel="$(uname -r)",
                ceph_version="$CEPH_VERSION", ceph_rotational="$CEPH_ROTATIONAL", ceph_pg_num=$CEPH_PG_NUM,
                ceph_block_gib=$CEPH_BLOCK_GIB, cairn_version="$CAIRN_VERSION", only="$ONLY",
                settle_s=$SETTLE, settle_max_s=$SETTLE_MAX, idle_cores=$IDLE_CORES, drop_caches=$DROP_CACHES,
-               ceph_idle_osd_cores=$CEPH_IDLE, cairn_idle_osd_cores=$CAIRN_IDLE), open(sys.argv[1], "w"), indent=2)
+               ceph_idle_osd_cores=$CEPH_IDLE, cairn_idle_osd_cores=$CAIRN_IDLE,
+               baseline=json.load(open("$BASELINE")) if os.path.exists("$BASELINE") else None),
+          open(sys.argv[1], "w"), indent=2)
 EOF
 
 STAMP=$$
