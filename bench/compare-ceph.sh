@@ -424,8 +424,16 @@ def floor_line(b, recs):
         return ""
     bound = b.get("bound") or {}
     fl, w, ws = num(bound.get("replicated_write_cpu_s_per_gib")), num(bound.get("replicated_write_us")), num(bound.get("replicated_write_shared_disk_us"))
+    wm = num(bound.get("replicated_write_measured_us"))
     out = (f"Hardware bounds here (`cairn bench --baseline`, before the clusters started): a replicated 4 KiB write "
-           f"{fmt(w, 1)} µs, {fmt(ws, 1)} µs with every copy on this one disk.")
+           f"{fmt(w, 1)} µs, {fmt(ws, 1)} µs with every copy on this one disk")
+    if wm:
+        out += f", {fmt(wm, 1)} µs (p50) done by three processes that do only that work"
+        k = recs.get(("cairn", "write-4k-qd1"))
+        kv = num(k.get("lat_p50_us")) if k and k.get("status") == "ok" else None
+        if kv:
+            out += f"; cairn's 1-in-flight 4 KiB writes took {fmt(kv)} µs p50, {kv / wm:.2f}× that"
+    out += "."
     if fl:
         out += (f" CPU floor of replicated 4 MiB writes: {fmt(fl, 2)} s/GiB (three processes that only move, check, "
                 f"write and sync the bytes)")

@@ -93,7 +93,10 @@ type Result struct {
 		StreamMBps Measure `json:"stream"`
 	} `json:"net"`
 	Replicated struct {
-		// Write4M is the CPU floor of replicated writes (replicated.go).
+		// Write4KQD1 is replicated 4 KiB writes one at a time, through
+		// processes that do only what the write needs (replicated.go).
+		Write4KQD1 Measure `json:"write_4k_qd1"`
+		// Write4M is the CPU floor of replicated writes.
 		Write4M Measure `json:"write_4m"`
 	} `json:"replicated"`
 	Bound struct {
@@ -104,6 +107,9 @@ type Result struct {
 		SharedDiskWriteUs float64 `json:"replicated_write_shared_disk_us,omitempty"`
 		// ReadUs = Net.RTT4K.P50us + Disk.RandRead4KQD1.P50us.
 		ReadUs float64 `json:"read_us"`
+		// MeasuredWriteUs = Replicated.Write4KQD1.P50us: the bound's work
+		// done by processes on this machine, their wake-ups included.
+		MeasuredWriteUs float64 `json:"replicated_write_measured_us,omitempty"`
 		// WriteCPUPerGiB = Replicated.Write4M.CPUPerGiB: the least CPU a
 		// cluster of SharedCopies copies spends per GiB written here.
 		WriteCPUPerGiB float64 `json:"replicated_write_cpu_s_per_gib,omitempty"`
@@ -158,13 +164,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		err = runNet(ctx, o, r)
 	}
 	if err == nil && len(o.CopyCommand) > 0 {
-		o.Progress(fmt.Sprintf("replicated: %d MiB writes, %d in flight, to %d copies (processes) on loopback TCP",
+		o.Progress(fmt.Sprintf("replicated: 4 KiB writes, 1 in flight, then %d MiB writes, %d in flight, to %d copies (processes) on loopback TCP",
 			ReplicatedWriteSize>>20, ReplicatedInFlight, SharedCopies))
 		if err = runReplicated(ctx, o, dir, r); err != nil && ctx.Err() == nil {
 			err = fmt.Errorf("baseline: replicated writes: %w", err)
 		}
 		if memory != "" {
-			r.Replicated.Write4M.Note = joinNote(r.Replicated.Write4M.Note, dir+" is on "+memory+": memory, not a disk")
+			for _, m := range []*Measure{&r.Replicated.Write4KQD1, &r.Replicated.Write4M} {
+				m.Note = joinNote(m.Note, dir+" is on "+memory+": memory, not a disk")
+			}
 		}
 	}
 	r.computeBound()
@@ -231,6 +239,7 @@ func (r *Result) computeBound() {
 	if rtt > 0 && rd > 0 {
 		r.Bound.ReadUs = rtt + rd
 	}
+	r.Bound.MeasuredWriteUs = r.Replicated.Write4KQD1.P50us
 	r.Bound.WriteCPUPerGiB = r.Replicated.Write4M.CPUPerGiB
 	r.Bound.Note = "floors for one operation at a time: the TCP loopback round trip stands in for the network, " +
 		"so a real network between hosts only adds to them"

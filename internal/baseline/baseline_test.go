@@ -57,7 +57,7 @@ func checkMeasures(t *testing.T, r *Result) {
 	dur := r.Duration.Seconds()
 	for _, x := range r.rows() {
 		m := x.m
-		if x.name == "write_4m" && m == (Measure{}) {
+		if strings.HasPrefix(x.name, "write_") && m == (Measure{}) {
 			continue // not measured
 		}
 		if m.IOPS <= 0 || m.MBps <= 0 || m.P50us <= 0 || m.P99us <= 0 || m.AvgUs <= 0 || m.Ops <= 0 || m.Seconds <= 0 {
@@ -104,6 +104,9 @@ func checkMeasures(t *testing.T, r *Result) {
 	if r.Bound.Note == "" {
 		t.Error("bound note empty")
 	}
+	if r.Bound.MeasuredWriteUs != r.Replicated.Write4KQD1.P50us {
+		t.Errorf("measured write bound %v, want write_4k_qd1's p50 %v", r.Bound.MeasuredWriteUs, r.Replicated.Write4KQD1.P50us)
+	}
 	if r.Bound.WriteCPUPerGiB != r.Replicated.Write4M.CPUPerGiB {
 		t.Errorf("write CPU floor %v, want write_4m's %v", r.Bound.WriteCPUPerGiB, r.Replicated.Write4M.CPUPerGiB)
 	}
@@ -146,7 +149,7 @@ func TestRun(t *testing.T) {
 		t.Errorf("round trip differs:\n got %+v\nwant %+v", got, r)
 	}
 	raw, _ := os.ReadFile(path)
-	for _, key := range []string{`"sync_write_4k_qd1"`, `"p50_us"`, `"mb_s"`, `"iops"`, `"replicated_write_us"`, `"read_us"`, `"rtt_4k"`, `"stream"`, `"write_4m"`, `"cpu_s_per_gib"`, `"replicated_write_cpu_s_per_gib"`} {
+	for _, key := range []string{`"sync_write_4k_qd1"`, `"p50_us"`, `"mb_s"`, `"iops"`, `"replicated_write_us"`, `"read_us"`, `"rtt_4k"`, `"stream"`, `"write_4k_qd1"`, `"write_4m"`, `"cpu_s_per_gib"`, `"replicated_write_measured_us"`, `"replicated_write_cpu_s_per_gib"`} {
 		if !bytes.Contains(raw, []byte(key)) {
 			t.Errorf("saved JSON lacks %s", key)
 		}
@@ -161,7 +164,7 @@ func TestRun(t *testing.T) {
 			t.Errorf("WriteText lacks %s", x.name)
 		}
 	}
-	for _, s := range []string{"replicated write", "read ", "p50 µs", "p99 µs", "IOPS", "MB/s", "CPU floor", " s/GiB"} {
+	for _, s := range []string{"replicated write", "read ", "p50 µs", "p99 µs", "IOPS", "MB/s", "same, measured", "CPU floor", " s/GiB"} {
 		if !strings.Contains(text, s) {
 			t.Errorf("WriteText lacks %q", s)
 		}

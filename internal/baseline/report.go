@@ -28,6 +28,7 @@ func (r *Result) rows() []row {
 		{"seq_read_1m", "disk: 1 MiB sequential reads", r.Disk.SeqRead1M},
 		{"rtt_4k", "net: loopback TCP, 4 KiB request, 16 B reply", r.Net.RTT4K},
 		{"stream", "net: loopback TCP stream, 1 MiB writes", r.Net.StreamMBps},
+		{"write_4k_qd1", fmt.Sprintf("replicated: 4 KiB writes to %d copies, 1 in flight", SharedCopies), r.Replicated.Write4KQD1},
 		{"write_4m", fmt.Sprintf("replicated: %d MiB writes to %d copies, %d in flight",
 			ReplicatedWriteSize>>20, SharedCopies, ReplicatedInFlight), r.Replicated.Write4M},
 	}
@@ -76,6 +77,11 @@ func (r *Result) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  same, one disk    %9s µs  = 2 × rtt_4k p50 + sync_write_4k_qd3 p50%s\n",
 			num(r.Bound.SharedDiskWriteUs, 1), perSecond(r.Bound.SharedDiskWriteUs))
 		fmt.Fprintf(w, "      when the OSDs of all %d copies share this disk (cairn dev): their commits overlap on it\n", SharedCopies)
+	}
+	if r.Bound.MeasuredWriteUs > 0 {
+		fmt.Fprintf(w, "  same, measured    %9s µs  = write_4k_qd1 p50%s\n",
+			num(r.Bound.MeasuredWriteUs, 1), perSecond(r.Bound.MeasuredWriteUs))
+		fmt.Fprintf(w, "      that work done by %d processes on this machine, each woken by the one before, their syncs on this disk\n", SharedCopies)
 	}
 	fmt.Fprintf(w, "  read              %9s µs  = 1 × rtt_4k p50 + rand_read_4k_qd1 p50%s\n",
 		num(r.Bound.ReadUs, 1), perSecond(r.Bound.ReadUs))

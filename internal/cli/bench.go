@@ -455,6 +455,10 @@ func efficiency(b *baseline.Result, mode string, s bench.Summary, copies int) *b
 			e.Note += fmt.Sprintf("; %s%% of the %s µs bound when every copy's OSD is on this one disk, as in cairn dev",
 				strconv.FormatFloat(100*shared/s.Latency.P50, 'f', 0, 64), strconv.FormatFloat(shared, 'f', 1, 64))
 		}
+		if m := b.Bound.MeasuredWriteUs; mode == "write" && m > 0 && s.ObjectSize == 4096 && copies == baseline.SharedCopies {
+			e.Note += fmt.Sprintf("; %s%% of the %s µs that %d processes doing only that work took here",
+				strconv.FormatFloat(100*m/s.Latency.P50, 'f', 0, 64), strconv.FormatFloat(m, 'f', 1, 64), baseline.SharedCopies)
+		}
 		if s.Concurrency > 1 {
 			e.Note += "; with more than 1 in flight, queueing adds latency: compare -t 1 runs"
 		}

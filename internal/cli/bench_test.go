@@ -26,6 +26,26 @@ func TestEfficiencySharedDisk(t *testing.T) {
 	if r == nil || r.BoundLatencyUs != 80 || strings.Contains(r.Note, "one disk") {
 		t.Errorf("read efficiency %+v, want the read bound and no shared-disk note", r)
 	}
+	if strings.Contains(e.Note, "processes doing only that work") {
+		t.Errorf("write note %q gives a measured bound the baseline lacks", e.Note)
+	}
+	// The measured bound is for 4 KiB writes to 3 copies.
+	b.Bound.MeasuredWriteUs = 400
+	s.ObjectSize = 4096
+	if e := efficiency(b, "write", s, 3); e == nil || !strings.Contains(e.Note, "80% of the 400.0 µs that 3 processes doing only that work took here") {
+		t.Errorf("4 KiB writes to 3 copies: %+v, want the measured bound", e)
+	}
+	for _, c := range []struct {
+		size   int64
+		copies int
+	}{{1 << 20, 3}, {4096, 2}} {
+		s2 := s
+		s2.ObjectSize = c.size
+		if e := efficiency(b, "write", s2, c.copies); e == nil || strings.Contains(e.Note, "processes doing only that work") {
+			t.Errorf("%d-byte writes to %d copies: %+v, want no measured bound", c.size, c.copies, e)
+		}
+	}
+	b.Bound.MeasuredWriteUs = 0
 	b.Bound.SharedDiskWriteUs = 0 // a baseline saved before the measurement existed
 	if e := efficiency(b, "write", s, 3); e == nil || strings.Contains(e.Note, "one disk") {
 		t.Errorf("without a shared-disk bound: %+v", e)
