@@ -3,6 +3,7 @@ package baseline
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -579,14 +580,17 @@ func runReplicated(ctx context.Context, o Options, dir string, r *Result) error 
 				return errDone
 			}
 			return write(w)
-		}, nil); err != nil {
-			return Measure{}, ctxErr(ctx, err)
+		}, nil); err != nil || ctx.Err() != nil {
+			return Measure{}, ctxErr(ctx, cmp.Or(err, ctx.Err()))
 		}
 		before, err := usage()
 		if err != nil {
 			return Measure{}, err
 		}
 		m, err := run(ctx, o.Duration, inFlight, int64(size), write, nil)
+		if err == nil {
+			err = ctx.Err() // run stops without an error when ctx ends
+		}
 		if err != nil {
 			return Measure{}, ctxErr(ctx, err)
 		}

@@ -170,11 +170,21 @@ func TestCopyStartFailure(t *testing.T) {
 }
 
 // Cancelling the measurement stops it and every copy, and removes their
-// files.
+// files. The cancel comes once the copies are up and writing (their files
+// exist and the first write run has begun), not while they start.
 func TestReplicatedCancel(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(2*time.Second, cancel)
+	go func() {
+		for {
+			if files, _ := filepath.Glob(filepath.Join(dir, ".cairn-baseline-copy0-*")); len(files) > 0 {
+				time.Sleep(time.Second)
+				cancel()
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
 	start := time.Now()
 	err := runReplicated(ctx, Options{Duration: time.Minute, CopyCommand: copyHelper(t)}, dir, &Result{})
 	if err == nil || ctx.Err() == nil {

@@ -31,6 +31,7 @@ type benchOptions struct {
 	plot         string
 	baselineDir  string
 	baselineFile string
+	baselineEach time.Duration // -d given with --baseline: per measurement
 }
 
 func benchCmd(g *globals) *cobra.Command {
@@ -45,7 +46,8 @@ cairn bench POOL rand    reads them at random
 cairn bench POOL cleanup removes them
 cairn bench --baseline DIR measures what the disk under DIR and the loopback
                           network allow, and saves it so later runs print their
-                          efficiency against that bound.
+                          efficiency against that bound (-d: per measurement,
+                          3s if not given).
 
 A progress line is printed every second (to stderr with --json), then a summary:
 bandwidth, IOPS, latency percentiles, and the CPU time the OSDs spent.`,
@@ -53,6 +55,12 @@ bandwidth, IOPS, latency percentiles, and the CPU time the OSDs spent.`,
 			if o.baselineDir != "" {
 				if len(args) != 0 {
 					return fmt.Errorf("bench --baseline takes no other arguments")
+				}
+				if cmd.Flags().Changed("duration") {
+					if o.duration <= 0 {
+						return fmt.Errorf("bench --baseline: -d %v: want a positive duration per measurement", o.duration)
+					}
+					o.baselineEach = o.duration
 				}
 				return runBaseline(cmd.Context(), g, o)
 			}
@@ -513,7 +521,7 @@ func runBaseline(ctx context.Context, g *globals, o benchOptions) error {
 	if !g.json {
 		out = os.Stdout
 	}
-	bo := baseline.Options{Dir: o.baselineDir, Progress: func(step string) { fmt.Fprintln(out, step) }}
+	bo := baseline.Options{Dir: o.baselineDir, Duration: o.baselineEach, Progress: func(step string) { fmt.Fprintln(out, step) }}
 	if exe, err := os.Executable(); err == nil {
 		bo.CopyCommand = []string{exe, baselineCopyUse}
 	} else {
