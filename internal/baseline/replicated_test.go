@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -196,4 +197,83 @@ func TestReplicatedCancel(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 0 {
 		t.Errorf("left behind: %v", left)
 	}
+}
+
+// FuzzCopyFrames feeds a copy arbitrary bytes as a write stream: it must
+// not panic, must answer only frames it read whole, each with the id it
+// carried and a status that says whether its checksum held, and must
+// stop at the first frame no client of ours sends.
+func FuzzCopyFrames(f *testing.F) {
+	frame := func(id uint64, body []byte, sum uint32) []byte {
+		var h [replHeader]byte
+		binary.BigEndian.PutUint64(h[0:], id)
+		binary.BigEndian.PutUint32(h[8:], uint32(len(body)))
+		binary.BigEndian.PutUint32(h[12:], sum)
+		return append(h[:], body...)
+	}
+	body := make([]byte, blockSize)
+	body[7] = 1
+	good := frame(1, body, crc32.Checksum(body, castagnoli))
+	f.Add(good)
+	f.Add(frame(2, body, 0))
+	f.Add(append(append([]byte{}, good...), frame(3, nil, 0)...))
+	f.Add(append(append([]byte{}, good...), frame(4, body, 5)...))
+	f.Add(good[:100])
+	f.Add([]byte{})
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ring, err := os.CreateTemp(dir, "ring")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { ring.Close(); os.Remove(ring.Name()) }()
+		s := &copyServer{f: ring, bufs: make(chan []byte, 1)}
+		s.o.Begin, s.o.End = func() {}, func() {}
+		client, server := net.Pipe()
+		done := make(chan struct{})
+		go func() {
+			s.serveWrites(server)
+			server.Close()
+			close(done)
+		}()
+		go func() {
+			client.Write(data)
+			// Reading the replies is what ends the stream: closing the
+			// write side of a pipe closes both.
+		}()
+		// What a correct copy answers: one reply per whole, well-formed
+		// frame up to the first malformed one, in any order (a bad
+		// checksum is answered at once, a write once it is synced).
+		var want [][replReply]byte
+		for rest := data; len(rest) >= replHeader; {
+			n := int(binary.BigEndian.Uint32(rest[8:]))
+			if n <= 0 || n > ReplicatedWriteSize || n%blockSize != 0 || len(rest) < replHeader+n {
+				break
+			}
+			var r [replReply]byte
+			copy(r[:8], rest[:8])
+			if crc32.Checksum(rest[replHeader:replHeader+n], castagnoli) != binary.BigEndian.Uint32(rest[12:]) {
+				r[8] = replBadSum
+			}
+			want = append(want, r)
+			rest = rest[replHeader+n:]
+		}
+		var got [][replReply]byte
+		for range want {
+			var r [replReply]byte
+			client.SetReadDeadline(time.Now().Add(30 * time.Second))
+			if _, err := io.ReadFull(client, r[:]); err != nil {
+				t.Fatalf("reply %d of %d: %v", len(got)+1, len(want), err)
+			}
+			got = append(got, r)
+		}
+		byBytes := func(a, b [replReply]byte) int { return bytes.Compare(a[:], b[:]) }
+		slices.SortFunc(got, byBytes)
+		slices.SortFunc(want, byBytes)
+		if !slices.Equal(got, want) {
+			t.Fatalf("replies %x, want %x", got, want)
+		}
+		client.Close()
+		<-done
+	})
 }
