@@ -94,8 +94,12 @@ func TestInlineRest(t *testing.T) {
 	}
 	call := func(name string, data []byte) {
 		resp, err := c.Call(ctx, &proto.Request{Op: proto.OpWrite, Object: name, Data: data})
-		if err != nil || resp.Message != name || !bytes.Equal(resp.Data, data) {
-			t.Errorf("%s: err %v, answer for %q", name, err, resp.Message)
+		if err != nil {
+			t.Errorf("%s (%d bytes): %v", name, len(data), err)
+			return
+		}
+		if resp.Message != name || !bytes.Equal(resp.Data, data) {
+			t.Errorf("%s: answer for %q with %d bytes, want its own %d", name, resp.Message, len(resp.Data), len(data))
 			return
 		}
 		resp.Release()
@@ -108,8 +112,18 @@ func TestInlineRest(t *testing.T) {
 	}
 
 	// Again with the server holding the call, and frames of every size
-	// queued behind it while the writer finishes it.
+	// queued behind it while the writer finishes it. The last call's
+	// answer can come back before the writer, done with its rest, has let
+	// go of the socket; until it has, the held call would be queued to it
+	// instead of written by its caller.
 	stall.Store(true)
+	waitFor(t, "the writer to let go of the socket", func() bool {
+		if !c.in.mu.TryLock() {
+			return false
+		}
+		defer c.in.mu.Unlock()
+		return !c.in.hasRest
+	})
 	rests := c.in.rests.Load()
 	var wg sync.WaitGroup
 	frames := c.in.frames.Load()
