@@ -25,16 +25,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The CPU floor of a replicated write is what the servers of a primary-copy
-// design spend per GiB a client writes when they do nothing but what every
-// such write needs: the primary takes the client's bytes off the network,
-// checks their crc32c, sends them to the other copies and writes and syncs
-// its own; each other copy takes them off the network, checks them, writes
-// and syncs them; the primary answers when all have. No index, no metadata,
-// no placement: a cluster's CPU per GiB written can be compared with it as
-// its latency is with the latency bounds. The copies are processes of their
-// own (ServeCopy, started through Options.CopyCommand) on the loopback
-// network, as the OSDs of a one-machine cluster are.
+// Replicated writes through copies that do nothing else: the primary takes
+// the client's bytes off the network, checks their crc32c, sends them to the
+// other copies and writes and syncs its own; each other copy takes them off
+// the network, checks, writes and syncs them; the primary answers when all
+// have. No index, no metadata, no placement. Their latency one at a time is
+// the latency bound's work with the wake-ups of real processes, and their
+// CPU per GiB under load is the CPU floor a cluster's write runs are compared
+// with. The copies are processes of their own (ServeCopy, started through
+// Options.CopyCommand) on the loopback network, as the OSDs of a one-machine
+// cluster are.
 const (
 	// ReplicatedWriteSize is the size of the floor's writes (a 4 MiB
 	// object, rados bench's default).
@@ -79,10 +79,11 @@ func ServeCopy(ctx context.Context, o CopyOptions, ready io.Writer) error {
 	if o.File == "" {
 		return errors.New("baseline copy: no file given")
 	}
-	for _, f := range []*func(){&o.Begin, &o.End} {
-		if *f == nil {
-			*f = func() {}
-		}
+	if o.Begin == nil {
+		o.Begin = func() {}
+	}
+	if o.End == nil {
+		o.End = func() {}
 	}
 	s := &copyServer{o: o, bufs: make(chan []byte, replSlots)}
 	var err error
@@ -506,8 +507,9 @@ func (p *copyProc) stop() {
 	os.Remove(p.file)
 }
 
-// runReplicated measures the CPU floor of replicated 4 MiB writes to
-// SharedCopies copies whose files are in dir.
+// runReplicated starts SharedCopies copies with their files in dir and
+// measures replicated 4 KiB writes one at a time (Write4KQD1), then 4 MiB
+// writes ReplicatedInFlight at a time and the copies' CPU per GiB (Write4M).
 func runReplicated(ctx context.Context, o Options, dir string, r *Result) error {
 	var sfs unix.Statfs_t
 	if err := unix.Statfs(dir, &sfs); err != nil {
@@ -561,8 +563,8 @@ func runReplicated(ctx context.Context, o Options, dir string, r *Result) error 
 		return t, nil
 	}
 	// measure writes size bytes with inFlight in flight for o.Duration,
-	// after as many unmeasured writes as take the copies' buffers and the
-	// connections' windows to their working sizes.
+	// after about two unmeasured writes per slot in flight, which bring the
+	// copies' buffers and the connections' windows to their working sizes.
 	measure := func(size, inFlight int) (Measure, error) {
 		b := body[:size]
 		sum := crc32.Checksum(b, castagnoli)

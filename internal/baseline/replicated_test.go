@@ -168,6 +168,35 @@ func TestCopyStartFailure(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 0 {
 		t.Errorf("left behind: %v", left)
 	}
+
+	// In a whole baseline the disk and network figures are kept, and the
+	// report says why the replicated writes are missing.
+	var steps []string
+	res, err := Run(context.Background(), Options{
+		Dir: dir, FileSize: testSize, Duration: testDuration,
+		CopyCommand: []string{"sh", "-c", "echo 'no space for the ring' >&2; exit 1", "copy"},
+		Progress:    func(s string) { steps = append(steps, s) },
+	})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if res.Disk.SyncWrite4KQD1.Ops == 0 || res.Net.RTT4K.Ops == 0 || res.Bound.ReplicatedWriteUs <= 0 {
+		t.Errorf("disk and network figures lost: %+v", res)
+	}
+	if n := res.Replicated.Write4M.Note; !strings.Contains(n, "not measured: ") || !strings.Contains(n, "no space for the ring") {
+		t.Errorf("write_4m note %q does not say why it is missing", n)
+	}
+	if res.Bound.WriteCPUPerGiB != 0 || res.Bound.MeasuredWriteUs != 0 {
+		t.Errorf("bounds from a measurement that did not run: %+v", res.Bound)
+	}
+	if last := steps[len(steps)-1]; !strings.Contains(last, "no space for the ring") {
+		t.Errorf("last progress step %q does not report the failure", last)
+	}
+	var buf bytes.Buffer
+	res.WriteText(&buf)
+	if !strings.Contains(buf.String(), "write_4m: not measured") {
+		t.Errorf("report does not say why write_4m is missing:\n%s", buf.String())
+	}
 }
 
 // Cancelling the measurement stops it and every copy, and removes their
