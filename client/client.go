@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -76,7 +77,7 @@ type Client struct {
 func Dial(ctx context.Context, cfg *Config) (*Client, error) {
 	ms, err := meta.ConnectConf(ctx, cfg)
 	if err != nil {
-		return nil, err
+		return nil, cfg.ConnectError(err)
 	}
 	wctx, cancel := context.WithCancel(context.Background())
 	view, err := mapview.Follow(wctx, ms)
@@ -88,7 +89,8 @@ func Dial(ctx context.Context, cfg *Config) (*Client, error) {
 	if view.Map().FSID != cfg.FSID {
 		cancel()
 		ms.Close()
-		return nil, fmt.Errorf("etcd holds cluster %s, but the config is for %s", view.Map().FSID, cfg.FSID)
+		return nil, fmt.Errorf("the etcd at %s holds cluster %s, but this cairn.conf is for cluster %s: use the cairn.conf of the cluster you mean",
+			strings.Join(cfg.EtcdEndpoints, ", "), view.Map().FSID, cfg.FSID)
 	}
 	return &Client{cfg: cfg, meta: ms, view: view, peers: rpc.NewPool(cfg.ClusterKey), cancel: cancel, OpTimeout: 2 * time.Minute}, nil
 }

@@ -67,7 +67,7 @@ func (g *globals) meta(ctx context.Context) (*meta.Store, *client.Config, error)
 	}
 	ms, err := meta.ConnectConf(ctx, cfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, cfg.ConnectError(err)
 	}
 	return ms, cfg, nil
 }
