@@ -2,12 +2,15 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/cairn-storage/cairn/client"
+	"github.com/cairn-storage/cairn/internal/volume"
 	"github.com/spf13/cobra"
 )
 
@@ -69,28 +72,82 @@ func poolCmd(g *globals) *cobra.Command {
 			return tw.Flush()
 		},
 	}
+	var confirm, force bool
 	rm := &cobra.Command{
-		Use:   "rm NAME",
-		Short: "remove a pool and all its objects",
-		Args:  cobra.ExactArgs(1),
+		Use:   "rm NAME --yes-i-really-mean-it [--force]",
+		Short: "remove a pool and every object in it, for good",
+		Long: `Removes a pool and every object in it; nothing brings them back.
+It asks for --yes-i-really-mean-it, and refuses a pool that holds volumes, or
+whose volumes' snapshots have clones in other pools, unless --force is given
+too (those clones then lose the data they share: flatten them first).`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.dial(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer c.Close()
+			if err := checkPoolRemovable(cmd.Context(), c, args[0], confirm, force); err != nil {
+				return err
+			}
 			if err := c.DeletePool(cmd.Context(), args[0]); err != nil {
 				return err
 			}
 			if g.json {
 				return g.printJSON(map[string]string{"removed": args[0]})
 			}
-			fmt.Fprintf(g.out, "pool %q removed\n", args[0])
+			fmt.Fprintf(g.out, "pool %q removed; its OSDs free its space in the background\n", args[0])
 			return nil
 		},
 	}
+	rm.Flags().BoolVar(&confirm, "yes-i-really-mean-it", false, "confirm that every object of the pool is to be deleted")
+	rm.Flags().BoolVar(&force, "force", false, "remove the pool even though it holds volumes or other pools' clones depend on it")
 	cmd.AddCommand(create, ls, rm)
 	return cmd
+}
+
+// checkPoolRemovable refuses what an operator would not expect `pool rm` to
+// do: delete data without a confirmation, or delete volumes (and the data
+// other pools' clones share with them) without --force.
+func checkPoolRemovable(ctx context.Context, c *client.Client, name string, confirm, force bool) error {
+	p, err := c.Pool(name)
+	if err != nil {
+		return err
+	}
+	if !confirm {
+		return fmt.Errorf("pool rm deletes pool %q and every object in it for good; to go on, run: cairn pool rm %s --yes-i-really-mean-it", name, name)
+	}
+	if force {
+		return nil
+	}
+	vols, err := volume.List(ctx, p)
+	if err != nil {
+		return fmt.Errorf("pool %q: listing its volumes before removing it: %w", name, err)
+	}
+	if len(vols) == 0 {
+		return nil
+	}
+	var names, clones []string
+	for _, v := range vols {
+		names = append(names, v.Name)
+		for _, ch := range v.Children {
+			if ch.Pool != name {
+				clones = append(clones, ch.Pool+"/"+ch.Volume)
+			}
+		}
+	}
+	if len(clones) > 0 {
+		return fmt.Errorf("pool %q holds volumes whose snapshots have clones in other pools (%s): flatten them first (cairn volume flatten), or add --force to break them", name, listSome(clones))
+	}
+	return fmt.Errorf("pool %q holds %d volume(s) (%s): remove them first (cairn volume rm), or add --force to delete them with the pool", name, len(vols), listSome(names))
+}
+
+// listSome joins up to 10 names, with "…" for the rest.
+func listSome(names []string) string {
+	if len(names) > 10 {
+		names = append(names[:10:10], fmt.Sprintf("… %d more", len(names)-10))
+	}
+	return strings.Join(names, ", ")
 }
 
 func classNote(c string) string {

@@ -76,8 +76,11 @@ func computeStatus(m *clustermap.Map, stats map[clustermap.OSDID]meta.OSDStats, 
 			st.Health = c.Severity
 		}
 	}
-	var down []string
+	var down, upOut []string
 	for _, o := range m.OSDs {
+		if o.Up && !o.In {
+			upOut = append(upOut, fmt.Sprintf("%s on host %s is up but out: it holds no data; `cairn osd in %d` uses it again, `cairn osd rm %d` removes it", o.ID, o.Host, o.ID, o.ID))
+		}
 		if o.Up {
 			st.OSDsUp++
 		}
@@ -96,6 +99,11 @@ func computeStatus(m *clustermap.Map, stats map[clustermap.OSDID]meta.OSDStats, 
 		add(Check{Code: "OSD_DOWN", Severity: healthWarn,
 			Summary: fmt.Sprintf("%d OSD(s) down: their placement groups are served by the remaining copies", len(down)),
 			Detail:  down})
+	}
+	if len(upOut) > 0 {
+		add(Check{Code: "OSD_OUT", Severity: healthWarn,
+			Summary: fmt.Sprintf("%d OSD(s) up but out: the cluster has less room and fewer copies to spread than it could", len(upOut)),
+			Detail:  upOut})
 	}
 	t := placement.NewTable(m)
 	for i := range m.Pools {
@@ -200,6 +208,11 @@ func computeStatus(m *clustermap.Map, stats map[clustermap.OSDID]meta.OSDStats, 
 		add(Check{Code: "PG_RECOVERING", Severity: healthWarn,
 			Summary: fmt.Sprintf("%d pg(s) recovering: %d object copies left to bring up to date", recovering, left)})
 	}
+	if stalled := stalledRecovery(stats, now); len(stalled) > 0 {
+		add(Check{Code: "RECOVERY_STALLED", Severity: healthWarn,
+			Summary: fmt.Sprintf("recovery on %d OSD(s) has made no progress for over %s; it keeps retrying by itself, the detail says what fails", len(stalled), recoveryStallAfter),
+			Detail:  stalled})
+	}
 	var full, nearfull []string
 	for id, s := range stats {
 		st.Used += s.UsedBytes
@@ -248,6 +261,37 @@ func computeStatus(m *clustermap.Map, stats map[clustermap.OSDID]meta.OSDStats, 
 		add(Check{Code: "OBJECT_REPAIRED", Severity: healthWarn, Summary: fmt.Sprintf("%d object copy(ies) failed their checksum on read; good copies were served from replicas and repaired, or left for scrub where noted: check the disks of the OSDs named", len(repaired)), Detail: clip(repaired)})
 	}
 	return st
+}
+
+// recoveryStallAfter is how long recovery may go without progress before
+// status says so.
+const recoveryStallAfter = time.Minute
+
+// stalledRecovery names the OSDs whose recovery has work left but got
+// nothing done for recoveryStallAfter, with their last error.
+func stalledRecovery(stats map[clustermap.OSDID]meta.OSDStats, now time.Time) []string {
+	var out []string
+	for id, s := range stats {
+		for _, w := range s.Work {
+			if w.Kind != "recovery" || w.Started.IsZero() {
+				continue
+			}
+			last := w.Started
+			if w.Progress.After(last) {
+				last = w.Progress
+			}
+			if now.Sub(last) < recoveryStallAfter {
+				continue
+			}
+			why := "no error reported"
+			if w.LastError != "" {
+				why = "last error: " + w.LastError
+			}
+			out = append(out, fmt.Sprintf("%s: %d object copies left, nothing recovered for %s; %s", id, w.ObjectsLeft, now.Sub(last).Round(time.Second), why))
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // clip keeps long detail lists readable.

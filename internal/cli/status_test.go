@@ -179,3 +179,43 @@ func TestTreeWeights(t *testing.T) {
 		t.Fatalf("tree shows %d OSDs, want 6", osds)
 	}
 }
+
+// An OSD up but out holds nothing: whether the keeper failed to take it back
+// or an operator drained it, status says so and what to do.
+func TestStatusUpButOut(t *testing.T) {
+	m := testMap()
+	o, _ := m.OSD(4)
+	o.In = false
+	st := computeStatus(m, primaryStats(m, "active+clean"), nil, time.Now())
+	c := find(st, "OSD_OUT")
+	if st.Health != healthWarn || c == nil || len(c.Detail) != 1 || !strings.Contains(c.Detail[0], "osd.4") || !strings.Contains(c.Detail[0], "cairn osd in 4") {
+		t.Fatalf("an up but out OSD: want HEALTH_WARN with OSD_OUT naming osd.4 and `cairn osd in 4`, got %+v", st)
+	}
+}
+
+// Recovery with work left and nothing done for a minute is reported with
+// its last error; recovery that moves, or only just started, is not.
+func TestStatusRecoveryStalled(t *testing.T) {
+	m := testMap()
+	now := time.Now()
+	stats := primaryStats(m, "active+recovering")
+	o := stats[0]
+	o.Work = []meta.WorkProgress{{Kind: "recovery", ObjectsLeft: 55, Started: now.Add(-5 * time.Minute), Progress: now.Add(-4 * time.Minute),
+		LastError: `pg 1.2: recovering "x": to osd.1: wrong epoch`}}
+	stats[0] = o
+	st := computeStatus(m, stats, nil, now)
+	c := find(st, "RECOVERY_STALLED")
+	if c == nil || len(c.Detail) != 1 || !strings.Contains(c.Detail[0], "osd.0") || !strings.Contains(c.Detail[0], "4m0s") || !strings.Contains(c.Detail[0], "wrong epoch") {
+		t.Fatalf("stalled recovery: want RECOVERY_STALLED naming osd.0, 4m0s and its last error, got %+v", c)
+	}
+	for _, w := range []meta.WorkProgress{
+		{Kind: "recovery", ObjectsLeft: 55, Started: now.Add(-5 * time.Minute), Progress: now.Add(-time.Second)},
+		{Kind: "recovery", ObjectsLeft: 55, Started: now.Add(-10 * time.Second)},
+	} {
+		o.Work = []meta.WorkProgress{w}
+		stats[0] = o
+		if c := find(computeStatus(m, stats, nil, now), "RECOVERY_STALLED"); c != nil {
+			t.Fatalf("recovery %+v is not stalled, got %+v", w, c)
+		}
+	}
+}

@@ -255,6 +255,10 @@ type WorkProgress struct {
 	ObjectsLeft int64     `json:"objects_left"`
 	BytesDone   int64     `json:"bytes_done"`
 	Started     time.Time `json:"started"`
+	// Progress is when the work last got something done; LastError is
+	// its most recent failure (it retries by itself).
+	Progress  time.Time `json:"progress,omitzero"`
+	LastError string    `json:"last_error,omitempty"`
 }
 
 // PGRecord is what the cluster must remember about a placement group
@@ -571,6 +575,10 @@ func (s *Store) reconcile(ctx context.Context, logf func(string, ...any)) error 
 					o.In, o.AutoOut = true, false
 					changes = append(changes, o.ID.String()+" in")
 				}
+			case o.Up && alive[o.ID] && o.AutoOut && !o.In:
+				// Back, but it marked itself up before this saw it down.
+				o.In, o.AutoOut = true, false
+				changes = append(changes, o.ID.String()+" in (returned)")
 			case !o.Up && o.In && !o.DownSince.IsZero() && now.Sub(o.DownSince) >= m.DownOutInterval():
 				o.In, o.AutoOut = false, true
 				changes = append(changes, fmt.Sprintf("%s out (down for %s)", o.ID, now.Sub(o.DownSince).Round(time.Second)))

@@ -118,6 +118,10 @@ type pgState struct {
 	prim     primaryState
 	poolSize int
 	nMissing atomic.Int64 // objects some member lacks; 0 lets the IO path skip the check
+	// Recovery of this PG (an object copy or its record) failed: it is
+	// tried again at retryAt, waiting twice as long after each failure.
+	retryAt time.Time
+	backoff time.Duration
 	scrubDue time.Time
 	deepDue  time.Time
 }
@@ -252,7 +256,9 @@ func Run(ctx context.Context, o Options) error {
 	return nil
 }
 
-// markUp records the OSD's address and marks it up in the map.
+// markUp records the OSD's address and marks it up in the map, and in
+// again if the keeper marked it out only because it had been down (an
+// operator's `osd out` stays).
 func markUp(ctx context.Context, ms *meta.Store, id clustermap.OSDID, addr string, o Options) error {
 	_, err := ms.Update(ctx, func(m *clustermap.Map) error {
 		m.UpsertHost(o.Host, o.Rack)
@@ -260,12 +266,16 @@ func markUp(ctx context.Context, ms *meta.Store, id clustermap.OSDID, addr strin
 		if !ok {
 			return fmt.Errorf("%s was removed from the map", id)
 		}
-		if osd.Up && osd.Addr == addr && osd.Host == o.Host && osd.Class == o.Class {
+		back := osd.AutoOut && !osd.In // out only because it was down
+		if osd.Up && !back && osd.Addr == addr && osd.Host == o.Host && osd.Class == o.Class {
 			return meta.ErrNoChange
 		}
 		osd.Addr, osd.Host, osd.Class = addr, o.Host, o.Class
 		if !osd.Up {
 			osd.Up, osd.UpSince, osd.DownSince = true, time.Now().UTC(), time.Time{}
+		}
+		if back {
+			osd.In, osd.AutoOut = true, false
 		}
 		return nil
 	})

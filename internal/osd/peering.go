@@ -112,13 +112,11 @@ func (s *Server) checkPGs(ctx context.Context) {
 			case !primary:
 				if p.phase != phaseIdle {
 					p.setPhase(phaseIdle)
-					p.prim = primaryState{}
+					p.setPrim(primaryState{})
 				}
 			case p.peering:
 			case p.phase == phaseIdle, !slices.Equal(p.prim.acting, acting), p.phase == phaseDown:
-				p.peering = true
-				p.setPhase(phasePeering)
-				go s.peer(ctx, id, p)
+				s.startPeering(ctx, id, p)
 			}
 			p.mu.Unlock()
 		}
@@ -131,10 +129,29 @@ func (s *Server) checkPGs(ctx context.Context) {
 		if _, ok := m.Pool(id.Pool); !ok {
 			p.mu.Lock()
 			p.setPhase(phaseIdle)
+			p.setPrim(primaryState{})
 			p.mu.Unlock()
 		}
 	}
 	s.pgMu.Unlock()
+}
+
+// startPeering starts a peering attempt; the caller holds p.mu and has
+// checked that none runs.
+func (s *Server) startPeering(ctx context.Context, id clustermap.PGID, p *pgState) {
+	p.peering = true
+	p.setPhase(phasePeering)
+	go s.peer(ctx, id, p)
+}
+
+// setPrim replaces what the primary knows, keeping the count of missing
+// objects equal to it: a count left over from an interval this OSD no
+// longer leads would keep recovery busy with a PG it cannot recover. The
+// caller holds p.mu.
+func (p *pgState) setPrim(ps primaryState) {
+	p.prim = ps
+	p.nMissing.Store(int64(ps.missingCount()))
+	p.retryAt, p.backoff = time.Time{}, 0
 }
 
 // setPhase changes the phase and wakes waiters; the caller holds p.mu.
@@ -160,18 +177,17 @@ func (s *Server) peer(ctx context.Context, id clustermap.PGID, p *pgState) {
 		if p.phase != phaseDown || p.prim.reason != err.Error() {
 			s.logf("%s: pg %s cannot go active: %v", s.id, id, err)
 		}
-		p.prim = primaryState{acting: ps.acting, reason: err.Error()}
+		p.setPrim(primaryState{acting: ps.acting, reason: err.Error()})
 		p.setPhase(phaseDown)
 		return
 	}
 	if ps.lastUpdate > p.version {
 		p.version = ps.lastUpdate
 	}
-	p.prim = ps.primaryState
+	p.setPrim(ps.primaryState)
 	if pool, ok := s.view.Map().Pool(id.Pool); ok {
 		p.poolSize = pool.Size
 	}
-	p.nMissing.Store(int64(ps.missingCount()))
 	p.setPhase(phaseActive)
 	if n := ps.missingCount(); n > 0 {
 		s.logf("%s: pg %s active at epoch %d, %d objects to recover (authoritative copy on %s)", s.id, id, ps.epoch, n, ps.auth)

@@ -28,7 +28,22 @@ type recoveryStats struct {
 	objects atomic.Int64
 	bytes   atomic.Int64
 	started atomic.Int64 // unix nanos of the current burst; 0 when idle
+	// progress is when recovery last got anything done (an object copied
+	// or a record settled), in unix nanos; with lastErr it lets status say
+	// that recovery is stuck, and why.
+	progress atomic.Int64
+	errMu    sync.Mutex
+	lastErr  string
 }
+
+// Recovery of a PG that failed is tried again after recoveryRetryMin,
+// twice as long after each further failure, up to recoveryRetryMax; a new
+// interval (peering) starts it afresh.
+const (
+	recoveryRetryMin = 250 * time.Millisecond
+	recoveryRetryMax = 10 * time.Second
+	recoveryIdle     = time.Second // how often an idle loop looks for work
+)
 
 // clientIdle is how long after the last client operation recovery runs at
 // full speed again.
@@ -46,83 +61,143 @@ func (s *Server) wakeRecovery() {
 	}
 }
 
-// recoveryLoop drains the missing sets of this OSD's active primary PGs.
+// recoveryLoop drains the missing sets of this OSD's active primary PGs and
+// keeps their records true, retrying what fails.
 func (s *Server) recoveryLoop(ctx context.Context) {
 	for ctx.Err() == nil {
-		did := s.recoverSome(ctx)
+		did, pending, wait := s.recoverSome(ctx)
 		if did {
 			continue
 		}
-		s.recovery.started.Store(0)
+		if !pending {
+			s.recovery.started.Store(0)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.recoveryWake:
-		case <-time.After(time.Second):
+		case <-time.After(wait):
 		}
 	}
 }
 
-// recoverSome recovers up to one batch of objects of one PG and says whether
-// there was work.
-func (s *Server) recoverSome(ctx context.Context) bool {
-	var id clustermap.PGID
-	var p *pgState
-	var settle []clustermap.PGID
-	var settlePGs []*pgState
-	s.pgMu.Lock()
-	for pid, ps := range s.pgs {
-		if ps.nMissing.Load() > 0 {
-			id, p = pid, ps
-			break
-		}
-		if ps.needsRecord() {
-			settle, settlePGs = append(settle, pid), append(settlePGs, ps)
-		}
-	}
-	s.pgMu.Unlock()
+// recoverSome settles the records of PGs whose missing sets emptied, then
+// recovers up to one batch of objects of one PG. It says whether it did
+// anything, whether work is left that waits after a failure, and how long
+// to wait before looking again.
+func (s *Server) recoverSome(ctx context.Context) (did, pending bool, wait time.Duration) {
+	now := time.Now()
+	unsettled, wait := s.settleRecords(ctx, now)
+	id, p, waiting, next := s.nextToRecover(now)
 	if p == nil {
-		// Client writes and deletes can empty the missing sets too; the
-		// record must then say so, as after a recovery pass.
-		for i, pid := range settle {
-			ps := settlePGs[i]
-			ps.mu.Lock()
-			epoch := ps.prim.epoch
-			ps.mu.Unlock()
-			s.noteRecovered(ctx, pid, ps, epoch)
-		}
-		return false
+		return false, unsettled || waiting, min(wait, next)
 	}
 	if s.recovery.started.Load() == 0 {
 		s.recovery.objects.Store(0)
 		s.recovery.bytes.Store(0)
-		s.recovery.started.Store(time.Now().UnixNano())
+		s.recovery.started.Store(now.UnixNano())
 	}
 	p.mu.Lock()
-	if p.phase != phaseActive {
-		p.mu.Unlock()
-		time.Sleep(50 * time.Millisecond)
-		return true
+	names := p.prim.someMissing(64)
+	epoch := p.prim.epoch
+	p.mu.Unlock()
+	err := s.recoverObjects(ctx, id, p, names)
+	if err == nil {
+		err = s.noteRecovered(ctx, id, p, epoch)
 	}
+	s.recoveryOutcome(id, p, epoch, err)
+	return true, true, 0
+}
+
+// settleRecords writes the record of every active PG whose members all
+// hold everything now but whose record does not say so yet (client writes
+// and deletes empty missing sets too). It says whether one is left
+// unsettled, and how long until the next one in backoff may be tried.
+func (s *Server) settleRecords(ctx context.Context, now time.Time) (unsettled bool, wait time.Duration) {
+	wait = recoveryIdle
+	for _, pe := range s.primaryPGs() {
+		id, p := pe.id, pe.p
+		if !p.needsRecord() {
+			continue
+		}
+		p.mu.Lock()
+		epoch, at := p.prim.epoch, p.retryAt
+		p.mu.Unlock()
+		if at.After(now) {
+			unsettled, wait = true, min(wait, at.Sub(now))
+			continue
+		}
+		err := s.noteRecovered(ctx, id, p, epoch)
+		s.recoveryOutcome(id, p, epoch, err)
+		unsettled = unsettled || err != nil
+	}
+	return unsettled, wait
+}
+
+type pgEntry struct {
+	id clustermap.PGID
+	p  *pgState
+}
+
+// primaryPGs returns the PGs this OSD holds state for.
+func (s *Server) primaryPGs() []pgEntry {
+	s.pgMu.Lock()
+	defer s.pgMu.Unlock()
+	out := make([]pgEntry, 0, len(s.pgs))
+	for id, p := range s.pgs {
+		out = append(out, pgEntry{id, p})
+	}
+	return out
+}
+
+// nextToRecover picks an active PG with objects to recover that is not
+// waiting after a failure; with none, it says whether one waits, and how
+// long until one may be tried again.
+func (s *Server) nextToRecover(now time.Time) (id clustermap.PGID, p *pgState, waiting bool, wait time.Duration) {
+	wait = recoveryIdle
+	for _, pe := range s.primaryPGs() {
+		if pe.p.nMissing.Load() == 0 {
+			continue
+		}
+		pe.p.mu.Lock()
+		active, at := pe.p.phase == phaseActive, pe.p.retryAt
+		pe.p.mu.Unlock()
+		switch {
+		case !active:
+		case at.After(now):
+			waiting, wait = true, min(wait, at.Sub(now))
+		default:
+			return pe.id, pe.p, true, 0
+		}
+	}
+	return clustermap.PGID{}, nil, waiting, wait
+}
+
+// someMissing returns up to n names some member lacks.
+func (ps *primaryState) someMissing(n int) []string {
 	var names []string
 	seen := map[string]bool{}
-	for _, set := range p.prim.missing {
-		for n := range set {
-			if !seen[n] {
-				seen[n] = true
-				names = append(names, n)
+	for _, set := range ps.missing {
+		for name := range set {
+			if len(names) >= n {
+				return names
 			}
-			if len(names) >= 64 {
-				break
+			if !seen[name] {
+				seen[name] = true
+				names = append(names, name)
 			}
 		}
 	}
-	epoch := p.prim.epoch
-	p.mu.Unlock()
+	return names
+}
 
+// recoverObjects brings names up to date on every member that lacks them,
+// a few at a time, and returns the first error.
+func (s *Server) recoverObjects(ctx context.Context, id clustermap.PGID, p *pgState, names []string) error {
 	sem := make(chan struct{}, s.opts.RecoveryParallel)
 	var wg sync.WaitGroup
-	var failed atomic.Bool
+	var mu sync.Mutex
+	var first error
 	for _, n := range names {
 		busy := s.clientBusy()
 		if busy {
@@ -140,8 +215,14 @@ func (s *Server) recoverSome(ctx context.Context) bool {
 			l.Lock()
 			err := s.ensureObject(ctx, id, p, n, true)
 			l.Unlock()
-			if err != nil && !failed.Swap(true) {
-				s.logf("%s: pg %s: recovering %q: %v", s.id, id, n, err)
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = fmt.Errorf("recovering %q: %w", n, err)
+				}
+				mu.Unlock()
+			} else {
+				s.recovery.progress.Store(time.Now().UnixNano())
 			}
 			if busy {
 				time.Sleep(2 * time.Since(start))
@@ -149,12 +230,31 @@ func (s *Server) recoverSome(ctx context.Context) bool {
 		}()
 	}
 	wg.Wait()
-	if failed.Load() {
-		// Most likely a member went down: wait for the map to say so.
-		s.view.WaitFor(ctx, s.view.Epoch()+1, time.Second)
+	return first
+}
+
+// recoveryOutcome schedules the PG's next attempt: at once after success,
+// later and later after failures, each logged once per kind of error.
+func (s *Server) recoveryOutcome(id clustermap.PGID, p *pgState, epoch clustermap.Epoch, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.prim.epoch != epoch {
+		return // peered again since: a fresh start
 	}
-	s.noteRecovered(ctx, id, p, epoch)
-	return true
+	if err == nil {
+		p.retryAt, p.backoff = time.Time{}, 0
+		return
+	}
+	p.backoff = min(max(2*p.backoff, recoveryRetryMin), recoveryRetryMax)
+	p.retryAt = time.Now().Add(p.backoff)
+	msg := fmt.Sprintf("pg %s: %v", id, err)
+	s.recovery.errMu.Lock()
+	repeated := s.recovery.lastErr == msg
+	s.recovery.lastErr = msg
+	s.recovery.errMu.Unlock()
+	if !repeated {
+		s.logf("%s: %s; trying again in %v", s.id, msg, p.backoff)
+	}
 }
 
 // ensureObject brings name up to date on this OSD (from the authoritative
@@ -210,23 +310,22 @@ func (p *pgState) clearMissing(osd clustermap.OSDID, name string, epoch clusterm
 // noteRecovered records members that have nothing missing any more as
 // complete in the PG's record; once every acting member is, the
 // authoritative copy outside the acting set stops receiving writes.
-func (s *Server) noteRecovered(ctx context.Context, id clustermap.PGID, p *pgState, epoch clustermap.Epoch) {
+func (s *Server) noteRecovered(ctx context.Context, id clustermap.PGID, p *pgState, epoch clustermap.Epoch) error {
 	p.mu.Lock()
 	if p.prim.epoch != epoch || p.phase != phaseActive {
 		p.mu.Unlock()
-		return
+		return nil
 	}
 	complete, writeSet, allActing, changed := p.prim.afterRecovery()
 	rec := meta.PGRecord{Epoch: epoch, Acting: p.prim.acting, Complete: complete}
 	rev := p.prim.recRev
 	p.mu.Unlock()
 	if !changed {
-		return
+		return nil
 	}
-	newRev, err := s.meta.PutPGRecord(ctx, id.String(), rec, rev)
+	newRev, err := s.putRecord(ctx, id, rec, rev)
 	if err != nil {
-		s.logf("%s: pg %s: recording recovery: %v", s.id, id, err)
-		return
+		return fmt.Errorf("recording recovery: %w", err)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -236,10 +335,33 @@ func (s *Server) noteRecovered(ctx context.Context, id clustermap.PGID, p *pgSta
 			p.prim.auth = s.id
 		}
 	}
+	s.recovery.progress.Store(time.Now().UnixNano())
 	s.kickStats()
 	if allActing {
 		s.logf("%s: pg %s recovered: every acting member holds every object", s.id, id)
 	}
+	return nil
+}
+
+// putRecord writes the record of a PG this OSD leads, at revision rev. If
+// the record changed since, it is written over only when it was written for
+// an interval no newer than this one (by an earlier primary, which cannot
+// have acknowledged writes since): the primary of the current interval
+// knows best which copies are complete. A newer interval's record means
+// this OSD's map is behind; it steps down once its map catches up.
+func (s *Server) putRecord(ctx context.Context, id clustermap.PGID, rec meta.PGRecord, rev int64) (int64, error) {
+	newRev, err := s.meta.PutPGRecord(ctx, id.String(), rec, rev)
+	if !errors.Is(err, meta.ErrPGRecordRaced) {
+		return newRev, err
+	}
+	cur, curRev, rerr := s.meta.PGRecord(ctx, id.String())
+	if rerr != nil {
+		return 0, rerr
+	}
+	if cur != nil && cur.Epoch > rec.Epoch {
+		return 0, fmt.Errorf("a primary with map epoch %d recorded it since (this OSD has %d): waiting for the newer map", cur.Epoch, rec.Epoch)
+	}
+	return s.meta.PutPGRecord(ctx, id.String(), rec, curRev)
 }
 
 // needsRecord reports whether an active PG with nothing missing still has a

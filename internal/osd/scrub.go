@@ -407,10 +407,20 @@ func (s *Server) workProgress() []meta.WorkProgress {
 	}
 	s.pgMu.Unlock()
 	if st := s.recovery.started.Load(); st != 0 || left > 0 {
-		out = append(out, meta.WorkProgress{
+		if st == 0 {
+			st = time.Now().UnixNano() // about to start
+		}
+		w := meta.WorkProgress{
 			Kind: "recovery", ObjectsDone: s.recovery.objects.Load(), ObjectsLeft: left,
 			BytesDone: s.recovery.bytes.Load(), Started: time.Unix(0, st).UTC(),
-		})
+		}
+		if pr := s.recovery.progress.Load(); pr != 0 {
+			w.Progress = time.Unix(0, pr).UTC()
+		}
+		s.recovery.errMu.Lock()
+		w.LastError = s.recovery.lastErr
+		s.recovery.errMu.Unlock()
+		out = append(out, w)
 	}
 	s.scrubs.mu.Lock()
 	if s.scrubs.kind != "" {

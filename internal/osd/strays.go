@@ -42,6 +42,7 @@ func (s *Server) removeStrays(ctx context.Context) error {
 			continue // not a PG of ours
 		}
 		pool, ok := m.Pool(id.Pool)
+		why := "its pool was removed"
 		if ok {
 			if id.Seed >= pool.PGNum || slices.Contains(t.Place(pool, id), s.id) {
 				continue
@@ -53,6 +54,7 @@ func (s *Server) removeStrays(ctx context.Context) error {
 			if rec == nil || slices.Contains(rec.Complete, s.id) || len(rec.Complete) < pool.Size {
 				continue // still needed, or not yet whole elsewhere
 			}
+			why = "it is whole on " + osdList(rec.Complete)
 		}
 		n, err := s.dropCollection(ctx, coll)
 		if err != nil {
@@ -61,7 +63,7 @@ func (s *Server) removeStrays(ctx context.Context) error {
 		s.pgMu.Lock()
 		delete(s.pgs, id)
 		s.pgMu.Unlock()
-		s.logf("%s: removed stray copy of pg %s (%d objects): it is whole on %s", s.id, id, n, osdList(t.Place(pool, id)))
+		s.logf("%s: removed stray copy of pg %s (%d objects): %s", s.id, id, n, why)
 	}
 	return nil
 }
