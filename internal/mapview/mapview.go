@@ -71,6 +71,33 @@ func (v *View) OnMap(fn func(*clustermap.Map)) {
 	v.mu.Unlock()
 }
 
+// OnOSDDown registers fn to run (synchronously, in the watch goroutine)
+// for every OSD that a later map marks down, or moves to another address,
+// with the address it had.
+func (v *View) OnOSDDown(fn func(id clustermap.OSDID, addr string)) {
+	prev := upAddrs(v.Map())
+	v.OnMap(func(m *clustermap.Map) {
+		now := upAddrs(m)
+		for id, addr := range prev {
+			if now[id] != addr {
+				fn(id, addr)
+			}
+		}
+		prev = now
+	})
+}
+
+// upAddrs maps the OSDs marked up to their addresses.
+func upAddrs(m *clustermap.Map) map[clustermap.OSDID]string {
+	out := make(map[clustermap.OSDID]string, len(m.OSDs))
+	for _, o := range m.OSDs {
+		if o.Up {
+			out[o.ID] = o.Addr
+		}
+	}
+	return out
+}
+
 // Changed returns a channel closed when the next map arrives.
 func (v *View) Changed() <-chan struct{} {
 	v.mu.Lock()

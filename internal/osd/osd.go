@@ -195,6 +195,9 @@ func Run(ctx context.Context, o Options) error {
 		suspected: map[clustermap.OSDID]clustermap.Epoch{},
 	}
 	defer s.peers.Close()
+	// Replication, peering and recovery calls waiting on an OSD the map
+	// marks down (it may be frozen, its socket open) fail now.
+	view.OnOSDDown(func(_ clustermap.OSDID, addr string) { s.peers.Drop(addr) })
 	srv := rpc.NewServer(o.Conf.ClusterKey, s, rpc.ServerOptions{Logf: o.Logf})
 	go srv.Serve(ln)
 	defer srv.Close()

@@ -184,7 +184,7 @@ func (s *Server) write(ctx context.Context, pool *clustermap.Pool, p *pgState, r
 			return s.peers.Call(ctx, o.Addr, replicate(t, txn.Marshal()))
 		}
 		resp, err := call()
-		if err != nil && !isRefused(err) && ctx.Err() == nil {
+		if err != nil && !isRefused(err) && ctx.Err() == nil && s.peerUp(osd) {
 			// The connection broke: dial again at once. A refused dial
 			// means the process is gone; say so rather than wait for its
 			// lease to run out.
@@ -220,7 +220,7 @@ func (s *Server) write(ctx context.Context, pool *clustermap.Pool, p *pgState, r
 	collect := func() {
 		for _, f := range first {
 			resp, err := f.call.Wait(ctx)
-			if err != nil && !isRefused(err) && ctx.Err() == nil {
+			if err != nil && !isRefused(err) && ctx.Err() == nil && s.peerUp(f.osd) {
 				// The connection broke: dial again at once, as send does.
 				resp, err = s.peers.CallShared(ctx, f.addr, shared)
 			}
@@ -343,6 +343,14 @@ func (s *Server) checkExistsForDelete(ctx context.Context, p *pgState, req *prot
 		return s.fail(proto.StatusNotFound, "object %q does not exist", req.Object)
 	}
 	return s.fail(proto.StatusUnavailable, "pg %s: checking %q on %s before deleting it: %s", req.PG, req.Object, auth, r.Message)
+}
+
+// peerUp reports whether the newest map has osd up: a broken connection to
+// one marked down is not dialled again (a frozen OSD would accept the TCP
+// connection and hold the call until the dial timeout).
+func (s *Server) peerUp(osd clustermap.OSDID) bool {
+	o, ok := s.view.Map().OSD(osd)
+	return ok && o.Up
 }
 
 // isRefused reports whether err is a refused connection: nothing listens

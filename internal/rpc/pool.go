@@ -109,6 +109,23 @@ func (p *Pool) StartShared(ctx context.Context, addr string, sh *Shared) Pending
 	return c.StartShared(ctx, sh)
 }
 
+// Drop closes the connection to addr, if any: every call pending on it
+// fails at once with an error matching ErrClosed, and the next call dials
+// again. For a peer that stopped answering without closing its socket (a
+// frozen process), which only the caller's knowledge (a new cluster map
+// that marks it down) can tell from a slow one.
+func (p *Pool) Drop(addr string) {
+	p.mu.Lock()
+	e := p.conns[addr]
+	if e != nil && e.done() {
+		delete(p.conns, addr)
+	}
+	p.mu.Unlock()
+	if e != nil && e.done() && e.conn != nil {
+		e.conn.Close()
+	}
+}
+
 // Close closes every connection.
 func (p *Pool) Close() {
 	p.mu.Lock()
