@@ -83,6 +83,10 @@ type clusterOpts struct {
 	external       []string      // etcd endpoints to use instead of starting a mon
 	ipv6           bool
 	downOut        time.Duration // default: cairn dev's (30 s)
+	// autoRestart lets cairn dev restart processes that exit. Off by
+	// default: tests kill OSDs and restart them themselves (c.kill,
+	// c.restart), and some need an OSD to stay down.
+	autoRestart bool
 }
 
 // freePorts finds n consecutive free TCP ports on 127.0.0.1 to .4, below
@@ -151,6 +155,9 @@ func (c *cluster) start() {
 	}
 	if c.opts.downOut > 0 {
 		c.cmd.Args = append(c.cmd.Args, "--down-out", c.opts.downOut.String())
+	}
+	if !c.opts.autoRestart {
+		c.cmd.Args = append(c.cmd.Args, "--restart=false")
 	}
 	pr, pw, err := os.Pipe()
 	if err != nil {

@@ -2,15 +2,13 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
+	"strings"
 	"time"
 
 	"github.com/cairn-storage/cairn/client"
@@ -29,6 +27,8 @@ type DevProcess struct {
 	Data string   `json:"data"`
 	Log  string   `json:"log"`
 	Args []string `json:"args"`
+	// Restarts counts how often cairn dev started it again.
+	Restarts int `json:"restarts,omitempty"`
 }
 
 // DevInfo is the content of DIR/dev.json.
@@ -52,6 +52,7 @@ type devOptions struct {
 	// Passed to every OSD when set (cairn osd has the defaults).
 	dataCacheSize    int64
 	dataCacheReserve bool
+	autoRestart      bool
 }
 
 func devCmd(g *globals) *cobra.Command {
@@ -63,7 +64,10 @@ func devCmd(g *globals) *cobra.Command {
 --hosts × --osds-per-host OSD processes, host N listening on 127.0.0.N, with all
 data under --dir. Creates the pool "default" (3 copies, one per host), writes
 DIR/cairn.conf and DIR/dev.json, prints how to use it, and runs until Ctrl-C.
-Running it again on the same --dir restarts the same cluster with its data.`,
+Running it again on the same --dir restarts the same cluster with its data.
+A process that exits is started again, after a wait that grows to 30 s while
+it keeps exiting (--restart=false: never); "cairn dev restart NAME" restarts
+one now. DIR/dev.json always lists the running pids.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return runDev(cmd.Context(), g, o) },
 	}
@@ -80,6 +84,8 @@ Running it again on the same --dir restarts the same cluster with its data.`,
 	f.Int64Var(&o.dataCacheSize, "data-cache-size", 0, "each OSD's memory for repeated large reads, as cairn osd --data-cache-size (0: its default)")
 	f.BoolVar(&o.dataCacheReserve, "data-cache-reserve", true, "whether each OSD takes its data cache's memory at start, as cairn osd --data-cache-reserve")
 	f.DurationVar(&o.downOut, "down-out", 30*time.Second, "how long an OSD may stay down before it is marked out and its data re-replicated")
+	f.BoolVar(&o.autoRestart, "restart", true, "start a process that exits again, after a wait that grows to 30 s while it keeps exiting; false: leave it stopped until `cairn dev restart NAME`")
+	cmd.AddCommand(devRestartCmd())
 	return cmd
 }
 
@@ -132,36 +138,14 @@ func runDev(ctx context.Context, g *globals, o devOptions) error {
 		return err
 	}
 
-	info := DevInfo{Conf: confPath, EtcdEndpoints: cfg.EtcdEndpoints}
-	var procs []*exec.Cmd
-	start := func(name, addr, data string, args []string) error {
-		logPath := filepath.Join(dir, name+".log")
-		lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			return err
-		}
-		c := exec.Command(self, args...)
-		c.Stdout, c.Stderr = lf, lf
-		c.Env = append(os.Environ(), conf.EnvVar+"="+confPath)
-		// Own process group: a terminal's Ctrl-C reaches only us, and we stop
-		// the children in order. Pdeathsig stops them if we are killed.
-		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-		if err := c.Start(); err != nil {
-			lf.Close()
-			return fmt.Errorf("dev: start %s: %w", name, err)
-		}
-		lf.Close()
-		procs = append(procs, c)
-		info.Processes = append(info.Processes, DevProcess{Name: name, PID: c.Process.Pid, Addr: addr, Data: data, Log: logPath, Args: append([]string{self}, args...)})
-		go func() {
-			err := c.Wait()
-			if ctx.Err() == nil {
-				fmt.Fprintf(os.Stderr, "dev: %s (pid %d) exited: %v; see %s\n", name, c.Process.Pid, err, logPath)
-			}
-		}()
-		return nil
+	sup := newDevSupervisor(self, dir, confPath, cfg.EtcdEndpoints, o.autoRestart)
+	closeSocket, err := sup.serve()
+	if err != nil {
+		return err
 	}
-	defer func() { stopAll(procs) }()
+	defer closeSocket()
+	defer sup.stop()
+	start := sup.start
 
 	if len(o.external) == 0 {
 		data := filepath.Join(dir, "mon.a")
@@ -230,6 +214,8 @@ func runDev(ctx context.Context, g *globals, o devOptions) error {
 		return err
 	}
 
+	sup.setRemoved(func(name string) string { return removedOSD(ctx, ms, name) })
+
 	c, err := client.Dial(ctx, cfg)
 	if err != nil {
 		return err
@@ -253,10 +239,7 @@ func runDev(ctx context.Context, g *globals, o devOptions) error {
 			return err
 		}
 	}
-	b, _ := json.MarshalIndent(info, "", "  ")
-	if err := os.WriteFile(filepath.Join(dir, "dev.json"), append(b, '\n'), 0o644); err != nil {
-		return err
-	}
+	info := sup.snapshot()
 	if g.json {
 		if err := g.printJSON(info); err != nil {
 			return err
@@ -279,9 +262,10 @@ func runDev(ctx context.Context, g *globals, o devOptions) error {
 		fmt.Fprintf(w, "  cairn volume create default/vm1 --size 10G && qemu-img info nbd://%s/default/vm1\n", fmt.Sprintf("%s:%d", o.loopback(0), o.nbdPort))
 	}
 	fmt.Fprintln(w)
+	fmt.Fprintf(w, "A process that exits is restarted; cairn dev restart osd.0 --dir %s restarts one now.\n", o.dir)
 	fmt.Fprintf(w, "Ctrl-C stops the cluster; cairn dev --dir %s starts it again with its data.\n", o.dir)
 	<-ctx.Done()
-	fmt.Fprintf(w, "stopping %d processes...\n", len(procs))
+	fmt.Fprintf(w, "stopping %d processes...\n", len(info.Processes))
 	return nil
 }
 
@@ -318,19 +302,26 @@ func (o devOptions) loopback(h int) string {
 	return fmt.Sprintf("127.0.0.%d", h+1)
 }
 
-// stopAll stops OSDs before the mon, gently first.
-func stopAll(procs []*exec.Cmd) {
-	for i := len(procs) - 1; i >= 0; i-- {
-		procs[i].Process.Signal(syscall.SIGTERM)
-		if i == 0 && len(procs) > 1 {
-			time.Sleep(500 * time.Millisecond) // let OSDs mark themselves down while etcd is up
-		}
+// removedOSD says so if name is an OSD that the cluster map no longer
+// holds: it was removed with cairn osd rm and would refuse to start.
+// Anything else, and a map it cannot read, says "".
+func removedOSD(ctx context.Context, ms *meta.Store, name string) string {
+	rest, ok := strings.CutPrefix(name, "osd.")
+	if !ok {
+		return ""
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for _, p := range procs {
-		for time.Now().Before(deadline) && p.Process.Signal(syscall.Signal(0)) == nil {
-			time.Sleep(50 * time.Millisecond)
-		}
-		p.Process.Kill()
+	id, err := strconv.Atoi(rest)
+	if err != nil {
+		return ""
 	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	m, _, err := ms.Map(ctx)
+	if err != nil {
+		return ""
+	}
+	if _, ok := m.OSD(clustermap.OSDID(id)); ok {
+		return ""
+	}
+	return fmt.Sprintf("osd.%d was removed from the cluster map (cairn osd rm)", id)
 }
