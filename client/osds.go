@@ -82,58 +82,82 @@ func (c *Client) SetOSDIn(ctx context.Context, id int, in bool) error {
 	return nil
 }
 
-// RemoveOSD deletes an OSD from the map. It refuses while the OSD is in, or
-// while any placement group still counts on its copy (it is named in a PG
-// record as holding data no other OSD has yet): mark it out and wait for
-// the cluster to be healthy first.
-func (c *Client) RemoveOSD(ctx context.Context, id int) error {
-	osd := clustermap.OSDID(id)
-	m := c.view.Map()
-	o, ok := m.OSD(osd)
-	if !ok {
-		return fmt.Errorf("%w: osd.%d does not exist", ErrInvalid, id)
-	}
-	if o.In {
-		return fmt.Errorf("%w: osd.%d is in; run `cairn osd out %d` and wait for HEALTH_OK first", ErrInvalid, id, id)
+// RemoveOSD deletes an OSD from the map; see RemoveOSDs.
+func (c *Client) RemoveOSD(ctx context.Context, id int) error { return c.RemoveOSDs(ctx, id) }
+
+// RemoveOSDs deletes OSDs from the map, all in one map change or none. It
+// refuses while any of them is in, or while any placement group still
+// counts on its copy (it is named in a PG record as holding data no other
+// OSD has yet): mark them out and wait for the cluster to be healthy first.
+func (c *Client) RemoveOSDs(ctx context.Context, ids ...int) error {
+	if len(ids) == 0 {
+		return fmt.Errorf("%w: no OSD to remove", ErrInvalid)
 	}
 	recs, err := c.meta.PGRecords(ctx)
 	if err != nil {
 		return err
 	}
-	var needed []string
-	for pg, r := range recs {
-		if !slices.Contains(r.Complete, osd) {
-			continue
+	for _, id := range ids {
+		if err := checkRemovable(c.view.Map(), recs, clustermap.OSDID(id)); err != nil {
+			return err
 		}
-		whole := len(r.Acting) > 0
-		for _, a := range r.Acting {
-			whole = whole && a != osd && slices.Contains(r.Complete, a)
-		}
-		if !whole {
-			needed = append(needed, pg)
-		}
-	}
-	if len(needed) > 0 {
-		slices.Sort(needed)
-		if len(needed) > 10 {
-			needed = append(needed[:10], "...")
-		}
-		return fmt.Errorf("%w: osd.%d still holds data of %d pg(s) whose new copies are not complete yet (%s); wait for HEALTH_OK", ErrInvalid, id, len(needed), strings.Join(needed, ", "))
 	}
 	nm, err := c.meta.Update(ctx, func(m *clustermap.Map) error {
-		for i := range m.OSDs {
-			if m.OSDs[i].ID == osd {
-				m.OSDs = append(m.OSDs[:i], m.OSDs[i+1:]...)
-				return nil
+		for _, id := range ids {
+			// Checked again on the map being changed: it may be newer.
+			if err := checkInMap(m, clustermap.OSDID(id)); err != nil {
+				return err
 			}
 		}
-		return meta.ErrNoChange
+		m.OSDs = slices.DeleteFunc(m.OSDs, func(o clustermap.OSD) bool { return slices.Contains(ids, int(o.ID)) })
+		return nil
 	})
 	if err != nil {
 		return err
 	}
 	c.view.WaitFor(ctx, nm.Epoch, 10*time.Second)
 	return nil
+}
+
+// checkInMap refuses an OSD that does not exist or is still in.
+func checkInMap(m *clustermap.Map, id clustermap.OSDID) error {
+	o, ok := m.OSD(id)
+	if !ok {
+		return fmt.Errorf("%w: osd.%d does not exist", ErrInvalid, id)
+	}
+	if o.In {
+		return fmt.Errorf("%w: osd.%d is in; run `cairn osd out %d` and wait for HEALTH_OK first", ErrInvalid, id, id)
+	}
+	return nil
+}
+
+// checkRemovable refuses an OSD that checkInMap refuses, or that some PG
+// record names as holding writes its acting set does not have completely.
+func checkRemovable(m *clustermap.Map, recs map[string]meta.PGRecord, id clustermap.OSDID) error {
+	if err := checkInMap(m, id); err != nil {
+		return err
+	}
+	var needed []string
+	for pg, r := range recs {
+		if !slices.Contains(r.Complete, id) {
+			continue
+		}
+		whole := len(r.Acting) > 0
+		for _, a := range r.Acting {
+			whole = whole && a != id && slices.Contains(r.Complete, a)
+		}
+		if !whole {
+			needed = append(needed, pg)
+		}
+	}
+	if len(needed) == 0 {
+		return nil
+	}
+	slices.Sort(needed)
+	if len(needed) > 10 {
+		needed = append(needed[:10], "...")
+	}
+	return fmt.Errorf("%w: osd.%d still holds data of %d pg(s) whose new copies are not complete yet (%s); wait for HEALTH_OK", ErrInvalid, id, len(needed), strings.Join(needed, ", "))
 }
 
 // ScrubResult counts what scrubbing one placement group found.

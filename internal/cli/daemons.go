@@ -157,23 +157,29 @@ func osdInOutCmd(g *globals, which string) *cobra.Command {
 
 func osdRmCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "rm ID",
-		Short: "remove an OSD that is out and whose data has moved elsewhere",
-		Args:  cobra.ExactArgs(1),
+		Use:   "rm ID...",
+		Short: "remove OSDs that are out and whose data has moved elsewhere (all or none)",
+		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseOSDID(args[0])
-			if err != nil {
-				return err
+			ids := make([]int, len(args))
+			for i, a := range args {
+				id, err := parseOSDID(a)
+				if err != nil {
+					return err
+				}
+				ids[i] = id
 			}
 			c, err := g.dial(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			if err := c.RemoveOSD(cmd.Context(), id); err != nil {
+			if err := c.RemoveOSDs(cmd.Context(), ids...); err != nil {
 				return err
 			}
-			fmt.Fprintf(g.out, "removed osd.%d\n", id)
+			for _, id := range ids {
+				fmt.Fprintf(g.out, "removed osd.%d\n", id)
+			}
 			return nil
 		},
 	}
