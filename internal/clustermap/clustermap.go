@@ -287,13 +287,21 @@ func ValidatePool(p *Pool) error {
 	return nil
 }
 
-// ValidatePoolName rejects names that would not survive a CLI or a key.
+// ValidatePoolName rejects names that would not survive a CLI or a key, or
+// that read as something else: "." and ".." look like paths, and a name
+// starting with '-' like a flag.
 func ValidatePoolName(name string) error {
 	if name == "" {
 		return errors.New("pool name is empty")
 	}
 	if len(name) > MaxPoolNameLen {
 		return fmt.Errorf("pool name is %d bytes long, more than the limit of %d", len(name), MaxPoolNameLen)
+	}
+	if name == "." || name == ".." {
+		return fmt.Errorf("pool name %q reads as a directory: choose a name with a letter or digit", name)
+	}
+	if name[0] == '-' {
+		return fmt.Errorf("pool name %q starts with '-', which reads as a flag: start it with a letter, digit, '_' or '.'", name)
 	}
 	for _, r := range name {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {

@@ -102,3 +102,20 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestValidatePoolName(t *testing.T) {
+	for _, name := range []string{"default", "vms", "rbd.ssd", "a", "_tmp", ".rgw.root", "pool-1", "x..y"} {
+		if err := ValidatePoolName(name); err != nil {
+			t.Errorf("ValidatePoolName(%q): %v", name, err)
+		}
+	}
+	for _, name := range []string{"", ".", "..", "-x", "--force", "a/b", "a b", "a@b", strings.Repeat("a", MaxPoolNameLen+1)} {
+		if err := ValidatePoolName(name); err == nil {
+			t.Errorf("ValidatePoolName(%q) accepted it", name)
+		}
+		p := Pool{Name: name, Size: 1, MinSize: 1, PGNum: 1, FailureDomain: DomainOSD}
+		if err := ValidatePool(&p); err == nil {
+			t.Errorf("ValidatePool accepted a pool named %q", name)
+		}
+	}
+}
