@@ -95,22 +95,23 @@ func parseSize(s string) (int64, error) {
 }
 
 // parseBytes accepts a positive size in bytes with an optional binary
-// unit: 4096, 4K, 4KiB, 512M, 100G, 2T, 1P.
+// unit: 4096, 4K, 4KiB, 512M, 100G, 2T, 1P, 1E. Sizes up to 8 EiB parse;
+// what takes them sets its own maximum.
 func parseBytes(s string) (uint64, error) {
 	t := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(strings.TrimSpace(s)), "IB"), "B")
 	mult := uint64(1)
-	for i, u := range "KMGTP" {
+	for i, u := range "KMGTPE" {
 		if strings.HasSuffix(t, string(u)) {
 			mult, t = 1<<(10*(i+1)), strings.TrimSuffix(t, string(u))
 			break
 		}
 	}
 	n, err := strconv.ParseUint(t, 10, 64)
+	if errors.Is(err, strconv.ErrRange) || err == nil && n > (1<<63)/mult {
+		return 0, fmt.Errorf("size %q is too large: sizes go up to 8 EiB", s)
+	}
 	if err != nil || n == 0 {
 		return 0, fmt.Errorf("size %q: want a positive number of bytes, like 4096, 4K, 512M or 100G", s)
-	}
-	if n > (1<<63)/mult {
-		return 0, fmt.Errorf("size %q is too large", s)
 	}
 	return n * mult, nil
 }
