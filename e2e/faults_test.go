@@ -172,51 +172,62 @@ func TestReturnedOSDComesBackIn(t *testing.T) {
 }
 
 // TestRecoveryConvergesWhileRecordsChange: two OSDs on different hosts
-// killed and returned together, while something else keeps rewriting the
-// PG records (as a primary of an older map would): recovery retries until
-// every PG is clean, instead of stalling until an unrelated map change.
+// killed and returned one after the other while clients keep overwriting
+// objects (their writes recover objects too) and something else keeps
+// rewriting the PG records (as a primary of an older map would): recovery
+// retries until every PG is clean, instead of stalling until an unrelated
+// map change.
 func TestRecoveryConvergesWhileRecordsChange(t *testing.T) {
 	c := startCluster(t, clusterOpts{})
 	ctx := context.Background()
 	p := c.pool("default")
 	exp := newExpected()
-	put := func(prefix string, n int) {
-		t.Helper()
-		for i := range n {
-			name := fmt.Sprintf("%s-%03d", prefix, i)
-			data := payload(name, 0, 1+(i*7919)%(96<<10))
-			err := p.Put(ctx, name, data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			exp.put(name, data, err)
+	for i := range 200 {
+		name := fmt.Sprintf("obj-%03d", i)
+		data := payload(name, 0, 1+(i*7919)%(96<<10))
+		if err := p.Put(ctx, name, data); err != nil {
+			t.Fatal(err)
 		}
+		exp.put(name, data, nil)
 	}
-	put("base", 100)
-	c.kill("osd.0")
-	c.kill("osd.3")
-	c.waitStatus(20*time.Second, "two OSDs down", func(st map[string]any, raw string) bool { return st["osds_up"] == float64(4) })
-	put("while-down", 300)
-
-	ms := c.metaStore()
 	stop := make(chan struct{})
-	rewrote := make(chan int)
+	done := make(chan int, 5)
+	for w := range 4 {
+		go func() {
+			n := 0
+			defer func() { done <- n }()
+			for gen := 1; ; gen++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				name := fmt.Sprintf("obj-%03d", (gen*37+w*50)%200)
+				data := payload(name, gen*4+w, 1+(gen*7919)%(96<<10))
+				wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+				err := p.Put(wctx, name, data)
+				cancel()
+				exp.put(name, data, err)
+				n++
+			}
+		}()
+	}
+	ms := c.metaStore()
 	go func() {
 		n := 0
-		defer func() { rewrote <- n }()
+		defer func() { done <- n }()
 		for {
 			select {
 			case <-stop:
 				return
-			case <-time.After(200 * time.Millisecond):
+			case <-time.After(100 * time.Millisecond):
 			}
 			recs, err := ms.PGRecords(ctx)
 			if err != nil {
 				continue
 			}
 			for pg := range recs {
-				r, rev, err := ms.PGRecord(ctx, pg)
-				if err == nil && r != nil {
+				if r, rev, err := ms.PGRecord(ctx, pg); err == nil && r != nil {
 					old := *r
 					old.Epoch = max(r.Epoch, 1) - 1 // as written by an earlier interval's primary
 					if _, err := ms.PutPGRecord(ctx, pg, old, rev); err == nil {
@@ -226,12 +237,22 @@ func TestRecoveryConvergesWhileRecordsChange(t *testing.T) {
 			}
 		}
 	}()
+	time.Sleep(time.Second)
+	c.kill("osd.0")
+	c.kill("osd.3")
+	c.waitStatus(20*time.Second, "two OSDs down", func(st map[string]any, raw string) bool { return st["osds_up"] == float64(4) })
+	time.Sleep(3 * time.Second)
 	c.restart("osd.0")
+	time.Sleep(1500 * time.Millisecond)
 	c.restart("osd.3")
-	time.Sleep(8 * time.Second)
+	time.Sleep(6 * time.Second)
 	close(stop)
-	t.Logf("rewrote PG records %d times while the OSDs returned", <-rewrote)
-	c.waitHealthy(90*time.Second, "after two OSDs returned")
+	writes := 0
+	for range 4 {
+		writes += <-done
+	}
+	t.Logf("%d writes; PG records rewritten %d times while the OSDs returned", writes, <-done)
+	c.waitHealthy(60*time.Second, "after two OSDs returned")
 	exp.verify(t, p, "after recovery")
 	c.requireNoCrash("after recovery")
 }
