@@ -2,12 +2,15 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
 	"net"
 	"net/http"
 	_ "net/http/pprof"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +19,7 @@ import (
 	"github.com/cairn-storage/cairn/internal/clustermap"
 	"github.com/cairn-storage/cairn/internal/meta"
 	"github.com/cairn-storage/cairn/internal/mon"
+	"github.com/cairn-storage/cairn/internal/objstore"
 	"github.com/cairn-storage/cairn/internal/osd"
 	"github.com/cairn-storage/cairn/internal/runtimepolicy"
 	"github.com/spf13/cobra"
@@ -100,7 +104,7 @@ func osdCmd(g *globals) *cobra.Command {
 					return err
 				}
 			}
-			return osd.Run(cmd.Context(), o)
+			return explainIndexDamage(osd.Run(cmd.Context(), o), id, o.DataDir, o.MetaDir)
 		},
 	}
 	f := cmd.Flags()
@@ -183,6 +187,40 @@ func osdRmCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// explainIndexDamage adds to an OSD's refusal to start on a damaged index
+// what the operator does about it: the store cannot be trusted, but its
+// objects have other copies, so the OSD is replaced by an empty one.
+func explainIndexDamage(err error, flagID int, dataDir, metaDir string) error {
+	var ie *objstore.IndexCorruptionError
+	if !errors.As(err, &ie) {
+		return err
+	}
+	id := osdIDText(flagID, dataDir)
+	wipe := dataDir
+	if metaDir != "" {
+		wipe += " and " + metaDir
+	}
+	return fmt.Errorf("%w. The OSD will not start on a damaged index, but its objects have other copies: "+
+		"mark it out with `cairn osd out %s`, wait for HEALTH_OK, remove it with `cairn osd rm %s`, "+
+		"empty %s, and start the OSD again: it joins empty and the cluster copies its data back", err, id, id, wipe)
+}
+
+// osdIDText returns the OSD's id as given by --id or, without it, as
+// recorded in its data directory (osd.json), for advice; "ID" if neither.
+func osdIDText(flagID int, dataDir string) string {
+	if flagID >= 0 {
+		return strconv.Itoa(flagID)
+	}
+	var idn struct {
+		ID *int `json:"osd_id"`
+	}
+	b, err := os.ReadFile(filepath.Join(dataDir, "osd.json"))
+	if err != nil || json.Unmarshal(b, &idn) != nil || idn.ID == nil {
+		return "ID"
+	}
+	return strconv.Itoa(*idn.ID)
 }
 
 // parseOSDID accepts "3" or "osd.3".

@@ -16,6 +16,14 @@
 // CorruptionError (see IsCorruption) and the bytes are never returned, so the
 // OSD can repair the object from a replica.
 //
+// The index (pebble) checks its own blocks' checksums as it reads them. A
+// damaged index file is an IndexCorruptionError (IsCorruption too), never a
+// crash: Open refuses the store (pebble's damage reports, and its panics,
+// while it opens and while Open reads the index; every live sstable must
+// open), and VerifyIndex reads every block of every live sstable, for a
+// background check. A store with a damaged index is not repaired in place:
+// its OSD is replaced by an empty one and the other copies fill it.
+//
 // # On-disk layout
 //
 //	MetaDir/            pebble database (sstables, no WAL): the index and journal

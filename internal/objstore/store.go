@@ -2,6 +2,7 @@ package objstore
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -159,6 +160,8 @@ type Store struct {
 
 	idx *indexCache // object records and checksum chunks recently looked up
 
+	indexDamage atomic.Pointer[IndexCorruptionError] // first damage pebble reported (indexcheck.go)
+
 	filter      atomic.Pointer[objFilter] // nil: disabled (see objFilter)
 	filterSkips atomic.Int64              // lookups it answered (for tests)
 
@@ -277,6 +280,9 @@ func Open(o Options) (*Store, error) {
 		MemTableSize: mt,
 		Cache:        cache,
 		DisableWAL:   true, // the commit log is the WAL (commitlog.go)
+		// Damage is refused at Open and reported by VerifyIndex, not a
+		// crash of whichever goroutine met it (indexcheck.go).
+		EventListener: &pebble.EventListener{DataCorruption: s.noteIndexCorruption},
 	}
 	// Object data (inline objects, journal records) rarely compresses;
 	// decompressing it cost a tenth of an OSD's CPU on small reads.
@@ -286,8 +292,15 @@ func Open(o Options) (*Store, error) {
 		// object): a bloom filter answers those without reading blocks.
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
-	db, err := pebble.Open(o.MetaDir, po)
-	if err != nil {
+	var db *pebble.DB
+	err := s.guardIndex(func() (err error) { db, err = pebble.Open(o.MetaDir, po); return err })
+	switch {
+	case err == nil:
+	case IsCorruption(err):
+		return nil, err
+	case errors.Is(err, os.ErrNotExist): // its MANIFEST names files that are gone
+		return nil, s.damaged(err)
+	default:
 		return nil, fmt.Errorf("objstore: open index in %s: %w", o.MetaDir, err)
 	}
 	s.db = db
@@ -307,7 +320,7 @@ func Open(o Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	if err := s.start(); err != nil {
+	if err := s.startChecked(); err != nil {
 		s.closeFiles()
 		s.log.close()
 		db.Close()
@@ -333,6 +346,15 @@ func memTableSize(fs vfs.FS, dir string) uint64 {
 	}
 	// Whole MiBs: the log's segments must be multiples of 4 KiB.
 	return max(smallest, min(du.TotalBytes/64, largest)) &^ (1<<20 - 1)
+}
+
+// startChecked runs start, refusing a store whose index is damaged: one
+// that pebble reported while start read it, or whose sstables do not open.
+func (s *Store) startChecked() error {
+	if err := s.guardIndex(s.start); err != nil {
+		return err
+	}
+	return s.checkTables(context.Background(), false)
 }
 
 func (s *Store) start() error {

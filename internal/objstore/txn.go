@@ -43,10 +43,12 @@ func (e *CorruptionError) Error() string {
 	return fmt.Sprintf("objstore: corruption in %q/%q at offset %d: %s", e.Coll, e.Name, e.Offset, e.Detail)
 }
 
-// IsCorruption reports whether err is (or wraps) a CorruptionError.
+// IsCorruption reports whether err is (or wraps) a CorruptionError or an
+// IndexCorruptionError.
 func IsCorruption(err error) bool {
 	var ce *CorruptionError
-	return errors.As(err, &ce)
+	var ie *IndexCorruptionError
+	return errors.As(err, &ce) || errors.As(err, &ie)
 }
 
 type opType uint8

@@ -1,0 +1,46 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cairn-storage/cairn/internal/objstore"
+)
+
+// An OSD refusing a damaged index says how to replace it, with its id
+// from --id or from its data directory; other errors pass unchanged.
+func TestExplainIndexDamage(t *testing.T) {
+	data := t.TempDir()
+	damage := fmt.Errorf("osd.4: open store: %w", &objstore.IndexCorruptionError{Dir: data + "/meta", File: "000007.sst", Err: errors.New("checksum mismatch")})
+	for _, tc := range []struct {
+		flagID  int
+		osdJSON string
+		want    string
+	}{
+		{4, "", "cairn osd out 4"},
+		{-1, `{"fsid":"x","osd_id":4}`, "cairn osd rm 4"},
+		{-1, "", "cairn osd out ID"},
+	} {
+		os.Remove(filepath.Join(data, "osd.json"))
+		if tc.osdJSON != "" {
+			os.WriteFile(filepath.Join(data, "osd.json"), []byte(tc.osdJSON), 0o644)
+		}
+		err := explainIndexDamage(damage, tc.flagID, data, "")
+		for _, w := range []string{tc.want, "000007.sst", "empty " + data, "other copies"} {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("--id %d, osd.json %q: %q does not say %q", tc.flagID, tc.osdJSON, err, w)
+			}
+		}
+		if !objstore.IsCorruption(err) {
+			t.Errorf("the explained error lost its class: %v", err)
+		}
+	}
+	other := errors.New("osd.4: listen: address in use")
+	if got := explainIndexDamage(other, 4, data, ""); got != other {
+		t.Errorf("an unrelated error changed: %v", got)
+	}
+}
