@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cairn-storage/cairn/internal/bufpool"
 )
@@ -77,6 +79,16 @@ var ErrUnknownExport = errors.New("no such export")
 // ErrNoSpace from a Device is sent to the client as ENOSPC.
 var ErrNoSpace = errors.New("no space left")
 
+// Defaults of the Server's bounds.
+const (
+	// DefaultHandshakeTimeout is ample for a client on a slow link (a
+	// handshake is a few round trips, and opening a volume a few more).
+	DefaultHandshakeTimeout = 30 * time.Second
+	// DefaultMaxConns: each connection in transmission keeps its workers
+	// (MaxInFlight) and 128 KiB of buffers.
+	DefaultMaxConns = 256
+)
+
 // Server serves NBD connections.
 type Server struct {
 	Exports Exports
@@ -84,6 +96,14 @@ type Server struct {
 	Logf func(string, ...any)
 	// MaxInFlight bounds the requests one connection runs at once (0: 64).
 	MaxInFlight int
+	// HandshakeTimeout closes a connection that has not finished its
+	// handshake (chosen an export) within it (0: DefaultHandshakeTimeout).
+	// A connection past its handshake may stay idle for ever.
+	HandshakeTimeout time.Duration
+	// MaxConns bounds the connections served at once (0:
+	// DefaultMaxConns); a connection over it is closed at once, before the
+	// greeting, and logged.
+	MaxConns int
 	// TLS, if set, is required: a client must upgrade the connection with
 	// NBD_OPT_STARTTLS before any other option (the spec's forced TLS
 	// mode), so no export name or data ever crosses in the clear.
@@ -95,12 +115,22 @@ type Server struct {
 		End()
 	}
 
-	mu     sync.Mutex
-	ln     net.Listener
-	conns  map[net.Conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	ln      net.Listener
+	conns   map[net.Conn]struct{}
+	closed  bool
+	wg      sync.WaitGroup
+	refused refusals
 }
+
+// refusals keeps the log of refused connections to one line per
+// refusalLogEvery, however fast they come.
+type refusals struct {
+	last   time.Time
+	unsaid int // refused since the last line
+}
+
+const refusalLogEvery = 10 * time.Second
 
 // Serve accepts connections on ln until Close.
 func (s *Server) Serve(ln net.Listener) error {
@@ -121,9 +151,10 @@ func (s *Server) Serve(ln net.Listener) error {
 			}
 			return err
 		}
-		s.mu.Lock()
-		s.conns[c] = struct{}{}
-		s.mu.Unlock()
+		if !s.admit(c) {
+			c.Close()
+			continue
+		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -138,6 +169,29 @@ func (s *Server) Serve(ln net.Listener) error {
 			}
 		}()
 	}
+}
+
+// admit registers a new connection, unless MaxConns are open: then it
+// logs the refusal (at most once per refusalLogEvery) and says no.
+func (s *Server) admit(c net.Conn) bool {
+	limit := s.MaxConns
+	if limit <= 0 {
+		limit = DefaultMaxConns
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.conns) < limit {
+		s.conns[c] = struct{}{}
+		return true
+	}
+	r := &s.refused
+	r.unsaid++
+	if now := time.Now(); now.Sub(r.last) >= refusalLogEvery {
+		s.logf("nbd: refusing connection from %s: all %d connections this server takes are open (%d refused since the last such line); raise the limit with cairn nbd --max-connections",
+			c.RemoteAddr(), len(s.conns), r.unsaid)
+		r.last, r.unsaid = now, 0
+	}
+	return false
 }
 
 // Close stops accepting, closes every connection and waits for them.
@@ -178,7 +232,30 @@ type conn struct {
 }
 
 func (s *Server) serveConn(nc net.Conn) error {
+	timeout := s.HandshakeTimeout
+	if timeout <= 0 {
+		timeout = DefaultHandshakeTimeout
+	}
+	nc.SetDeadline(time.Now().Add(timeout))
 	c := &conn{s: s, c: nc, r: bufio.NewReaderSize(nc, 64<<10), w: bufio.NewWriterSize(nc, 64<<10)}
+	err := c.handshake()
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("no export chosen within the handshake timeout (%v): closing the connection", timeout)
+	}
+	if err != nil || c.dev == nil {
+		return err
+	}
+	defer c.dev.Close()
+	// Past the handshake a client may be idle as long as it likes.
+	if err := c.c.SetDeadline(time.Time{}); err != nil {
+		return err
+	}
+	return c.transmit(context.Background())
+}
+
+// handshake runs the greeting and the option haggling; c.dev is set if
+// the client chose an export.
+func (c *conn) handshake() error {
 	var b []byte
 	b = binary.BigEndian.AppendUint64(b, magicInit)
 	b = binary.BigEndian.AppendUint64(b, magicOpt)
@@ -195,8 +272,7 @@ func (s *Server) serveConn(nc net.Conn) error {
 		return fmt.Errorf("%w: unknown client flags %#x", errMalformed, cflags)
 	}
 	noZeroes := cflags&flagNoZeroes != 0
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ctx := context.Background()
 	for c.dev == nil {
 		o, err := readOption(c.r)
 		if err != nil {
@@ -224,8 +300,7 @@ func (s *Server) serveConn(nc net.Conn) error {
 			return err
 		}
 	}
-	defer c.dev.Close()
-	return c.transmit(ctx)
+	return nil
 }
 
 func (c *conn) send(b []byte) error {

@@ -11,9 +11,11 @@ import (
 	"crypto/x509/pkix"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -657,4 +659,75 @@ func TestLoadCountsEveryRequest(t *testing.T) {
 	if b, e, now := load.begins.Load(), load.ends.Load(), load.now.Load(); b != 7+n || e != 7+n || now != 0 {
 		t.Fatalf("%d requests: counted in %d, out %d, %d left in", 7+n, b, e, now)
 	}
+}
+
+// TestHandshakeTimeoutAndConnectionLimit: a connection that does not
+// choose an export within HandshakeTimeout is closed and logged; one over
+// MaxConns is closed before the greeting and logged; a connection past
+// its handshake may stay idle longer than the timeout.
+func TestHandshakeTimeoutAndConnectionLimit(t *testing.T) {
+	var mu sync.Mutex
+	var logged []string
+	srv := &Server{
+		Exports:          memExports{map[string]*memDevice{"a": newMem(1 << 20)}},
+		HandshakeTimeout: 300 * time.Millisecond,
+		MaxConns:         2,
+		Logf: func(format string, args ...any) {
+			mu.Lock()
+			logged = append(logged, fmt.Sprintf(format, args...))
+			mu.Unlock()
+		},
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	addr := ln.Addr().String()
+	logs := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Join(logged, "\n")
+	}
+
+	served := dialClient(t, addr)
+	if _, _, typ := served.goExport("a"); typ != repAck {
+		t.Fatalf("NBD_OPT_GO: reply %d", typ)
+	}
+	stalled := dialClient(t, addr) // greeted, then says nothing more
+	over, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer over.Close()
+	over.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := over.Read(make([]byte, 18)); err != io.EOF {
+		t.Errorf("a third connection with MaxConns 2: read %d bytes, %v; want it closed", n, err)
+	}
+	if l := logs(); !strings.Contains(l, "refusing connection") || !strings.Contains(l, "--max-connections") {
+		t.Errorf("the refusal is not logged with what to change:\n%s", l)
+	}
+
+	t0 := time.Now()
+	if n, err := stalled.c.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("a stalled handshake: read %d bytes, %v; want it closed", n, err)
+	}
+	if d := time.Since(t0); d > 3*time.Second {
+		t.Errorf("a stalled handshake was closed after %v; want about 300 ms", d)
+	}
+	time.Sleep(50 * time.Millisecond) // the log line follows the close
+	if l := logs(); !strings.Contains(l, "handshake timeout") {
+		t.Errorf("the timed-out handshake is not logged:\n%s", l)
+	}
+
+	// The served connection outlives the handshake timeout, and the slot
+	// the stalled one held is free again.
+	time.Sleep(500 * time.Millisecond)
+	served.request(cmdRead, 0, 7, 0, 512, nil)
+	if errno, handle, _ := served.simpleReply(512); errno != 0 || handle != 7 {
+		t.Errorf("a read after idling past the handshake timeout: errno %d, handle %d", errno, handle)
+	}
+	again := dialClient(t, addr)
+	again.option(optAbort, nil)
 }
