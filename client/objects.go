@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/cairn-storage/cairn/internal/proto"
 )
@@ -291,28 +292,57 @@ func (p *Pool) OmapList(ctx context.Context, name, start, end string, limit int)
 // List calls fn with the name of every object in the pool, placement group
 // by placement group (names are sorted within a group, not across groups).
 func (p *Pool) List(ctx context.Context, fn func(name string) error) error {
+	return p.list(ctx, "", fn)
+}
+
+// ListPrefix calls fn with the name of every object whose name starts with
+// prefix. Each placement group's listing starts at prefix and stops past
+// it, so the cost follows the matching objects (and the number of
+// placement groups), not the pool's size.
+func (p *Pool) ListPrefix(ctx context.Context, prefix string, fn func(name string) error) error {
+	return p.list(ctx, prefix, fn)
+}
+
+func (p *Pool) list(ctx context.Context, prefix string, fn func(name string) error) error {
 	info, err := p.Info()
 	if err != nil {
 		return err
 	}
 	for seed := uint32(0); seed < info.PGNum; seed++ {
-		after := ""
-		for {
-			s := seed
-			resp, err := p.c.call(ctx, p.id, p.name, &s, &proto.Request{Op: proto.OpList, Start: []byte(after), Limit: 1000})
-			if err != nil {
-				return err
-			}
-			for _, n := range resp.Names {
-				if err := fn(n); err != nil {
-					return err
-				}
-			}
-			if !resp.More {
-				break
-			}
-			after = string(resp.Data)
+		if err := p.listPG(ctx, seed, prefix, fn); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// listPG lists one placement group's objects that start with prefix.
+func (p *Pool) listPG(ctx context.Context, seed uint32, prefix string, fn func(name string) error) error {
+	after := ""
+	if prefix != "" {
+		// A listing starts after a name: the prefix less its last byte
+		// sorts before every name that has the prefix.
+		after = prefix[:len(prefix)-1]
+	}
+	for {
+		s := seed
+		resp, err := p.c.call(ctx, p.id, p.name, &s, &proto.Request{Op: proto.OpList, Start: []byte(after), Limit: 1000})
+		if err != nil {
+			return err
+		}
+		for _, n := range resp.Names {
+			switch {
+			case strings.HasPrefix(n, prefix):
+				if err := fn(n); err != nil {
+					return err
+				}
+			case n > prefix:
+				return nil // names are sorted: none after this one matches
+			}
+		}
+		if !resp.More {
+			return nil
+		}
+		after = string(resp.Data)
+	}
 }

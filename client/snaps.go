@@ -8,6 +8,7 @@ import (
 	"github.com/cairn-storage/cairn/internal/meta"
 	"github.com/cairn-storage/cairn/internal/proto"
 	"github.com/cairn-storage/cairn/internal/snapset"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Snapshots are copy-on-write at object granularity and belong to a set of
@@ -77,6 +78,19 @@ func (c *Client) NextSnap(ctx context.Context, group string, wait time.Duration)
 // SnapSeq returns the newest snapshot number of group (0: none).
 func (c *Client) SnapSeq(ctx context.Context, group string) (uint64, error) {
 	return c.meta.SnapSeq(ctx, group)
+}
+
+// SnapWriters returns how many writers are registered in group now: a
+// volume's open writers, which a shrink or removal refuses to cut off.
+// It counts the keys JoinSnapGroup keeps under each writer's lease
+// (/cairn/snapwriter/<group>/<lease>); a writer that vanished without
+// leaving counts until its lease runs out (10 s).
+func (c *Client) SnapWriters(ctx context.Context, group string) (int, error) {
+	resp, err := c.meta.Client().Get(ctx, "/cairn/snapwriter/"+group+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, fmt.Errorf("etcd: counting the writers of %s: %w", group, err)
+	}
+	return int(resp.Count), nil
 }
 
 // DeleteSnapGroup forgets a group whose objects are gone.

@@ -159,6 +159,14 @@ func classNote(c string) string {
 
 func objCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "obj", Short: "put, get, list, stat and remove objects"}
+	// The volumes' own objects change only through cairn volume: removing
+	// the directory object, say, would hide every volume of the pool.
+	notVolumes := func(p *client.Pool, name, verb string) error {
+		if what, ok := volume.ReservedObject(name); ok {
+			return fmt.Errorf("%s/%s is %s: obj %s refuses it; use cairn volume (ls, rm, resize) to change volumes", p.Name(), name, what, verb)
+		}
+		return nil
+	}
 	withPool := func(run func(cmd *cobra.Command, p *client.Pool, args []string) error) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, args []string) error {
 			c, err := g.dial(cmd.Context())
@@ -178,6 +186,9 @@ func objCmd(g *globals) *cobra.Command {
 		Short: "store a file (or standard input) as an object",
 		Args:  cobra.RangeArgs(2, 3),
 		RunE: withPool(func(cmd *cobra.Command, p *client.Pool, args []string) error {
+			if err := notVolumes(p, args[0], "put"); err != nil {
+				return err
+			}
 			var r io.Reader = os.Stdin
 			if len(args) == 2 && args[1] != "-" {
 				f, err := os.Open(args[1])
@@ -218,6 +229,9 @@ func objCmd(g *globals) *cobra.Command {
 		Short: "remove an object",
 		Args:  cobra.ExactArgs(2),
 		RunE: withPool(func(cmd *cobra.Command, p *client.Pool, args []string) error {
+			if err := notVolumes(p, args[0], "rm"); err != nil {
+				return err
+			}
 			if err := p.Delete(cmd.Context(), args[0]); err != nil {
 				return err
 			}

@@ -78,6 +78,7 @@ func snapCmd(g *globals) *cobra.Command {
 					}
 					bar := newCountBar(g, what+" "+args[0])
 					if err := run(cmd.Context(), p, name, snap, bar.update); err != nil {
+						bar.abort()
 						return err
 					}
 					bar.finish()

@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"sort"
-	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -107,17 +106,26 @@ func volumeCmd(g *globals) *cobra.Command {
 		},
 	}
 	var newSize string
+	var resizeForce, rmForce bool
 	resize := &cobra.Command{
 		Use:   "resize POOL/NAME --size SIZE",
 		Short: "grow or shrink a volume (shrinking deletes the data past the new end)",
-		Args:  cobra.ExactArgs(1),
+		Long: `Grows or shrinks a volume. Open writers (cairn nbd connections) take the
+new size before the command returns; NBD clients keep the size they
+connected with, and their IO past the new end fails.
+
+Shrinking deletes the data past the new end (snapshots keep theirs), and
+is refused while the volume is open for writing: a guest's file system
+would lose its end, and NBD cannot tell a client that its disk shrank.
+--force shrinks anyway.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			n, err := parseBytes(newSize)
 			if err != nil {
 				return err
 			}
 			return withVolumePool(cmd.Context(), g, args[0], func(p *client.Pool, name string) error {
-				info, err := volume.Resize(cmd.Context(), p, name, n)
+				info, err := volume.Resize(cmd.Context(), p, name, n, resizeForce)
 				if err != nil {
 					return err
 				}
@@ -126,14 +134,15 @@ func volumeCmd(g *globals) *cobra.Command {
 		},
 	}
 	resize.Flags().StringVar(&newSize, "size", "", "new size, e.g. 200G (required)")
+	resize.Flags().BoolVar(&resizeForce, "force", false, "shrink even while clients have the volume open (their IO past the new end fails)")
 	resize.MarkFlagRequired("size")
 	rm := &cobra.Command{
 		Use:   "rm POOL/NAME",
-		Short: "remove a volume and all its data",
+		Short: "remove a volume and all its data (refused while clients have it open, unless --force)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withVolumePool(cmd.Context(), g, args[0], func(p *client.Pool, name string) error {
-				if err := volume.Remove(cmd.Context(), p, name); err != nil {
+				if err := volume.Remove(cmd.Context(), p, name, rmForce); err != nil {
 					return err
 				}
 				fmt.Fprintf(g.out, "removed %s\n", args[0])
@@ -141,6 +150,7 @@ func volumeCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
+	rm.Flags().BoolVar(&rmForce, "force", false, "remove even while clients have the volume open (all their IO then fails)")
 	export := &cobra.Command{
 		Use:   "export POOL/NAME[@SNAP] FILE|-",
 		Short: "write a volume's data (now, or at a snapshot) as a checksummed stream (written parts only), to a file or stdout",
@@ -216,6 +226,7 @@ import-diff onto a volume that has snapshot A.
 			return withVolumePool(cmd.Context(), g, args[0], func(p *client.Pool, name string) error {
 				bar := newCountBar(g, "flatten "+args[0])
 				if err := volume.Flatten(cmd.Context(), p, name, bar.update); err != nil {
+					bar.abort()
 					return err
 				}
 				bar.finish()
@@ -240,6 +251,7 @@ func streamOut(g *globals, path, what string, write func(io.Writer, volume.Progr
 	}
 	bar := newByteBar(g, what)
 	if err := write(w, bar.update); err != nil {
+		bar.abort()
 		done(false)
 		return err
 	}
@@ -265,6 +277,7 @@ func streamInCmd(g *globals, use, short, what string,
 				bar := newByteBar(g, what+" "+args[1])
 				info, err := apply(cmd.Context(), p, r, name, bar.update)
 				if err != nil {
+					bar.abort()
 					return err
 				}
 				bar.finish()
@@ -309,7 +322,8 @@ func openInput(path string) (io.ReadCloser, error) {
 }
 
 // byteBar draws a progress bar on stderr, at most 4 times a second. It may
-// be updated from several goroutines.
+// be updated from several goroutines. The work ends with finish (success)
+// or abort (failure), which ends the bar's line.
 type byteBar struct {
 	g       *globals
 	what    string
@@ -317,6 +331,7 @@ type byteBar struct {
 	mu      sync.Mutex
 	start   time.Time
 	shown   time.Time
+	drawn   bool // the line holds a bar
 	done    uint64
 	total   uint64
 }
@@ -340,6 +355,7 @@ func (b *byteBar) draw() {
 	if b.g.json {
 		return
 	}
+	b.drawn = true
 	el := time.Since(b.start).Seconds()
 	eta := ""
 	if b.done > 0 && b.done < b.total {
@@ -355,12 +371,24 @@ func (b *byteBar) draw() {
 		humanBytes(int64(b.done)), humanBytes(int64(b.total)), rate, eta)
 }
 
+// finish draws the bar complete (the work succeeded, whatever the last
+// update said: a diff, say, ends before the volume's end) and ends its line.
 func (b *byteBar) finish() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.done = max(b.done, b.total)
 	b.draw()
-	if !b.g.json {
+	fmt.Fprintln(b.g.err)
+}
+
+// abort ends the bar's line as it stands, so an error printed next starts
+// a line of its own.
+func (b *byteBar) abort() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.drawn {
 		fmt.Fprintln(b.g.err)
+		b.drawn = false
 	}
 }
 
@@ -382,22 +410,25 @@ func printVolume(g *globals, info volume.Info) error {
 	return nil
 }
 
-// splitVolume parses POOL/NAME.
+// splitVolume parses POOL/NAME (no snapshot).
 func splitVolume(s string) (string, string, error) {
-	pool, name, ok := strings.Cut(s, "/")
-	if !ok || pool == "" || name == "" || strings.Contains(name, "/") {
-		return "", "", fmt.Errorf("%q: want POOL/NAME, e.g. default/vm-100-disk-0", s)
+	ref, err := volume.ParseRef(s)
+	if err != nil {
+		return "", "", err
 	}
-	return pool, name, nil
+	if ref.Snap != "" {
+		return "", "", fmt.Errorf("%q names a snapshot: this command takes a volume, POOL/NAME", s)
+	}
+	return ref.Pool, ref.Name, nil
 }
 
 // withVolumeSnap is withVolumePool for POOL/NAME[@SNAP].
 func withVolumeSnap(ctx context.Context, g *globals, arg string, fn func(p *client.Pool, name, snap string) error) error {
-	vol, snap, _ := strings.Cut(arg, "@")
-	if strings.HasSuffix(arg, "@") {
-		return fmt.Errorf("%q: the snapshot name after @ is empty", arg)
+	ref, err := volume.ParseRef(arg)
+	if err != nil {
+		return err
 	}
-	return withVolumePool(ctx, g, vol, func(p *client.Pool, name string) error { return fn(p, name, snap) })
+	return withPool(ctx, g, ref.Pool, func(p *client.Pool) error { return fn(p, ref.Name, ref.Snap) })
 }
 
 func withVolumePool(ctx context.Context, g *globals, arg string, fn func(*client.Pool, string) error) error {
@@ -405,6 +436,11 @@ func withVolumePool(ctx context.Context, g *globals, arg string, fn func(*client
 	if err != nil {
 		return err
 	}
+	return withPool(ctx, g, poolName, func(p *client.Pool) error { return fn(p, name) })
+}
+
+// withPool dials the cluster and runs fn on a pool.
+func withPool(ctx context.Context, g *globals, poolName string, fn func(*client.Pool) error) error {
 	c, err := g.dial(ctx)
 	if err != nil {
 		return err
@@ -414,11 +450,13 @@ func withVolumePool(ctx context.Context, g *globals, arg string, fn func(*client
 	if err != nil {
 		return err
 	}
-	return fn(p, name)
+	return fn(p)
 }
 
 func nbdCmd(g *globals) *cobra.Command {
 	var listen, debugListen, tlsCert, tlsKey, tlsClientCA string
+	var handshakeTimeout time.Duration
+	var maxConns int
 	cmd := &cobra.Command{
 		Use:   "nbd",
 		Short: "serve volumes over NBD: export name POOL/NAME",
@@ -459,7 +497,11 @@ the server requires TLS (NBD_OPT_STARTTLS) before anything else; with
 			if err != nil {
 				return err
 			}
-			srv := &nbd.Server{Exports: volumeExports{c, logger.Printf}, Logf: logger.Printf, TLS: tc, Load: load}
+			if handshakeTimeout <= 0 || maxConns <= 0 {
+				return fmt.Errorf("nbd: --handshake-timeout and --max-connections must be positive")
+			}
+			srv := &nbd.Server{Exports: volumeExports{c, logger.Printf}, Logf: logger.Printf, TLS: tc, Load: load,
+				HandshakeTimeout: handshakeTimeout, MaxConns: maxConns}
 			logger.Printf("nbd: serving volumes on %s", ln.Addr())
 			go func() {
 				<-ctx.Done()
@@ -473,6 +515,8 @@ the server requires TLS (NBD_OPT_STARTTLS) before anything else; with
 	cmd.Flags().StringVar(&tlsCert, "tls-cert", "", "PEM certificate (chain): require TLS")
 	cmd.Flags().StringVar(&tlsKey, "tls-key", "", "PEM private key of --tls-cert")
 	cmd.Flags().StringVar(&tlsClientCA, "tls-client-ca", "", "PEM CA certificates: also require a client certificate they signed")
+	cmd.Flags().DurationVar(&handshakeTimeout, "handshake-timeout", nbd.DefaultHandshakeTimeout, "close a connection that has not chosen an export within this time")
+	cmd.Flags().IntVar(&maxConns, "max-connections", nbd.DefaultMaxConns, "connections served at once; more are refused (and logged)")
 	return cmd
 }
 
@@ -513,23 +557,22 @@ type volumeExports struct {
 }
 
 func (e volumeExports) Open(ctx context.Context, export string) (nbd.Device, error) {
-	vol, snap, atSnap := strings.Cut(export, "@")
-	poolName, name, err := splitVolume(vol)
+	ref, err := volume.ParseRef(export)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", nbd.ErrUnknownExport, err)
 	}
-	p, err := e.c.Pool(poolName)
+	p, err := e.c.Pool(ref.Pool)
 	if errors.Is(err, client.ErrPoolNotFound) {
-		return nil, fmt.Errorf("%w: pool %q does not exist", nbd.ErrUnknownExport, poolName)
+		return nil, fmt.Errorf("%w: pool %q does not exist", nbd.ErrUnknownExport, ref.Pool)
 	}
 	if err != nil {
 		return nil, err
 	}
 	var v *volume.Volume
-	if atSnap {
-		v, err = volume.OpenSnap(ctx, p, name, snap) // read-only
+	if ref.Snap != "" {
+		v, err = volume.OpenSnap(ctx, p, ref.Name, ref.Snap) // read-only
 	} else {
-		v, err = volume.Open(ctx, p, name, volume.WithLog(e.logf))
+		v, err = volume.Open(ctx, p, ref.Name, volume.WithLog(e.logf))
 	}
 	if errors.Is(err, volume.ErrNotFound) || errors.Is(err, volume.ErrSnapNotFound) {
 		return nil, fmt.Errorf("%w: %v", nbd.ErrUnknownExport, err)
@@ -565,7 +608,8 @@ func (e volumeExports) List(ctx context.Context) ([]string, error) {
 // volumeDevice adapts a volume to nbd.Device.
 type volumeDevice struct{ v *volume.Volume }
 
-func (d volumeDevice) Size() uint64   { return d.v.Size }
+// Size follows resizes: IO past a shrunk end fails at once.
+func (d volumeDevice) Size() uint64   { return d.v.CurrentSize() }
 func (d volumeDevice) ReadOnly() bool { return d.v.ReadOnly() }
 func (d volumeDevice) Close() error   { return d.v.Close() }
 

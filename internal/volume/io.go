@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairn-storage/cairn/client"
@@ -13,28 +14,37 @@ import (
 // Volume is an open volume: reads and writes at byte offsets, spread over
 // its data objects. Every method may be called concurrently; a write returns
 // when every copy of every object it touched is durable. A volume opened at
-// a snapshot (OpenSnap) is read-only.
+// a snapshot (OpenSnap) is read-only. Info.Size is the size when opened;
+// CurrentSize follows resizes (see the package doc).
 type Volume struct {
 	Info
 	p        *client.Pool // reads: at the snapshot, if any
 	readOnly bool
 	snapName string  // the snapshot it was opened at
 	parent   *Volume // a clone's parent, read-only at its snapshot
-	overlap  uint64  // bytes of the clone that fall through to parent
+	// overlap is the bytes of the clone that fall through to parent; a
+	// shrink lowers it.
+	overlap atomic.Uint64
+	// size is the size IO is checked against, and why the volume cannot
+	// be used any more, if so (removed); set under mu held exclusively.
+	size atomic.Pointer[sizeState]
 
-	// Writers hold mu shared; a new snapshot number takes it exclusively,
-	// so no write under the old number is in flight once it is switched.
-	mu     sync.RWMutex
-	wp     *client.Pool // writes: carries the snapshot number
-	paused bool         // the snapshot-group registration is lost
-	// resumed is closed when a lost registration returns (nil while
+	// Writers hold mu shared; a new snapshot number or size takes it
+	// exclusively, so no write under the old one is in flight once it is
+	// switched.
+	mu         sync.RWMutex
+	wp         *client.Pool // writes: carries the snapshot number
+	paused     bool         // the snapshot-group registration is lost
+	sizePaused bool         // the size-group registration is lost
+	// resumed is closed when lost registrations return (nil while
 	// registered): writers wait on it.
-	resumed  chan struct{}
-	pausedAt time.Time
-	member   *client.SnapWriter // set under mu: its callback reads it
-	logf     func(format string, args ...any)
-	copied   sync.Map     // clone objects known to hold their own data
-	queues   objectQueues // writes waiting behind another to the same object
+	resumed    chan struct{}
+	pausedAt   time.Time
+	member     *client.SnapWriter // set under mu: its callback reads it
+	sizeMember *client.SnapWriter
+	logf       func(format string, args ...any)
+	copied     sync.Map     // clone objects known to hold their own data
+	queues     objectQueues // writes waiting behind another to the same object
 }
 
 // ErrReadOnly is returned for writes to a volume opened at a snapshot.
@@ -50,15 +60,26 @@ func WithLog(logf func(format string, args ...any)) Option {
 	return func(v *Volume) { v.logf = logf }
 }
 
+// sizeState is the size an open volume's IO is checked against.
+type sizeState struct {
+	size uint64
+	err  error // not nil: every IO fails with it (the volume is removed)
+}
+
 // Open opens a volume for reading and writing. It joins the volume's
 // snapshot group (Close leaves it), so snapshots taken while it is open
-// wait until its writes carry their number.
+// wait until its writes carry their number, and its size group, so resizes
+// reach it before they return.
 func Open(ctx context.Context, p *client.Pool, name string, opts ...Option) (*Volume, error) {
 	info, err := Stat(ctx, p, name)
 	if err != nil {
 		return nil, err
 	}
+	if info.Removing {
+		return nil, removing(p, name)
+	}
 	v := &Volume{Info: info, p: p, wp: p}
+	v.size.Store(&sizeState{size: info.Size})
 	for _, o := range opts {
 		o(v)
 	}
@@ -72,6 +93,21 @@ func Open(ctx context.Context, p *client.Pool, name string, opts ...Option) (*Vo
 	v.mu.Lock()
 	v.member = m
 	v.mu.Unlock()
+	// Joined after the header was read above: the join's first call of
+	// setSize reads it again, so a resize that did not wait for this
+	// writer recorded its size before, and is seen.
+	sm, err := p.Client().JoinSnapGroup(ctx, info.sizeGroup(), v.setSize)
+	if err != nil {
+		v.Close()
+		return nil, err
+	}
+	v.mu.Lock()
+	v.sizeMember = sm
+	v.mu.Unlock()
+	if st := v.size.Load(); st.err != nil {
+		v.Close()
+		return nil, st.err
+	}
 	return v, nil
 }
 
@@ -95,6 +131,7 @@ func OpenSnap(ctx context.Context, p *client.Pool, name, snap string) (*Volume, 
 			v.Parent = &par
 		}
 	}
+	v.size.Store(&sizeState{size: v.Size}) // no resize reaches a reader
 	if err := v.openParent(ctx); err != nil {
 		return nil, err
 	}
@@ -117,7 +154,7 @@ func (v *Volume) openParent(ctx context.Context) error {
 	if v.parent.ObjectSize != v.ObjectSize {
 		return fmt.Errorf("volume %s/%s: object size %d differs from its parent's %d", v.Pool, v.Name, v.ObjectSize, v.parent.ObjectSize)
 	}
-	v.overlap = min(v.Parent.Overlap, v.Size)
+	v.overlap.Store(min(v.Parent.Overlap, v.Size))
 	return nil
 }
 
@@ -125,11 +162,23 @@ func (v *Volume) openParent(ctx context.Context) error {
 // reading only.
 func (v *Volume) ReadOnly() bool { return v.readOnly }
 
-// Close leaves the snapshot group.
+// CurrentSize is the volume's size now: a resize while it is open changes
+// it (a removal makes it 0).
+func (v *Volume) CurrentSize() uint64 {
+	st := v.size.Load()
+	if st.err != nil {
+		return 0
+	}
+	return st.size
+}
+
+// Close leaves the snapshot and size groups.
 func (v *Volume) Close() error {
-	if v.member != nil {
-		v.member.Leave()
-		v.member = nil
+	for _, m := range []**client.SnapWriter{&v.member, &v.sizeMember} {
+		if *m != nil {
+			(*m).Leave()
+			*m = nil
+		}
 	}
 	return nil
 }
@@ -140,18 +189,80 @@ func (v *Volume) Close() error {
 func (v *Volume) setSnapSeq(seq uint64, ok bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	v.setPaused(&v.paused, !ok, "snapshot", v.member)
+	v.wp = v.p.WithSnapSeq(seq)
+}
+
+// setSize is the size group's callback: a resize or removal was recorded in
+// the header (or, if !ok, the registration is lost and writes wait). It
+// re-reads the header under mu held exclusively, so no write checked
+// against the old size is in flight after it.
+func (v *Volume) setSize(_ uint64, ok bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.setPaused(&v.sizePaused, !ok, "size", v.sizeMember)
+	if !ok {
+		return
+	}
+	st := v.readSize()
+	if old := v.size.Load(); old.err == nil && (st.err != nil || st.size != old.size) {
+		v.log("volume %s/%s: resized from %d to %d bytes while open%s", v.Pool, v.Name, old.size, st.size, errSuffix(st.err))
+	}
+	v.size.Store(st)
+}
+
+func errSuffix(err error) string {
+	if err == nil {
+		return ""
+	}
+	return ": " + err.Error()
+}
+
+// readSize reads the volume's size from its header, trying for a while.
+// If it cannot, the volume fails every IO from then on: a write checked
+// against a size that may be gone could land past the end.
+func (v *Volume) readSize() *sizeState {
+	var err error
+	for try := 0; try < 5; try++ {
+		if try > 0 {
+			time.Sleep(time.Duration(try) * 200 * time.Millisecond)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var info Info
+		info, err = Stat(ctx, v.p, v.Name)
+		cancel()
+		switch {
+		case errors.Is(err, ErrNotFound) || err == nil && info.ID != v.ID:
+			return &sizeState{err: fmt.Errorf("%w: %s/%s was removed while open", ErrNotFound, v.Pool, v.Name)}
+		case err == nil && info.Removing:
+			return &sizeState{err: fmt.Errorf("%w: %s/%s is being removed", ErrNotFound, v.Pool, v.Name)}
+		case err == nil:
+			if info.Parent != nil {
+				v.overlap.Store(min(v.overlap.Load(), info.Parent.Overlap))
+			}
+			return &sizeState{size: info.Size}
+		}
+	}
+	return &sizeState{err: fmt.Errorf("%w: %s/%s was resized, and reading its new size failed (%v): open it again", client.ErrUnavailable, v.Pool, v.Name, err)}
+}
+
+// setPaused records that the registration with group what is lost (or
+// back); writes wait while any registration is lost. The caller holds mu.
+func (v *Volume) setPaused(flag *bool, lost bool, what string, m *client.SnapWriter) {
+	was := v.paused || v.sizePaused
+	*flag = lost
+	now := v.paused || v.sizePaused
 	switch {
-	case !ok && !v.paused:
+	case now && !was:
 		v.resumed = make(chan struct{})
 		v.pausedAt = time.Now()
-		v.log("volume %s/%s: lost its snapshot-group registration with etcd (%v): writes wait for it to return, up to %v",
-			v.Pool, v.Name, v.member.Lost(), pausedWait)
-	case ok && v.paused:
+		v.log("volume %s/%s: lost its %s-group registration with etcd (%v): writes wait for it to return, up to %v",
+			v.Pool, v.Name, what, m.Lost(), pausedWait)
+	case !now && was:
 		close(v.resumed)
 		v.resumed = nil
-		v.log("volume %s/%s: snapshot-group registration back after %v: writes go on", v.Pool, v.Name, time.Since(v.pausedAt).Round(time.Millisecond))
+		v.log("volume %s/%s: %s-group registration back after %v: writes go on", v.Pool, v.Name, what, time.Since(v.pausedAt).Round(time.Millisecond))
 	}
-	v.wp, v.paused = v.p.WithSnapSeq(seq), !ok
 }
 
 func (v *Volume) log(format string, args ...any) {
@@ -175,7 +286,7 @@ func (v *Volume) writer(ctx context.Context) (*client.Pool, func(), error) {
 	var deadline <-chan time.Time
 	for {
 		v.mu.RLock()
-		if !v.paused {
+		if !v.paused && !v.sizePaused {
 			return v.wp, v.mu.RUnlock, nil
 		}
 		resumed := v.resumed
@@ -190,7 +301,7 @@ func (v *Volume) writer(ctx context.Context) (*client.Pool, func(), error) {
 		case <-ctx.Done():
 			return nil, nil, ctx.Err()
 		case <-deadline:
-			return nil, nil, fmt.Errorf("%w: %s/%s: lost its registration with etcd (%v), so a snapshot could miss its writes, and it did not return within %v", client.ErrUnavailable, v.Pool, v.Name, v.member.Lost(), pausedWait)
+			return nil, nil, fmt.Errorf("%w: %s/%s: lost its registration with etcd (%v), so a snapshot or resize could miss its writes, and it did not return within %v", client.ErrUnavailable, v.Pool, v.Name, errors.Join(v.member.Lost(), v.sizeMember.Lost()), pausedWait)
 		}
 	}
 }
@@ -198,7 +309,7 @@ func (v *Volume) writer(ctx context.Context) (*client.Pool, func(), error) {
 // inParent reports whether object index of a clone can fall through to
 // the parent.
 func (v *Volume) inParent(index uint64) bool {
-	return v.parent != nil && index*v.ObjectSize < v.overlap
+	return v.parent != nil && index*v.ObjectSize < v.overlap.Load()
 }
 
 // readObject reads [off, off+n) of object index; ok is false where neither
@@ -209,11 +320,11 @@ func (v *Volume) readObject(ctx context.Context, index, off, n uint64) (data []b
 		if !v.inParent(index) {
 			return nil, nil, false, nil
 		}
-		start := index*v.ObjectSize + off
-		if start >= v.overlap {
+		start, overlap := index*v.ObjectSize+off, v.overlap.Load()
+		if start >= overlap {
 			return nil, nil, false, nil
 		}
-		return v.parent.readObject(ctx, index, off, min(n, v.overlap-start))
+		return v.parent.readObject(ctx, index, off, min(n, overlap-start))
 	}
 	return data, release, err == nil, err
 }
@@ -227,7 +338,7 @@ func (v *Volume) statObject(ctx context.Context, index uint64) (uint64, bool, er
 			return 0, false, nil
 		}
 		size, ok, err := v.parent.statObject(ctx, index)
-		return min(size, v.overlap-index*v.ObjectSize), ok, err
+		return min(size, v.overlap.Load()-index*v.ObjectSize), ok, err
 	}
 	if err != nil {
 		return 0, false, err
@@ -252,7 +363,7 @@ func (v *Volume) copyUp(ctx context.Context, wp *client.Pool, index uint64) erro
 	} else if !errors.Is(err, client.ErrNotFound) {
 		return err
 	}
-	data, _, ok, err := v.parent.readObject(ctx, index, 0, min(v.ObjectSize, v.overlap-index*v.ObjectSize))
+	data, _, ok, err := v.parent.readObject(ctx, index, 0, min(v.ObjectSize, v.overlap.Load()-index*v.ObjectSize))
 	if err != nil {
 		return fmt.Errorf("copying %s/%s's parent data: %w", v.Pool, v.Name, err)
 	}
@@ -311,9 +422,15 @@ func (v *Volume) split(off, length uint64) []piece {
 	return out
 }
 
+// check refuses IO past the volume's current end. A write checks under
+// its writer lock, so a resize waits for it or it sees the resize.
 func (v *Volume) check(off, length uint64) error {
-	if end := off + length; end < off || end > v.Size {
-		return fmt.Errorf("%w: %d bytes at %d go past the end of %s/%s (%d bytes)", ErrInvalid, length, off, v.Pool, v.Name, v.Size)
+	st := v.size.Load()
+	if st.err != nil {
+		return st.err
+	}
+	if end := off + length; end < off || end > st.size {
+		return fmt.Errorf("%w: %d bytes at %d go past the end of %s/%s (%d bytes)", ErrInvalid, length, off, v.Pool, v.Name, st.size)
 	}
 	return nil
 }
@@ -404,14 +521,14 @@ func (v *Volume) ReadAt(ctx context.Context, b []byte, off uint64) error {
 
 // WriteAt writes b at off.
 func (v *Volume) WriteAt(ctx context.Context, b []byte, off uint64) error {
-	if err := v.check(off, uint64(len(b))); err != nil {
-		return err
-	}
 	wp, done, err := v.writer(ctx)
 	if err != nil {
 		return err
 	}
 	defer done()
+	if err := v.check(off, uint64(len(b))); err != nil {
+		return err
+	}
 	return parallel(v.split(off, uint64(len(b))), func(pc piece) error {
 		if err := v.copyUp(ctx, wp, pc.index); err != nil {
 			return err
@@ -424,14 +541,14 @@ func (v *Volume) WriteAt(ctx context.Context, b []byte, off uint64) error {
 // (the volume stays thin); partial ones are written with zeros, unless
 // punch is set and the object was never written.
 func (v *Volume) Zero(ctx context.Context, off, length uint64, punch bool) error {
-	if err := v.check(off, length); err != nil {
-		return err
-	}
 	wp, done, err := v.writer(ctx)
 	if err != nil {
 		return err
 	}
 	defer done()
+	if err := v.check(off, length); err != nil {
+		return err
+	}
 	return parallel(v.split(off, length), func(pc piece) error {
 		name := v.objectName(pc.index)
 		if pc.objOff == 0 && pc.n == v.ObjectSize && punch {
@@ -462,6 +579,11 @@ func (v *Volume) Zero(ctx context.Context, off, length uint64, punch bool) error
 // Trim frees the whole objects inside [off, off+length); partial objects
 // are left as they are (a trimmed range may read as anything).
 func (v *Volume) Trim(ctx context.Context, off, length uint64) error {
+	wp, done, err := v.writer(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
 	if err := v.check(off, length); err != nil {
 		return err
 	}
@@ -474,11 +596,6 @@ func (v *Volume) Trim(ctx context.Context, off, length uint64) error {
 	if len(whole) == 0 {
 		return nil
 	}
-	wp, done, err := v.writer(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
 	return parallel(whole, func(pc piece) error {
 		return v.removeObject(ctx, wp, pc.index)
 	})

@@ -78,40 +78,24 @@ func SnapRemove(ctx context.Context, p *client.Pool, name, snap string, progress
 	return info.trim(ctx, p, keep, progress)
 }
 
-// trim deletes the clones no snapshot in keep needs, on every object any
-// snapshot or the head can have.
+// trim deletes the clones no snapshot in keep needs, on every data object
+// (an object with clones keeps its head, so listing the heads finds them).
 func (i *Info) trim(ctx context.Context, p *client.Pool, keep []uint64, progress Progress) error {
-	n := i.objects(i.maxSize())
-	var done atomic.Uint64
-	return forEachObject(ctx, 0, n, func(idx uint64) error {
-		var err error
+	return i.eachDataObject(ctx, p, 0, progress, func(idx uint64) error {
 		if len(keep) == 0 && idx*i.ObjectSize >= i.Size {
 			// Past the end, an object only served snapshots: without a
 			// snapshot number the delete takes its clones too.
-			err = ignoreNotFound(p.Delete(ctx, i.objectName(idx)))
-		} else {
-			err = ignoreNotFound(p.TrimSnaps(ctx, i.objectName(idx), keep))
+			return ignoreNotFound(p.Delete(ctx, i.objectName(idx)))
 		}
-		if progress != nil {
-			progress(done.Add(1), n)
-		}
-		return err
+		return ignoreNotFound(p.TrimSnaps(ctx, i.objectName(idx), keep))
 	})
-}
-
-// maxSize is the largest size the volume has had in any snapshot.
-func (i *Info) maxSize() uint64 {
-	m := i.Size
-	for _, s := range i.Snaps {
-		m = max(m, s.Size)
-	}
-	return m
 }
 
 // Rollback makes a volume's data and size what they were at snapshot snap.
 // Only objects that changed since are rewritten (found from their
 // snapshot state, without reading data). Writers should be stopped first:
-// a write racing the rollback may land on either side of it.
+// a write racing the rollback may land on either side of it; open writers
+// take the snapshot's size before Rollback returns.
 func Rollback(ctx context.Context, p *client.Pool, name, snap string, progress Progress) error {
 	v, err := Open(ctx, p, name)
 	if err != nil {
@@ -126,19 +110,27 @@ func Rollback(ctx context.Context, p *client.Pool, name, snap string, progress P
 	if err != nil {
 		return err
 	}
+	if err := v.rollbackData(ctx, p, s, at, progress); err != nil {
+		return err
+	}
+	if err := p.OmapSet(ctx, headerPrefix+name, map[string][]byte{"size": fmt.Appendf(nil, "%d", s.Size)}); err != nil {
+		return err
+	}
+	if err := publishSize(ctx, p, &v.Info); err != nil {
+		return fmt.Errorf("%s/%s: rolled back to %q, but its size %w", p.Name(), name, snap, err)
+	}
+	return nil
+}
+
+// rollbackData rewrites the objects that changed since snapshot s as at
+// reads them.
+func (v *Volume) rollbackData(ctx context.Context, p *client.Pool, s Snap, at *Volume, progress Progress) error {
 	wp, done, err := v.writer(ctx)
 	if err != nil {
 		return err
 	}
 	defer done()
-	n := v.objects(v.maxSize())
-	var count atomic.Uint64
-	err = forEachObject(ctx, 0, n, func(idx uint64) error {
-		defer func() {
-			if progress != nil {
-				progress(count.Add(1), n)
-			}
-		}()
+	return v.eachDataObject(ctx, p, 0, progress, func(idx uint64) error {
 		obj := v.objectName(idx)
 		set, _, err := p.Snaps(ctx, obj)
 		if errors.Is(err, client.ErrNotFound) {
@@ -161,10 +153,6 @@ func Rollback(ctx context.Context, p *client.Pool, name, snap string, progress P
 		}
 		return ignoreNotFound(wp.Delete(ctx, obj))
 	})
-	if err != nil {
-		return err
-	}
-	return p.OmapSet(ctx, headerPrefix+name, map[string][]byte{"size": fmt.Appendf(nil, "%d", s.Size)})
 }
 
 // Clone makes volume dst in dstPool from snapshot snap of volume src: it
@@ -218,7 +206,7 @@ func Flatten(ctx context.Context, p *client.Pool, name string, progress Progress
 	if err != nil {
 		return err
 	}
-	n := v.objects(v.overlap)
+	n := v.objects(v.overlap.Load())
 	var count atomic.Uint64
 	err = forEachObject(ctx, 0, n, func(idx uint64) error {
 		err := v.copyUp(ctx, wp, idx)

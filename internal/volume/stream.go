@@ -473,7 +473,7 @@ func ImportDiff(ctx context.Context, p *client.Pool, r io.Reader, name string, p
 		}
 	}()
 	if h.Size > info.Size {
-		if _, err := Resize(ctx, p, name, h.Size); err != nil {
+		if _, err := Resize(ctx, p, name, h.Size, false); err != nil {
 			return Info{}, err
 		}
 	}
@@ -502,8 +502,12 @@ func ImportDiff(ctx context.Context, p *client.Pool, r io.Reader, name string, p
 			progress(min(rec.offset+uint64(rec.length), h.Size), h.Size)
 		}
 	}
+	if progress != nil {
+		progress(h.Size, h.Size) // the whole stream is applied
+	}
 	if h.Size < v.Size {
-		if _, err := Resize(ctx, p, name, h.Size); err != nil {
+		// This import is the volume's writer: the shrink is its own.
+		if _, err := Resize(ctx, p, name, h.Size, true); err != nil {
 			return Info{}, err
 		}
 	}
@@ -531,7 +535,7 @@ func unchangedSince(ctx context.Context, p *client.Pool, info *Info, s Snap) err
 	if err != nil {
 		return err
 	}
-	return forEachObject(ctx, 0, info.objects(info.Size), func(idx uint64) error {
+	return info.eachDataObject(ctx, p, 0, nil, func(idx uint64) error {
 		set, _, err := p.Snaps(ctx, info.objectName(idx))
 		if errors.Is(err, client.ErrNotFound) {
 			return nil
@@ -580,7 +584,7 @@ func Import(ctx context.Context, p *client.Pool, r io.Reader, name string, progr
 	}
 	defer func() {
 		if err != nil {
-			if rerr := Remove(context.WithoutCancel(ctx), p, name); rerr != nil {
+			if rerr := Remove(context.WithoutCancel(ctx), p, name, true); rerr != nil {
 				err = fmt.Errorf("%w (and removing the partly imported volume failed: %v)", err, rerr)
 			}
 		}

@@ -12,10 +12,22 @@
 //	vol.<id>.<index, 16 hex> data objects; absent = zeros (or, in a clone,
 //	                         the parent snapshot's data)
 //
+// These names belong to this package (ReservedObject); `cairn obj` refuses
+// to put or remove them.
+//
 // Snapshots are copy-on-write at object granularity, done by the OSDs (see
 // client.WithSnapSeq): a snapshot is a number from the volume's snapshot
 // group in etcd, and every open writer joins that group, so a snapshot
 // counts only once every writer sends its number.
+//
+// Every open writer also joins the volume's size group, the same mechanism
+// with a number of its own: a resize or removal records the new size (or
+// the removal) in the header, then bumps that number, which returns only
+// once every writer has re-read the header under its exclusive lock. From
+// then on no writer has a write past the new end in flight or accepts one,
+// so the data objects past the end can be deleted without a racing write
+// bringing one back. The size group also counts the open writers, so a
+// shrink or removal under a connected client is refused unless forced.
 package volume
 
 import (
@@ -31,6 +43,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairn-storage/cairn/client"
@@ -45,6 +58,11 @@ const (
 	DefaultObjectSize = 4 << 20
 	minObjectSize     = 64 << 10
 	maxObjectSize     = 64 << 20
+
+	// MaxSize bounds a volume's size: 1 PiB, 2^28 objects of the default
+	// size. Removal and resizing cost what the volume holds, but export,
+	// diffs and clones still visit every object of the nominal size.
+	MaxSize = 1 << 50
 )
 
 // Errors.
@@ -54,6 +72,9 @@ var (
 	ErrSnapNotFound = errors.New("snapshot does not exist")
 	ErrSnapExists   = errors.New("snapshot exists")
 	ErrInvalid      = errors.New("invalid volume request")
+	// ErrInUse refuses a shrink or removal while writers have the volume
+	// open (an NBD client, say); force overrides it.
+	ErrInUse = errors.New("volume is in use")
 )
 
 var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
@@ -69,6 +90,9 @@ type Info struct {
 	Snaps      []Snap    `json:"snapshots,omitempty"` // by ascending ID
 	Parent     *Parent   `json:"parent,omitempty"`
 	Children   []Child   `json:"children,omitempty"`
+	// Removing is set while `volume rm` deletes the data: the volume can
+	// no longer be opened, and rm finishes what a cut-short rm left.
+	Removing bool `json:"removing,omitempty"`
 
 	poolID uint32
 }
@@ -120,6 +144,22 @@ func (i *Info) snap(name string) (Snap, bool) {
 // group is the volume's snapshot group in etcd.
 func (i *Info) group() string { return fmt.Sprintf("vol/%d/%s", i.poolID, i.ID) }
 
+// sizeGroup is the volume's size group in etcd (see the package doc). Its
+// name must not start with group()+"/": a group's writers are the keys
+// under its name.
+func (i *Info) sizeGroup() string { return fmt.Sprintf("volsize/%d/%s", i.poolID, i.ID) }
+
+// checkSize validates a volume size.
+func checkSize(size uint64) error {
+	if size == 0 || size%512 != 0 {
+		return fmt.Errorf("%w: size %d: want a positive multiple of 512 bytes", ErrInvalid, size)
+	}
+	if size > MaxSize {
+		return fmt.Errorf("%w: size %d bytes is larger than the largest volume, 1 PiB (%d bytes)", ErrInvalid, size, uint64(MaxSize))
+	}
+	return nil
+}
+
 // Create makes a thin volume: nothing but its header is written.
 func Create(ctx context.Context, p *client.Pool, name string, size, objectSize uint64) (Info, error) {
 	return create(ctx, p, name, size, objectSize, nil)
@@ -136,8 +176,8 @@ func create(ctx context.Context, p *client.Pool, name string, size, objectSize u
 	if objectSize < minObjectSize || objectSize > maxObjectSize || objectSize&(objectSize-1) != 0 {
 		return Info{}, fmt.Errorf("%w: object size %d: want a power of two from 64 KiB to 64 MiB", ErrInvalid, objectSize)
 	}
-	if size == 0 || size%512 != 0 {
-		return Info{}, fmt.Errorf("%w: size %d: want a positive multiple of 512 bytes", ErrInvalid, size)
+	if err := checkSize(size); err != nil {
+		return Info{}, err
 	}
 	var idb [8]byte
 	rand.Read(idb[:])
@@ -200,6 +240,7 @@ func Stat(ctx context.Context, p *client.Pool, name string) (Info, error) {
 		return Info{}, fmt.Errorf("volume %s/%s: damaged header", p.Name(), name)
 	}
 	info.Created, _ = time.Parse(time.RFC3339, string(kv["created"]))
+	_, info.Removing = kv[removingKey]
 	for k, v := range kv {
 		var err error
 		switch {
@@ -228,9 +269,10 @@ func Stat(ctx context.Context, p *client.Pool, name string) (Info, error) {
 
 // Header keys beyond the fixed ones.
 const (
-	snapKey   = "snap."
-	childKey  = "child."
-	parentKey = "parent"
+	snapKey     = "snap."
+	childKey    = "child."
+	parentKey   = "parent"
+	removingKey = "removing"
 )
 
 // List returns the volumes of a pool, by name.
@@ -316,58 +358,162 @@ func forEachObject(ctx context.Context, from, to uint64, fn func(uint64) error) 
 	return first
 }
 
-// Resize changes a volume's size; shrinking deletes the data beyond it
-// (snapshots keep theirs).
-func Resize(ctx context.Context, p *client.Pool, name string, size uint64) (Info, error) {
-	if size == 0 || size%512 != 0 {
-		return Info{}, fmt.Errorf("%w: size %d: want a positive multiple of 512 bytes", ErrInvalid, size)
+// Resize changes a volume's size. Open writers (NBD connections) learn
+// the new size before Resize returns: their IO past the end fails from
+// then on. Shrinking deletes the data past the new end (snapshots keep
+// theirs) and is refused while writers have the volume open, unless force:
+// an NBD client cannot be told that its disk shrank, and a guest's file
+// system past the new end would be lost. Resizing to the current size
+// again finishes a shrink that was cut short.
+func Resize(ctx context.Context, p *client.Pool, name string, size uint64, force bool) (Info, error) {
+	if err := checkSize(size); err != nil {
+		return Info{}, err
 	}
-	v, err := Open(ctx, p, name)
+	info, err := Stat(ctx, p, name)
 	if err != nil {
 		return Info{}, err
 	}
-	defer v.Close()
+	if info.Removing {
+		return Info{}, removing(p, name)
+	}
+	if size < info.Size && !force {
+		if err := refuseInUse(ctx, p, &info, "shrinking it would cut the disk under them", "their IO past the new end then fails"); err != nil {
+			return Info{}, err
+		}
+	}
 	header := map[string][]byte{"size": []byte(strconv.FormatUint(size, 10))}
-	if v.Parent != nil && size < v.Parent.Overlap {
+	if info.Parent != nil && size < info.Parent.Overlap {
 		// Growing again later reads zeros there, not the parent.
-		par := *v.Parent
+		par := *info.Parent
 		par.Overlap = size
 		b, _ := json.Marshal(par)
 		header[parentKey] = b
 	}
-	// Record the smaller size first: data beyond it is then unreachable
-	// even if the deletes below are cut short.
+	// Record the new size first, then have every writer take it: data
+	// beyond it is then unreachable even if the deletes below are cut
+	// short, and no write can bring it back.
 	if err := p.OmapSet(ctx, headerPrefix+name, header); err != nil {
 		return Info{}, err
 	}
-	if size < v.Size {
-		wp, done, err := v.writer(ctx)
-		if err != nil {
-			return Info{}, err
-		}
-		defer done()
-		last := size / v.ObjectSize
-		if tail := size % v.ObjectSize; tail != 0 {
-			if err := v.copyUp(ctx, wp, last); err != nil {
-				return Info{}, err
-			}
-			if err := wp.Truncate(ctx, v.objectName(last), tail); err != nil {
-				return Info{}, err
-			}
-			last++
-		}
-		if err := forEachObject(ctx, last, v.objects(v.Size), func(i uint64) error {
-			return ignoreNotFound(wp.Delete(ctx, v.objectName(i)))
-		}); err != nil {
+	if err := publishSize(ctx, p, &info); err != nil {
+		return Info{}, fmt.Errorf("%s/%s: the new size is recorded, but %w: run the resize again to delete the data past the end", p.Name(), name, err)
+	}
+	if size <= info.Size {
+		if err := cutTail(ctx, p, name, size); err != nil {
 			return Info{}, err
 		}
 	}
 	return Stat(ctx, p, name)
 }
 
+// removing is the error for a volume whose removal has begun.
+func removing(p *client.Pool, name string) error {
+	return fmt.Errorf("%w: %s/%s is being removed: run cairn volume rm %s/%s again to finish", ErrNotFound, p.Name(), name, p.Name(), name)
+}
+
+// refuseInUse returns ErrInUse if writers have the volume open.
+func refuseInUse(ctx context.Context, p *client.Pool, info *Info, harm, forced string) error {
+	// Every writer joins the snapshot group (writers of older builds too,
+	// which do not know the size group).
+	n, err := p.Client().SnapWriters(ctx, info.group())
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s/%s is open for writing by %d client(s) (NBD connections, imports, flattens): %s; disconnect them first, or use --force (%s)",
+		ErrInUse, info.Pool, info.Name, n, harm, forced)
+}
+
+// publishSize has every open writer of the volume re-read its header, and
+// returns once none has a write in flight under the size it had before.
+func publishSize(ctx context.Context, p *client.Pool, info *Info) error {
+	if _, err := p.Client().NextSnap(ctx, info.sizeGroup(), snapWait); err != nil {
+		return fmt.Errorf("not every open writer took it: %w", err)
+	}
+	return nil
+}
+
+// cutTail deletes the data at and past size: the last object is truncated
+// at the end, every data object after it is deleted (listed, so objects a
+// cut-short shrink left behind go too). Snapshots keep their data.
+func cutTail(ctx context.Context, p *client.Pool, name string, size uint64) error {
+	v, err := Open(ctx, p, name)
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	wp, done, err := v.writer(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	last := size / v.ObjectSize
+	if tail := size % v.ObjectSize; tail != 0 {
+		if err := v.truncateObject(ctx, wp, last, tail); err != nil {
+			return err
+		}
+		last++
+	}
+	return v.eachDataObject(ctx, v.p, last, nil, func(i uint64) error {
+		return ignoreNotFound(wp.Delete(ctx, v.objectName(i)))
+	})
+}
+
+// truncateObject cuts object index at size bytes, if it holds more (in a
+// clone, after copying the parent's data in).
+func (v *Volume) truncateObject(ctx context.Context, wp *client.Pool, index, size uint64) error {
+	if v.inParent(index) {
+		if err := v.copyUp(ctx, wp, index); err != nil {
+			return err
+		}
+	}
+	st, err := v.p.Stat(ctx, v.objectName(index))
+	if errors.Is(err, client.ErrNotFound) || err == nil && st.Size <= size {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return wp.Truncate(ctx, v.objectName(index), size)
+}
+
+// eachDataObject runs fn, 16 at a time, on every data object of the volume
+// that exists with an index from from on: the pool's listing finds them, so
+// the cost follows what the volume holds, not its nominal size. progress,
+// if set, counts the objects done.
+func (i *Info) eachDataObject(ctx context.Context, p *client.Pool, from uint64, progress Progress, fn func(uint64) error) error {
+	prefix := "vol." + i.ID + "."
+	var idx []uint64
+	err := p.ListPrefix(ctx, prefix, func(name string) error {
+		n, err := strconv.ParseUint(name[len(prefix):], 16, 64)
+		if err != nil || len(name) != len(prefix)+16 {
+			return nil // not a data object of this volume (no writer makes such a name)
+		}
+		if n >= from {
+			idx = append(idx, n)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var done atomic.Uint64
+	return forEachObject(ctx, 0, uint64(len(idx)), func(k uint64) error {
+		err := fn(idx[k])
+		if progress != nil {
+			progress(done.Add(1), uint64(len(idx)))
+		}
+		return err
+	})
+}
+
 // Remove deletes a volume and all its data. A volume with snapshots is
-// refused: they are removed first, one by one, on purpose.
-func Remove(ctx context.Context, p *client.Pool, name string) error {
+// refused: they are removed first, one by one, on purpose. So is a volume
+// open for writing, unless force: then its writers' IO fails from the
+// moment the removal begins. A removal cut short is finished by the next.
+func Remove(ctx context.Context, p *client.Pool, name string, force bool) error {
 	info, err := Stat(ctx, p, name)
 	if err != nil {
 		return err
@@ -379,8 +525,21 @@ func Remove(ctx context.Context, p *client.Pool, name string) error {
 		}
 		return fmt.Errorf("%w: %s/%s has snapshots %s: remove them first (cairn volume snap rm)", ErrInvalid, p.Name(), name, strings.Join(names, ", "))
 	}
+	if !force {
+		if err := refuseInUse(ctx, p, &info, "removing it would pull the disk from under them", "all their IO then fails"); err != nil {
+			return err
+		}
+	}
+	if !info.Removing {
+		if err := p.OmapSet(ctx, headerPrefix+name, map[string][]byte{removingKey: []byte("1")}); err != nil {
+			return err
+		}
+	}
+	if err := publishSize(ctx, p, &info); err != nil {
+		return fmt.Errorf("%s/%s: the removal has begun, but %w: run cairn volume rm again to finish it", p.Name(), name, err)
+	}
 	// Without a snapshot number a delete also removes every clone.
-	if err := forEachObject(ctx, 0, info.objects(info.Size), func(i uint64) error {
+	if err := info.eachDataObject(ctx, p, 0, nil, func(i uint64) error {
 		return ignoreNotFound(p.Delete(ctx, info.objectName(i)))
 	}); err != nil {
 		return err
@@ -395,8 +554,10 @@ func Remove(ctx context.Context, p *client.Pool, name string) error {
 	if err := ignoreNotFound(p.Delete(ctx, headerPrefix+name)); err != nil {
 		return err
 	}
-	if err := p.Client().DeleteSnapGroup(ctx, info.group()); err != nil {
-		return err
+	for _, g := range []string{info.group(), info.sizeGroup()} {
+		if err := p.Client().DeleteSnapGroup(ctx, g); err != nil {
+			return err
+		}
 	}
 	return ignoreNotFound(p.OmapRm(ctx, directoryObject, name))
 }
