@@ -49,6 +49,20 @@ func (s *Store) noteIndexCorruption(info pebble.DataCorruptionInfo) {
 	}
 }
 
+// noteBackgroundError is pebble's BackgroundError event. Damage met by a
+// compaction is kept like noteIndexCorruption's, and logged once: pebble
+// retries the compaction and would log the same error many times a second.
+func (s *Store) noteBackgroundError(err error) {
+	if !pebble.IsCorruptionError(err) {
+		quietLogger{}.Errorf("background error: %v", err)
+		return
+	}
+	e := s.damaged(err)
+	if s.indexDamage.CompareAndSwap(nil, e) {
+		quietLogger{}.Errorf("%v", e)
+	}
+}
+
 // indexError turns an error from opening or reading the index into an
 // IndexCorruptionError when it is pebble's corruption class, naming the
 // file if pebble did.
@@ -61,7 +75,7 @@ func (s *Store) indexError(err error) error {
 
 // damaged returns an IndexCorruptionError for err, naming the file if
 // pebble did.
-func (s *Store) damaged(err error) error {
+func (s *Store) damaged(err error) *IndexCorruptionError {
 	e := &IndexCorruptionError{Dir: s.opts.MetaDir, Err: err}
 	if info := pebble.ExtractDataCorruptionInfo(err); info != nil {
 		e.File = filepath.Base(info.Path)

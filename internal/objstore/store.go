@@ -282,7 +282,7 @@ func Open(o Options) (*Store, error) {
 		DisableWAL:   true, // the commit log is the WAL (commitlog.go)
 		// Damage is refused at Open and reported by VerifyIndex, not a
 		// crash of whichever goroutine met it (indexcheck.go).
-		EventListener: &pebble.EventListener{DataCorruption: s.noteIndexCorruption},
+		EventListener: &pebble.EventListener{DataCorruption: s.noteIndexCorruption, BackgroundError: s.noteBackgroundError},
 	}
 	// Object data (inline objects, journal records) rarely compresses;
 	// decompressing it cost a tenth of an OSD's CPU on small reads.
