@@ -422,7 +422,7 @@ func refuseInUse(ctx context.Context, p *client.Pool, info *Info, harm, forced s
 	if n == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: %s/%s is open for writing by %d client(s) (NBD connections, imports, flattens): %s; disconnect them first, or use --force (%s)",
+	return fmt.Errorf("%w: %s/%s is open for writing by %d client(s) (NBD connections, imports, flattens; one that crashed counts for 10 s more): %s; disconnect them first, or use --force (%s)",
 		ErrInUse, info.Pool, info.Name, n, harm, forced)
 }
 
