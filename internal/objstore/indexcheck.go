@@ -109,8 +109,8 @@ func (s *Store) VerifyIndex(ctx context.Context) error {
 
 // checkTables opens every live sstable of the index, reading its footer,
 // properties and index blocks, and with all also checks every block's
-// checksum. A file missing is damage at Open (all false), but only a file
-// compacted away meanwhile for VerifyIndex.
+// checksum. A file that is missing is damage only while the index still
+// lists it: compactions go on meanwhile, and remove the files they replace.
 func (s *Store) checkTables(ctx context.Context, all bool) error {
 	if e := s.indexDamage.Load(); e != nil {
 		return e
@@ -146,11 +146,28 @@ func (s *Store) checkTables(ctx context.Context, all bool) error {
 	return nil
 }
 
+// tableLive reports whether the index lists the sstable called name now
+// (and true if it cannot tell).
+func (s *Store) tableLive(name string) bool {
+	var levels [][]pebble.SSTableInfo
+	if s.guardIndex(func() (err error) { levels, err = s.db.SSTables(); return err }) != nil {
+		return true
+	}
+	for _, level := range levels {
+		for _, t := range level {
+			if t.BackingSSTNum.String()+".sst" == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // checkTable opens one sstable and, with all, verifies every block of it.
 func (s *Store) checkTable(ctx context.Context, name string, all bool) (err error) {
 	path := s.fs.PathJoin(s.opts.MetaDir, name)
 	f, err := s.fs.Open(path)
-	if errors.Is(err, os.ErrNotExist) && all {
+	if errors.Is(err, os.ErrNotExist) && !s.tableLive(name) {
 		return nil // compacted away since the listing
 	}
 	if err != nil {
