@@ -131,6 +131,9 @@ func statusErr(op, pool, obj string, r *proto.Response) error {
 	if obj == "" {
 		return fmt.Errorf("%s %s: %w: %s", op, pool, base, r.Message)
 	}
+	if r.Status == proto.StatusNotFound && r.Message == proto.MsgNoSuchObject {
+		return fmt.Errorf("%s %s/%s: %w: object %q does not exist in pool %q (cairn obj ls %s lists them)", op, pool, obj, base, obj, pool, pool)
+	}
 	return fmt.Errorf("%s %s/%s: %w: %s", op, pool, obj, base, r.Message)
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cairn-storage/cairn/client"
+	"github.com/cairn-storage/cairn/internal/clustermap"
 )
 
 // TestDiskFull gives osd.0 a small filesystem of its own (tmpfs) and fills
@@ -129,5 +130,112 @@ func TestDiskFull(t *testing.T) {
 			t.Fatalf("writes to osd.0 still fail after deleting half its objects: %v", err)
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// TestBackfillStopsBeforeFull: osd.1 is taken out, and its data moves to
+// osd.0 (the other OSD of its host), whose small disk cannot hold both.
+// Backfill stops at the backfill-full mark, counted against the space the
+// store's reserve leaves, and status says so; client writes meanwhile
+// succeed or fail at once naming the full OSD, never hang; deleting data
+// frees osd.0 and backfill completes.
+func TestBackfillStopsBeforeFull(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a small tmpfs")
+	}
+	dir := filepath.Join(t.TempDir(), "dev")
+	small := filepath.Join(dir, "osd.0")
+	if err := os.MkdirAll(small, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=320m", "tmpfs", small).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", small).Run() })
+	c := startCluster(t, clusterOpts{dir: dir})
+	ctx := context.Background()
+	p := c.pool("default")
+	ms := c.metaStore()
+	ratio := func() float64 {
+		st, err := ms.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st[0].UsedRatio
+	}
+
+	// Fill until osd.0 is a bit over half full: it cannot take osd.1's share too.
+	var names []string
+	for i := 0; ratio() < 0.55; i++ {
+		if i == 400 {
+			t.Fatalf("osd.0 only %.0f%% full after %d objects", ratio()*100, i)
+		}
+		name := fmt.Sprintf("fill-%04d", i)
+		if err := p.Put(ctx, name, payload(name, 0, 2<<20)); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, name)
+		if i%10 == 9 {
+			time.Sleep(2 * time.Second) // stats are published every 2 s
+		}
+	}
+	t.Logf("%d objects of 2 MiB: osd.0 %.0f%% full", len(names), ratio()*100)
+
+	c.kill("osd.1")
+	if _, err := c.cli(nil, "osd", "out", "1"); err != nil {
+		t.Fatal(err)
+	}
+	worst := 0.0
+	deadline := time.Now().Add(90 * time.Second)
+	c.waitStatus(90*time.Second, "OSD_BACKFILLFULL naming osd.0", func(st map[string]any, raw string) bool {
+		worst = max(worst, ratio())
+		return strings.Contains(raw, "OSD_BACKFILLFULL") && strings.Contains(raw, "osd.0 is")
+	})
+	// Backfill has stopped, well before the store's reserve.
+	time.Sleep(5 * time.Second)
+	worst = max(worst, ratio())
+	if worst >= clustermap.FullRatio {
+		t.Fatalf("backfill filled osd.0 to %.1f%%, past the full mark", worst*100)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "osd.0.log")); strings.Contains(string(b), "osd disk full") {
+		t.Fatalf("backfill made osd.0's store refuse a write for lack of space:\n%s", b)
+	}
+	// Overwrites of objects osd.0 lacks copy them there first: allowed
+	// until osd.0 is full, then refused at once with a reason.
+	var refused error
+	for i, name := range names {
+		if time.Now().After(deadline) || refused != nil {
+			break
+		}
+		if !slices.Contains(actingOf(t, c, "default", name), 0) {
+			continue
+		}
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		start := time.Now()
+		err := p.Put(wctx, name, payload(name, i, 2<<20))
+		cancel()
+		if took := time.Since(start); took > 15*time.Second {
+			t.Fatalf("a write waited %v with osd.0 nearly full: %v", took, err)
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, client.ErrNoSpace) && strings.Contains(err.Error(), "osd.0") && strings.Contains(err.Error(), "full"):
+			refused = err
+		default:
+			t.Fatalf("write %s with osd.0 nearly full: want success or a refusal naming osd.0 as full, got %v", name, err)
+		}
+		worst = max(worst, ratio())
+	}
+	t.Logf("osd.0 at most %.0f%% full during backfill; client write refused: %v", worst*100, refused)
+
+	// Deleting most data frees osd.0 and backfill completes.
+	for _, name := range names[:len(names)*3/4] {
+		if err := p.Delete(ctx, name); err != nil {
+			t.Fatalf("delete %s: %v", name, err)
+		}
+	}
+	c.waitHealthy(120*time.Second, "after deleting data")
+	if r := ratio(); r >= 0.85 {
+		t.Fatalf("osd.0 still %.0f%% full after deleting three quarters of the data", r*100)
 	}
 }

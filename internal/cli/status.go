@@ -23,8 +23,9 @@ const (
 
 // Usage thresholds of an OSD's disk.
 const (
-	nearFullRatio = clustermap.NearFullRatio
-	fullRatio     = clustermap.FullRatio
+	nearFullRatio     = clustermap.NearFullRatio
+	backfillFullRatio = clustermap.BackfillFullRatio
+	fullRatio         = clustermap.FullRatio
 )
 
 // Check is one health finding in plain words.
@@ -213,25 +214,38 @@ func computeStatus(m *clustermap.Map, stats map[clustermap.OSDID]meta.OSDStats, 
 			Summary: fmt.Sprintf("recovery on %d OSD(s) has made no progress for over %s; it keeps retrying by itself, the detail says what fails", len(stalled), recoveryStallAfter),
 			Detail:  stalled})
 	}
-	var full, nearfull []string
+	st.Used, st.Total = usageTotals(stats)
+	var full, bfull, nearfull []string
 	for id, s := range stats {
-		st.Used += s.UsedBytes
-		st.Total += s.TotalBytes
 		if s.TotalBytes <= 0 {
 			continue
 		}
-		r := float64(s.UsedBytes) / float64(s.TotalBytes)
-		line := fmt.Sprintf("%s is %.0f%% full (%s free)", id, r*100, humanBytes(s.FreeBytes))
-		if r >= fullRatio {
+		r := s.UsedRatio
+		if r == 0 { // published by an older OSD
+			r = float64(s.UsedBytes) / float64(s.TotalBytes)
+		}
+		var flagged clustermap.OSD // the flags the OSD set in the map
+		if o, ok := m.OSD(id); ok {
+			flagged = *o
+		}
+		line := fmt.Sprintf("%s is %.0f%% full (%s free, of which the store keeps its reserve)", id, r*100, humanBytes(s.FreeBytes))
+		switch {
+		case r >= fullRatio || flagged.Full:
 			full = append(full, line)
-		} else if r >= nearFullRatio {
+		case r >= backfillFullRatio || flagged.BackfillFull:
+			bfull = append(bfull, line)
+		case r >= nearFullRatio:
 			nearfull = append(nearfull, line)
 		}
 	}
 	sort.Strings(full)
+	sort.Strings(bfull)
 	sort.Strings(nearfull)
 	if len(full) > 0 {
-		add(Check{Code: "OSD_FULL", Severity: healthErr, Summary: fmt.Sprintf("%d OSD(s) full: new writes to their placement groups are refused (reads, deletes and recovery go on); delete data or add OSDs", len(full)), Detail: full})
+		add(Check{Code: "OSD_FULL", Severity: healthErr, Summary: fmt.Sprintf("%d OSD(s) full: new writes to their placement groups are refused (reads and deletes go on); delete data, add OSDs, or mark a full OSD out", len(full)), Detail: full})
+	}
+	if len(bfull) > 0 {
+		add(Check{Code: "OSD_BACKFILLFULL", Severity: healthWarn, Summary: fmt.Sprintf("%d OSD(s) over %.0f%% full: recovery and backfill stop copying data to them, so their placement groups stay degraded; delete data, add OSDs, or mark one out", len(bfull), backfillFullRatio*100), Detail: bfull})
 	}
 	if len(nearfull) > 0 {
 		add(Check{Code: "OSD_NEARFULL", Severity: healthWarn, Summary: fmt.Sprintf("%d OSD(s) nearly full (over %.0f%%): add capacity soon", len(nearfull), nearFullRatio*100), Detail: nearfull})
@@ -261,6 +275,23 @@ func computeStatus(m *clustermap.Map, stats map[clustermap.OSDID]meta.OSDStats, 
 		add(Check{Code: "OBJECT_REPAIRED", Severity: healthWarn, Summary: fmt.Sprintf("%d object copy(ies) failed their checksum on read; good copies were served from replicas and repaired, or left for scrub where noted: check the disks of the OSDs named", len(repaired)), Detail: clip(repaired)})
 	}
 	return st
+}
+
+// usageTotals adds up the OSDs' disks, each filesystem once however many
+// OSDs share it.
+func usageTotals(stats map[clustermap.OSDID]meta.OSDStats) (used, total int64) {
+	seen := map[string]bool{}
+	for _, s := range stats {
+		if s.Filesystem != "" {
+			if seen[s.Filesystem] {
+				continue
+			}
+			seen[s.Filesystem] = true
+		}
+		used += s.UsedBytes
+		total += s.TotalBytes
+	}
+	return used, total
 }
 
 // recoveryStallAfter is how long recovery may go without progress before

@@ -140,15 +140,16 @@ func TestStatusInactiveIsError(t *testing.T) {
 
 func TestStatusFullAndCorruption(t *testing.T) {
 	stats := map[clustermap.OSDID]meta.OSDStats{
-		0: {TotalBytes: 100, UsedBytes: 90, FreeBytes: 10},
+		0: {TotalBytes: 100, UsedBytes: 87, FreeBytes: 13},
 		1: {TotalBytes: 100, UsedBytes: 96, FreeBytes: 4},
 		2: {TotalBytes: 100, UsedBytes: 10, FreeBytes: 90},
+		3: {TotalBytes: 100, UsedBytes: 91, FreeBytes: 9},
 	}
 	reports := []meta.Report{
 		{Kind: "corruption", OSD: 2, PG: "1.a", Object: "o1", Detail: "crc mismatch; repaired from osd.4", Count: 1},
 	}
 	st := computeStatus(testMap(), stats, reports, time.Now())
-	if find(st, "OSD_NEARFULL") == nil || find(st, "OSD_FULL") == nil || find(st, "OBJECT_REPAIRED") == nil {
+	if find(st, "OSD_NEARFULL") == nil || find(st, "OSD_BACKFILLFULL") == nil || find(st, "OSD_FULL") == nil || find(st, "OBJECT_REPAIRED") == nil {
 		t.Fatalf("missing checks: %+v", st.Checks)
 	}
 	if st.Health != healthErr {
@@ -217,5 +218,40 @@ func TestStatusRecoveryStalled(t *testing.T) {
 		if c := find(computeStatus(m, stats, nil, now), "RECOVERY_STALLED"); c != nil {
 			t.Fatalf("recovery %+v is not stalled, got %+v", w, c)
 		}
+	}
+}
+
+// Full and nearly full count the space the store lets writes use: a disk
+// with 10% free is full when the store keeps those 10% as its reserve.
+func TestStatusFullCountsTheReserve(t *testing.T) {
+	const gib = 1 << 30
+	total, free, reserve := int64(10*gib), int64(gib+gib/20), int64(gib)
+	r := clustermap.UsedRatio(total, free, reserve)
+	stats := map[clustermap.OSDID]meta.OSDStats{0: {TotalBytes: total, UsedBytes: total - free, FreeBytes: free, UsedRatio: r}}
+	st := computeStatus(testMap(), stats, nil, time.Now())
+	if c := find(st, "OSD_FULL"); c == nil || !strings.Contains(c.Detail[0], "osd.0 is 99% full") {
+		t.Fatalf("an OSD with 5%% of a 10 GiB disk left beyond its 1 GiB reserve (ratio %.3f): want OSD_FULL at 99%%, got %+v", r, st.Checks)
+	}
+	for _, c := range []struct {
+		total, free, reserve int64
+		want                 float64
+	}{{100, 50, 0, 0.5}, {100, 50, 50, 1}, {100, 60, 20, 0.5}, {100, 100, 200, 1}, {0, 0, 0, 0}} {
+		if got := clustermap.UsedRatio(c.total, c.free, c.reserve); got != c.want {
+			t.Errorf("UsedRatio(%d, %d, %d) = %v, want %v", c.total, c.free, c.reserve, got, c.want)
+		}
+	}
+}
+
+// OSDs sharing one filesystem count it once in the totals.
+func TestStatusTotalsCountEachFilesystemOnce(t *testing.T) {
+	stats := map[clustermap.OSDID]meta.OSDStats{
+		0: {TotalBytes: 100, UsedBytes: 40, Filesystem: "m1:5"},
+		1: {TotalBytes: 100, UsedBytes: 40, Filesystem: "m1:5"},
+		2: {TotalBytes: 50, UsedBytes: 10, Filesystem: "m2:5"},
+		3: {TotalBytes: 20, UsedBytes: 1},
+	}
+	st := computeStatus(testMap(), stats, nil, time.Now())
+	if st.Used != 51 || st.Total != 170 {
+		t.Fatalf("totals %d of %d, want 51 of 170 (m1:5 once)", st.Used, st.Total)
 	}
 }

@@ -100,18 +100,38 @@ type OSD struct {
 	// marked in again when it returns. An operator's `osd out` clears it.
 	AutoOut bool `json:"auto_out,omitempty"`
 	// Full: the OSD's disk is FullRatio used. Primaries refuse new data
-	// for PGs it holds; reads, deletes and recovery go on.
+	// for PGs it holds; reads and deletes go on.
 	Full bool `json:"full,omitempty"`
+	// BackfillFull: the OSD's disk is BackfillFullRatio used. Recovery
+	// and backfill stop copying objects to it (client writes go on until
+	// it is Full), so moving data never fills a disk.
+	BackfillFull bool `json:"backfill_full,omitempty"`
 }
 
-// Disk usage thresholds of an OSD: nearly full is a warning; full stops new
-// writes before the disk itself runs out, leaving room for deletes and
-// recovery. An OSD's full flag clears below FullRatio - FullHysteresis.
+// Disk usage thresholds of an OSD, as UsedRatio counts: nearly full is a
+// warning; backfill-full stops recovery and backfill from copying data to
+// it; full stops new writes before the store's own reserve is reached,
+// leaving room for deletes. A flag clears FullHysteresis below its mark.
 const (
-	NearFullRatio  = 0.85
-	FullRatio      = 0.95
-	FullHysteresis = 0.02
+	NearFullRatio     = 0.85
+	BackfillFullRatio = 0.90
+	FullRatio         = 0.95
+	FullHysteresis    = 0.02
 )
+
+// UsedRatio is how full an OSD's device is: the used share of the space its
+// store lets writes use (all but the reserve it keeps free). At 1 the store
+// refuses writes, so every threshold above is a share of that same space.
+func UsedRatio(total, free, reserve int64) float64 {
+	usable := total - max(reserve, 0)
+	if total <= 0 {
+		return 0
+	}
+	if usable <= 0 {
+		return 1
+	}
+	return min(1, max(0, float64(total-free)/float64(usable)))
+}
 
 // Pool is a named set of placement groups with a replication rule.
 type Pool struct {

@@ -237,6 +237,12 @@ type OSDStats struct {
 	FreeBytes  int64     `json:"free_bytes"`
 	Objects    int64     `json:"objects"`
 	Updated    time.Time `json:"updated"`
+	// UsedRatio is clustermap.UsedRatio of the store's fuller
+	// filesystem: what the full flags and the store's refusals go by.
+	UsedRatio float64 `json:"used_ratio,omitempty"`
+	// Filesystem names the filesystem holding the data, equal for OSDs
+	// that share one, so totals count it once.
+	Filesystem string `json:"filesystem,omitempty"`
 	// Epoch is the map epoch PGStates were computed at.
 	Epoch clustermap.Epoch `json:"epoch"`
 	// The placement groups this OSD is primary for, by state

@@ -85,6 +85,7 @@ type Usage struct {
 	FreeBytes      int64
 	MetaTotalBytes int64 // of the filesystem holding MetaDir
 	MetaFreeBytes  int64
+	ReserveBytes   int64 // kept free on each: writes that would eat into it are refused
 }
 
 const (
@@ -181,6 +182,7 @@ type appliedJ struct {
 type spaceEntry struct {
 	at    time.Time
 	free  int64
+	total int64
 	known bool
 }
 
@@ -810,13 +812,7 @@ func (s *Store) trySpace(need int64, deleteOnly bool) error {
 	defer s.spaceMu.Unlock()
 	now := time.Now()
 	for i, dir := range []string{s.opts.Dir, s.opts.MetaDir} {
-		e := &s.space[i]
-		if now.Sub(e.at) > spaceCacheValidity {
-			du, err := s.fs.GetDiskUsage(dir)
-			e.at = now
-			e.known = err == nil
-			e.free = int64(du.AvailBytes)
-		}
+		e := s.sampleSpace(i, dir, now)
 		if !e.known {
 			continue
 		}
@@ -828,6 +824,20 @@ func (s *Store) trySpace(need int64, deleteOnly bool) error {
 		s.space[i].free -= need
 	}
 	return nil
+}
+
+// sampleSpace returns what is known of the free space of dir (the i-th of
+// Dir and MetaDir), sampled again if the last sample is too old. The caller
+// holds spaceMu.
+func (s *Store) sampleSpace(i int, dir string, now time.Time) *spaceEntry {
+	e := &s.space[i]
+	if now.Sub(e.at) > spaceCacheValidity {
+		du, err := s.fs.GetDiskUsage(dir)
+		e.at = now
+		e.known = err == nil
+		e.free, e.total = int64(du.AvailBytes), int64(du.TotalBytes)
+	}
+	return e
 }
 
 func isNoSpace(err error) bool {
@@ -1310,7 +1320,7 @@ func (s *Store) Collections() ([]string, error) {
 
 // Usage reports object counts and free space.
 func (s *Store) Usage() (Usage, error) {
-	u := Usage{Objects: s.objects.Load(), DataBytes: s.dataBytes.Load()}
+	u := Usage{Objects: s.objects.Load(), DataBytes: s.dataBytes.Load(), ReserveBytes: max(s.opts.ReserveBytes, 0)}
 	if du, err := s.fs.GetDiskUsage(s.opts.Dir); err == nil {
 		u.TotalBytes, u.FreeBytes = int64(du.TotalBytes), int64(du.AvailBytes)
 	} else if !errors.Is(err, vfs.ErrUnsupported) {

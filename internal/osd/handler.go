@@ -105,9 +105,9 @@ func (s *Server) fail(st proto.Status, format string, args ...any) *proto.Respon
 func (s *Server) failErr(err error) *proto.Response {
 	switch {
 	case errors.Is(err, objstore.ErrNotFound):
-		return s.fail(proto.StatusNotFound, "%v", err)
+		return s.fail(proto.StatusNotFound, proto.MsgNoSuchObject)
 	case errors.Is(err, objstore.ErrNoSpace):
-		return s.fail(proto.StatusNoSpace, "%s: %v", s.id, err)
+		return s.fail(proto.StatusNoSpace, "%s's disk is full (%v): delete data, add OSDs, or mark %s out", s.id, err, s.id)
 	case errors.Is(err, objstore.ErrInvalid):
 		return s.fail(proto.StatusInvalid, "%v", err)
 	case objstore.IsCorruption(err):
@@ -152,7 +152,7 @@ func (s *Server) read(ctx context.Context, pool *clustermap.Pool, p *pgState, ac
 		// Bring this copy up to date before reading it; if that fails (this
 		// disk is full, say), the read is served by the authoritative copy.
 		l.Lock()
-		err := s.ensureObject(ctx, req.PG, p, req.Object, false)
+		err := s.ensureObject(ctx, req.PG, p, req.Object, ensureSelf)
 		if err == nil && req.Snap != 0 {
 			err = s.ensureSnapTarget(ctx, p, req, l)
 		}
@@ -187,7 +187,7 @@ func (s *Server) ensureSnapTarget(ctx context.Context, p *pgState, req *proto.Re
 		tl.Lock()
 		defer tl.Unlock()
 	}
-	return s.ensureObject(ctx, req.PG, p, target, false)
+	return s.ensureObject(ctx, req.PG, p, target, ensureSelf)
 }
 
 // readLocal serves OpReadReplica: a peer asks for this OSD's copy.

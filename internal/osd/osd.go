@@ -88,15 +88,16 @@ type Server struct {
 	locks [1024]sync.RWMutex // object locks, by hash of (pg, name)
 	seed  maphash.Seed
 
-	kick         chan struct{} // wakes the peering loop
-	statsKick    chan struct{} // publishes stats now: PG states changed
-	checkedEpoch atomic.Uint64 // the map epoch the PG phases were last checked at
-	recoveryWake chan struct{}
-	recovery     recoveryStats
-	suspectMu    sync.Mutex
-	suspected    map[clustermap.OSDID]clustermap.Epoch // last epoch each was reported unreachable
-	lastClientOp atomic.Int64                          // unix nanos of the last client operation: recovery yields to clients
-	scrubs       scrubStats
+	kick            chan struct{} // wakes the peering loop
+	statsKick       chan struct{} // publishes stats now: PG states changed
+	checkedEpoch    atomic.Uint64 // the map epoch the PG phases were last checked at
+	recoveryWake    chan struct{}
+	recovery        recoveryStats
+	suspectMu       sync.Mutex
+	suspected       map[clustermap.OSDID]clustermap.Epoch // last epoch each was reported unreachable
+	lastClientOp    atomic.Int64                          // unix nanos of the last client operation: recovery yields to clients
+	backfillRefused atomic.Int64                          // unix nanos of the last recovery copy refused for space (space.go)
+	scrubs          scrubStats
 }
 
 // pgState is the in-memory state of a placement group on this OSD.
@@ -120,8 +121,9 @@ type pgState struct {
 	nMissing atomic.Int64 // objects some member lacks; 0 lets the IO path skip the check
 	// Recovery of this PG (an object copy or its record) failed: it is
 	// tried again at retryAt, waiting twice as long after each failure.
-	retryAt time.Time
-	backoff time.Duration
+	retryAt  time.Time
+	backoff  time.Duration
+	lastErr  string // logged once until it changes
 	scrubDue time.Time
 	deepDue  time.Time
 }
@@ -353,11 +355,13 @@ func claimIdentity(ctx context.Context, ms *meta.Store, o Options) (clustermap.O
 func (s *Server) publishStats(ctx context.Context, lease *meta.Lease) {
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
+	fs := filesystemID(s.opts.DataDir)
 	for {
 		if u, err := s.store.Usage(); err == nil {
 			states, down := s.pgSummary()
 			lease.PublishStats(ctx, meta.OSDStats{
 				TotalBytes: u.TotalBytes, FreeBytes: u.FreeBytes, UsedBytes: u.TotalBytes - u.FreeBytes,
+				UsedRatio: usedRatio(u), Filesystem: fs,
 				Objects: u.Objects, Updated: time.Now().UTC(), Epoch: clustermap.Epoch(s.checkedEpoch.Load()),
 				PGStates: states, DownPGs: down, Work: s.workProgress(),
 			})
@@ -367,48 +371,6 @@ func (s *Server) publishStats(ctx context.Context, lease *meta.Lease) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		}
-	}
-}
-
-// watchFull keeps this OSD's full flag in the map true to its disk usage,
-// so that primaries stop sending it new data before the disk runs out.
-func (s *Server) watchFull(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(100 * time.Millisecond):
-		}
-		u, err := s.store.Usage()
-		if err != nil || u.TotalBytes <= 0 {
-			continue
-		}
-		ratio := float64(u.TotalBytes-u.FreeBytes) / float64(u.TotalBytes)
-		o, ok := s.view.Map().OSD(s.id)
-		if !ok {
-			continue
-		}
-		want := o.Full
-		switch {
-		case !o.Full && ratio >= clustermap.FullRatio:
-			want = true
-		case o.Full && ratio < clustermap.FullRatio-clustermap.FullHysteresis:
-			want = false
-		}
-		if want == o.Full {
-			continue
-		}
-		_, err = s.meta.Update(ctx, func(m *clustermap.Map) error {
-			o, ok := m.OSD(s.id)
-			if !ok || o.Full == want {
-				return meta.ErrNoChange
-			}
-			o.Full = want
-			return nil
-		})
-		if err == nil {
-			s.logf("%s: disk %.1f%% used: marked %s", s.id, ratio*100, map[bool]string{true: "full (new writes refused)", false: "not full"}[want])
 		}
 	}
 }

@@ -151,7 +151,7 @@ func (s *Server) startPeering(ctx context.Context, id clustermap.PGID, p *pgStat
 func (p *pgState) setPrim(ps primaryState) {
 	p.prim = ps
 	p.nMissing.Store(int64(ps.missingCount()))
-	p.retryAt, p.backoff = time.Time{}, 0
+	p.retryAt, p.backoff, p.lastErr = time.Time{}, 0, ""
 }
 
 // setPhase changes the phase and wakes waiters; the caller holds p.mu.

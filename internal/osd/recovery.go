@@ -213,7 +213,7 @@ func (s *Server) recoverObjects(ctx context.Context, id clustermap.PGID, p *pgSt
 			start := time.Now()
 			l := s.lock(id, n)
 			l.Lock()
-			err := s.ensureObject(ctx, id, p, n, true)
+			err := s.ensureObject(ctx, id, p, n, ensureRecovery)
 			l.Unlock()
 			if err != nil {
 				mu.Lock()
@@ -242,25 +242,35 @@ func (s *Server) recoveryOutcome(id clustermap.PGID, p *pgState, epoch clusterma
 		return // peered again since: a fresh start
 	}
 	if err == nil {
-		p.retryAt, p.backoff = time.Time{}, 0
+		p.retryAt, p.backoff, p.lastErr = time.Time{}, 0, ""
 		return
 	}
 	p.backoff = min(max(2*p.backoff, recoveryRetryMin), recoveryRetryMax)
 	p.retryAt = time.Now().Add(p.backoff)
 	msg := fmt.Sprintf("pg %s: %v", id, err)
 	s.recovery.errMu.Lock()
-	repeated := s.recovery.lastErr == msg
 	s.recovery.lastErr = msg
 	s.recovery.errMu.Unlock()
-	if !repeated {
-		s.logf("%s: %s; trying again in %v", s.id, msg, p.backoff)
+	if p.lastErr != msg {
+		p.lastErr = msg
+		s.logf("%s: %s; trying again in %v, and later and later (up to %v) while it fails so", s.id, msg, p.backoff, recoveryRetryMax)
 	}
 }
 
+// ensureScope says which copies ensureObject brings up to date.
+type ensureScope int
+
+const (
+	ensureSelf     ensureScope = iota // this OSD's copy only: it is about to read it
+	ensureAll                         // every member of the write set: a client write follows
+	ensureRecovery                    // every member with room: background recovery, which never fills a disk
+)
+
 // ensureObject brings name up to date on this OSD (from the authoritative
-// copy) and, if all is set, on every member of the write set that lacks it.
-// The caller holds the object's lock for writing.
-func (s *Server) ensureObject(ctx context.Context, id clustermap.PGID, p *pgState, name string, all bool) error {
+// copy) and, as scope says, on the members of the write set that lack it.
+// Recovery leaves out members that are backfill-full and then returns
+// errTooFull. The caller holds the object's lock for writing.
+func (s *Server) ensureObject(ctx context.Context, id clustermap.PGID, p *pgState, name string, scope ensureScope) error {
 	if p.nMissing.Load() == 0 {
 		return nil
 	}
@@ -268,7 +278,7 @@ func (s *Server) ensureObject(ctx context.Context, id clustermap.PGID, p *pgStat
 	auth, epoch := p.prim.auth, p.prim.epoch
 	_, selfMissing := p.prim.missing[s.id][name]
 	var targets []clustermap.OSDID
-	if all {
+	if scope != ensureSelf {
 		for _, o := range p.prim.writeSet {
 			if _, ok := p.prim.missing[o][name]; ok && o != s.id {
 				targets = append(targets, o)
@@ -276,19 +286,27 @@ func (s *Server) ensureObject(ctx context.Context, id clustermap.PGID, p *pgStat
 		}
 	}
 	p.mu.Unlock()
+	var tooFull error
+	if selfMissing && scope == ensureRecovery && s.backfillFull(s.id) {
+		selfMissing, tooFull = false, errTooFull{s.id}
+	}
 	if selfMissing {
-		if err := s.copyObject(ctx, id, name, auth, s.id); err != nil {
+		if err := s.copyObject(ctx, id, name, auth, s.id, scope == ensureRecovery); err != nil {
 			return fmt.Errorf("from %s: %w", auth, err)
 		}
 		p.clearMissing(s.id, name, epoch)
 	}
 	for _, o := range targets {
-		if err := s.copyObject(ctx, id, name, s.id, o); err != nil {
+		if scope == ensureRecovery && s.backfillFull(o) {
+			tooFull = errTooFull{o}
+			continue
+		}
+		if err := s.copyObject(ctx, id, name, s.id, o, scope == ensureRecovery); err != nil {
 			return fmt.Errorf("to %s: %w", o, err)
 		}
 		p.clearMissing(o, name, epoch)
 	}
-	return nil
+	return tooFull
 }
 
 // clearMissing notes that osd now has name, if the PG is still in the
@@ -417,8 +435,9 @@ func sameSet(a, b []clustermap.OSDID) bool {
 
 // copyObject makes dst's copy of name equal to src's: the data, xattrs and
 // omap, and the version last, so a copy cut short by a crash still differs
-// from the source at the next peering. src or dst may be this OSD.
-func (s *Server) copyObject(ctx context.Context, id clustermap.PGID, name string, src, dst clustermap.OSDID) error {
+// from the source at the next peering. src or dst may be this OSD. A
+// background copy is refused by a dst past its backfill-full mark.
+func (s *Server) copyObject(ctx context.Context, id clustermap.PGID, name string, src, dst clustermap.OSDID, background bool) error {
 	if src == dst {
 		return nil
 	}
@@ -449,18 +468,30 @@ func (s *Server) copyObject(ctx context.Context, id clustermap.PGID, name string
 		}
 		return r, nil
 	}
+	var flags uint32
+	if background {
+		flags = proto.FlagBackground
+	}
 	apply := func(txn *objstore.Txn) error {
 		if dst == s.id {
+			if background {
+				if err := s.admitBackground(int64(txn.Size())); err != nil {
+					return err
+				}
+			}
 			return s.apply(txn)
 		}
-		resp, err := s.peers.Call(ctx, addr(dst), &proto.Request{Op: proto.OpReplicate, Epoch: m.Epoch, PG: id, Object: name, Txn: txn.Marshal()})
+		resp, err := s.peers.Call(ctx, addr(dst), &proto.Request{Op: proto.OpReplicate, Flags: flags, Epoch: m.Epoch, PG: id, Object: name, Txn: txn.Marshal()})
 		if err != nil {
 			return err
 		}
-		if resp.Status != proto.StatusOK {
-			return fmt.Errorf("%s: %s", resp.Status, resp.Message)
+		switch resp.Status {
+		case proto.StatusOK:
+			return nil
+		case proto.StatusNoSpace:
+			return fmt.Errorf("%w: %s", objstore.ErrNoSpace, resp.Message)
 		}
-		return nil
+		return fmt.Errorf("%s: %s", resp.Status, resp.Message)
 	}
 	xr, err := read(&proto.Request{Op: proto.OpListXattrs})
 	if err != nil {

@@ -263,7 +263,7 @@ func (s *Server) scrubObject(ctx context.Context, id clustermap.PGID, p *pgState
 		if slices.Contains(groups[0].members, i) {
 			continue
 		}
-		if err := s.copyObject(ctx, id, name, good, c.osd); err != nil {
+		if err := s.copyObject(ctx, id, name, good, c.osd, false); err != nil {
 			s.report(id, name, "inconsistent", fmt.Sprintf("scrub: %s; repair of %s from %s failed: %v", detail, c.osd, good, err))
 			return true, false, nil
 		}

@@ -106,7 +106,10 @@ func (s *Server) write(ctx context.Context, pool *clustermap.Pool, p *pgState, r
 	defer l.Unlock()
 
 	stale := false
-	if err := s.ensureObject(ctx, req.PG, p, req.Object, true); err != nil {
+	if err := s.ensureObject(ctx, req.PG, p, req.Object, ensureAll); err != nil {
+		if req.Op != proto.OpDelete && errors.Is(err, objstore.ErrNoSpace) {
+			return s.fail(proto.StatusNoSpace, "pg %s: %q must first be copied to a member whose disk is full (%v): delete data, add OSDs, or mark the full OSD out", req.PG, req.Object, err)
+		}
 		if req.Op != proto.OpDelete {
 			return s.fail(proto.StatusUnavailable, "pg %s: recovering %q before writing it: %v", req.PG, req.Object, err)
 		}
@@ -433,6 +436,11 @@ func (s *Server) applyReplica(t *placement.Table, req *proto.Request) *proto.Res
 	}
 	if err := txn.Validate(); err != nil {
 		return s.fail(proto.StatusInvalid, "replicated transaction: %v", err)
+	}
+	if req.Flags&proto.FlagBackground != 0 {
+		if err := s.admitBackground(int64(len(req.Txn))); err != nil {
+			return s.fail(proto.StatusNoSpace, "%v", err)
+		}
 	}
 	pg, err := s.pg(req.PG)
 	if err != nil {

@@ -70,6 +70,9 @@ const (
 	FlagLocal
 	FlagDeep   // OpPGList, OpScrub: read and verify all data (implies FlagDigest)
 	FlagDigest // OpPGList: also digest each object's xattrs and omap (light scrub)
+	// FlagBackground: OpReplicate of a background recovery copy, which
+	// an OSD past its backfill-full mark refuses (StatusNoSpace).
+	FlagBackground
 )
 
 // Keys of an OpScrub reply (decimal values).
@@ -148,6 +151,10 @@ const (
 	StatusAuth // authentication failed
 	statusMax
 )
+
+// MsgNoSuchObject is the Message of a StatusNotFound for a request's own
+// object: the client names the object and pool in its error.
+const MsgNoSuchObject = "no such object"
 
 // Response answers one Request.
 type Response struct {
