@@ -149,7 +149,9 @@ func TestPoolRemoveNeverCrashesOSDs(t *testing.T) {
 func TestReturnedOSDComesBackIn(t *testing.T) {
 	c := startCluster(t, clusterOpts{downOut: 3 * time.Second})
 	osdsIn := func(n int) func(map[string]any, string) bool {
-		return func(st map[string]any, raw string) bool { return st["osds_in"] == float64(n) && st["osds_up"] == float64(6) }
+		return func(st map[string]any, raw string) bool {
+			return st["osds_in"] == float64(n) && st["osds_up"] == float64(6)
+		}
 	}
 	for round := range 3 {
 		c.kill("osd.2")
