@@ -17,11 +17,11 @@ import (
 	"github.com/cairn-storage/cairn/internal/clustermap"
 )
 
-// TestDiskFull gives osd.0 a small filesystem of its own (tmpfs) and fills
-// it: writes that need osd.0 fail with an error that says the disk is full,
-// the OSD keeps serving reads, nothing acknowledged is lost, and writes work
-// again once space is freed.
-func TestDiskFull(t *testing.T) {
+// devDirWithSmallOSD0 returns a dev cluster directory whose osd.0 lives on
+// a tmpfs of its own of the given size (mount's size=), unmounted when the
+// test ends; it skips the test where that cannot be done.
+func devDirWithSmallOSD0(t *testing.T, size string) string {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to mount a small tmpfs")
 	}
@@ -30,10 +30,19 @@ func TestDiskFull(t *testing.T) {
 	if err := os.MkdirAll(small, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=160m", "tmpfs", small).CombinedOutput(); err != nil {
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", small).CombinedOutput(); err != nil {
 		t.Skipf("cannot mount tmpfs: %v: %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("umount", "-l", small).Run() })
+	return dir
+}
+
+// TestDiskFull gives osd.0 a small filesystem of its own (tmpfs) and fills
+// it: writes that need osd.0 fail with an error that says the disk is full,
+// the OSD keeps serving reads, nothing acknowledged is lost, and writes work
+// again once space is freed.
+func TestDiskFull(t *testing.T) {
+	dir := devDirWithSmallOSD0(t, "160m")
 	c := startCluster(t, clusterOpts{dir: dir})
 	ctx := context.Background()
 	// A small reserve, so the 95% full mark is what stops writes.
@@ -140,18 +149,7 @@ func TestDiskFull(t *testing.T) {
 // succeed or fail at once naming the full OSD, never hang; deleting data
 // frees osd.0 and backfill completes.
 func TestBackfillStopsBeforeFull(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a small tmpfs")
-	}
-	dir := filepath.Join(t.TempDir(), "dev")
-	small := filepath.Join(dir, "osd.0")
-	if err := os.MkdirAll(small, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=320m", "tmpfs", small).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", small).Run() })
+	dir := devDirWithSmallOSD0(t, "320m")
 	c := startCluster(t, clusterOpts{dir: dir})
 	ctx := context.Background()
 	p := c.pool("default")

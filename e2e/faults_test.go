@@ -108,12 +108,6 @@ func TestPoolRemoveNeverCrashesOSDs(t *testing.T) {
 	if _, err := c.cli(nil, "pool", "rm", "vols", "--yes-i-really-mean-it"); err == nil || !strings.Contains(err.Error(), "scrubbed/c1") || !strings.Contains(err.Error(), "--force") {
 		t.Fatalf("pool rm of a pool whose snapshot has a clone elsewhere: want a refusal naming scrubbed/c1 and --force, got %v", err)
 	}
-	must("volume", "rm", "scrubbed/c1")
-	if _, err := c.cli(nil, "pool", "rm", "vols", "--yes-i-really-mean-it"); err == nil || !strings.Contains(err.Error(), "vm1, vm2") {
-		t.Fatalf("pool rm of a pool with volumes: want a refusal naming vm1, vm2, got %v", err)
-	}
-	must("pool", "rm", "vols", "--yes-i-really-mean-it", "--force")
-
 	// One pool removed while its PGs recover, one while a deep scrub reads it.
 	c.kill("osd.1")
 	c.waitStatus(20*time.Second, "osd.1 down", func(st map[string]any, raw string) bool { return st["osds_up"] == float64(5) })
@@ -125,6 +119,14 @@ func TestPoolRemoveNeverCrashesOSDs(t *testing.T) {
 	must("pool", "rm", "recovering", "--yes-i-really-mean-it")
 	must("pool", "rm", "scrubbed", "--yes-i-really-mean-it", "--force")
 	<-scrub // it may fail: its pool went away under it
+
+	// The clone went with its pool: its parent's snapshot can go now, and
+	// then the parent's pool, whose volumes still need --force.
+	must("volume", "snap", "rm", "vols/vm1@s1")
+	if _, err := c.cli(nil, "pool", "rm", "vols", "--yes-i-really-mean-it"); err == nil || !strings.Contains(err.Error(), "vm1, vm2") {
+		t.Fatalf("pool rm of a pool with volumes: want a refusal naming vm1, vm2, got %v", err)
+	}
+	must("pool", "rm", "vols", "--yes-i-really-mean-it", "--force")
 
 	// Stray removal runs every 10 s: give it two passes.
 	deadline := time.Now().Add(25 * time.Second)
@@ -140,6 +142,29 @@ func TestPoolRemoveNeverCrashesOSDs(t *testing.T) {
 	if out := must("pool", "ls"); strings.Contains(out, "recovering") || strings.Contains(out, "scrubbed") {
 		t.Fatalf("removed pools still listed:\n%s", out)
 	}
+
+	// An OSD removed from the map while it runs stops by itself, saying
+	// why; every other OSD carries on.
+	must("osd", "out", "5")
+	c.waitStatus(60*time.Second, "osd.5 drained (only OSD_OUT left)", func(st map[string]any, raw string) bool {
+		checks, _ := st["checks"].([]any)
+		return len(checks) == 1 && strings.Contains(raw, `"OSD_OUT"`)
+	})
+	must("osd", "rm", "5")
+	osd5 := c.procs["osd.5"]
+	deadline = time.Now().Add(20 * time.Second)
+	for !dead(osd5.PID) {
+		if time.Now().After(deadline) {
+			t.Fatalf("osd.5 still runs 20 s after it was removed from the map")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if b, _ := os.ReadFile(osd5.Log); !strings.Contains(string(b), "was removed from the cluster map") {
+		t.Fatalf("osd.5 stopped without saying it was removed:\n%s", b)
+	}
+	delete(c.procs, "osd.5")
+	c.requireNoCrash("after removing osd.5")
+	c.waitHealthy(30*time.Second, "without osd.5")
 }
 
 // TestReturnedOSDComesBackIn: an OSD marked out because it stayed down is

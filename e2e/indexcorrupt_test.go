@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cairn-storage/cairn/client"
 )
 
 // flipIndexBytes inverts n bytes spread over the sstables of an OSD's
@@ -41,15 +43,8 @@ func flipIndexBytes(t *testing.T, metaDir string, n int) []string {
 // names it, the damaged file and what to do, instead of panicking; the
 // cluster keeps serving every object from the other copies.
 func TestDamagedIndexRefusesToStart(t *testing.T) {
-	c := startCluster(t, clusterOpts{hosts: 3, perHost: 1})
+	c, p := startWith40Objects(t)
 	ctx := context.Background()
-	p := c.pool("default")
-	for i := 0; i < 40; i++ {
-		name := fmt.Sprintf("o%02d", i)
-		if err := p.Put(ctx, name, payload(name, 0, 1000+i*3000)); err != nil {
-			t.Fatal(err)
-		}
-	}
 	victim := c.procs["osd.1"]
 	c.kill("osd.1")
 	files := flipIndexBytes(t, filepath.Join(victim.Data, "meta"), 20)
@@ -91,6 +86,20 @@ func TestDamagedIndexRefusesToStart(t *testing.T) {
 	}
 }
 
+// startWith40Objects starts a cluster of three OSDs and writes objects
+// o00 to o39 of 1000+3000i bytes to its pool default.
+func startWith40Objects(t *testing.T) (*cluster, *client.Pool) {
+	c := startCluster(t, clusterOpts{hosts: 3, perHost: 1})
+	p := c.pool("default")
+	for i := 0; i < 40; i++ {
+		name := fmt.Sprintf("o%02d", i)
+		if err := p.Put(context.Background(), name, payload(name, 0, 1000+i*3000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c, p
+}
+
 // fileSize returns the size of a file (0 if it does not exist).
 func fileSize(path string) int64 {
 	fi, err := os.Stat(path)
@@ -107,4 +116,25 @@ func logSince(path string, offset int64) string {
 		return string(b)
 	}
 	return string(b[offset:])
+}
+
+// TestIndexCheckFindsDamageWhileRunning: damage to a running OSD's index is
+// found by its periodic index check (with deep scrub's interval) before
+// any read or restart trips on it, and status says what to do.
+func TestIndexCheckFindsDamageWhileRunning(t *testing.T) {
+	c, _ := startWith40Objects(t)
+	victim := c.procs["osd.1"]
+	c.kill("osd.1")
+	c.restart("osd.1", "--deep-scrub-interval", "3s")
+	c.waitHealthy(60*time.Second, "with osd.1 back")
+	if !strings.Contains(logSince(victim.Log, 0), "every block of the index verified") {
+		time.Sleep(4 * time.Second) // one check, on the intact index
+	}
+	flipIndexBytes(t, filepath.Join(victim.Data, "meta"), 20)
+	c.waitStatus(30*time.Second, "OSD_INDEX_DAMAGED naming osd.1", func(st map[string]any, raw string) bool {
+		return st["health"] == "HEALTH_ERR" && strings.Contains(raw, "OSD_INDEX_DAMAGED") && strings.Contains(raw, "osd.1:") && strings.Contains(raw, "cairn osd out N")
+	})
+	if !strings.Contains(logSince(victim.Log, 0), "every block of the index verified") {
+		t.Errorf("the index check never passed on the intact index:\n%s", logSince(victim.Log, 0))
+	}
 }

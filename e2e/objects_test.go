@@ -332,6 +332,17 @@ func TestCorruptionServedFromReplica(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), `"errors": 0`) {
 		t.Fatalf("second deep scrub of %s should find nothing: %v\n%s", pg, err, out)
 	}
+
+	// Once the operator has seen them, the events are archived: status
+	// is healthy again, and the history stays listed.
+	if out, err := c.cli(nil, "health", "archive"); err != nil || !strings.Contains(string(out), "archived") {
+		t.Fatalf("health archive: %v\n%s", err, out)
+	}
+	c.waitHealthy(10*time.Second, "after archiving the events")
+	out, err = c.cli(nil, "health", "ls")
+	if err != nil || !strings.Contains(string(out), "victim") || !strings.Contains(string(out), "doomed") {
+		t.Fatalf("health ls should still list the archived events: %v\n%s", err, out)
+	}
 }
 
 // flipByteInDataFile finds the one data file of the given size under dir

@@ -250,9 +250,15 @@ func computeStatus(m *clustermap.Map, stats map[clustermap.OSDID]meta.OSDStats, 
 	if len(nearfull) > 0 {
 		add(Check{Code: "OSD_NEARFULL", Severity: healthWarn, Summary: fmt.Sprintf("%d OSD(s) nearly full (over %.0f%%): add capacity soon", len(nearfull), nearFullRatio*100), Detail: nearfull})
 	}
-	var repaired, unrepaired []string
+	var repaired, unrepaired, index []string
 	for _, r := range reports {
+		if !r.Archived.IsZero() {
+			continue
+		}
 		switch r.Kind {
+		case "index-corrupt":
+			index = append(index, fmt.Sprintf("%s: %s (found %s)", r.OSD, r.Detail, r.Time.UTC().Format("2006-01-02 15:04:05 UTC")))
+			continue
 		case "corruption", "inconsistent":
 		case "scrub-repaired":
 			r.Detail = "scrub found " + r.Detail
@@ -263,16 +269,23 @@ func computeStatus(m *clustermap.Map, stats map[clustermap.OSDID]meta.OSDStats, 
 		// Served from a replica (repaired now, or left for scrub) is a warning;
 		// no good copy anywhere is an error.
 		if r.Kind != "inconsistent" && (strings.Contains(r.Detail, "; repaired from ") || strings.Contains(r.Detail, "; served from ")) {
-			repaired = append(repaired, line)
+			if now.Sub(r.Time) < repairedShownFor {
+				repaired = append(repaired, line)
+			}
 		} else {
 			unrepaired = append(unrepaired, line)
 		}
 	}
+	if len(index) > 0 {
+		add(Check{Code: "OSD_INDEX_DAMAGED", Severity: healthErr,
+			Summary: fmt.Sprintf("%d OSD(s) found damage in their index: their objects have other copies; replace each (cairn osd out N, wait for HEALTH_OK, cairn osd rm N, empty its data dir, start it again), then `cairn health archive`", len(index)),
+			Detail: clip(index)})
+	}
 	if len(unrepaired) > 0 {
-		add(Check{Code: "OBJECT_CORRUPT", Severity: healthErr, Summary: fmt.Sprintf("%d object copy(ies) failed their checksum and could not be repaired", len(unrepaired)), Detail: clip(unrepaired)})
+		add(Check{Code: "OBJECT_CORRUPT", Severity: healthErr, Summary: fmt.Sprintf("%d object copy(ies) failed their checksum and could not be repaired: restore them from a backup, then `cairn health archive`", len(unrepaired)), Detail: clip(unrepaired)})
 	}
 	if len(repaired) > 0 {
-		add(Check{Code: "OBJECT_REPAIRED", Severity: healthWarn, Summary: fmt.Sprintf("%d object copy(ies) failed their checksum on read; good copies were served from replicas and repaired, or left for scrub where noted: check the disks of the OSDs named", len(repaired)), Detail: clip(repaired)})
+		add(Check{Code: "OBJECT_REPAIRED", Severity: healthWarn, Summary: fmt.Sprintf("%d object copy(ies) failed their checksum in the last %s; good copies were served from replicas and repaired, or left for scrub where noted: check the disks of the OSDs named, then `cairn health archive` (it also clears by itself after %s)", len(repaired), repairedShownFor, repairedShownFor), Detail: clip(repaired)})
 	}
 	return st
 }
@@ -293,6 +306,11 @@ func usageTotals(stats map[clustermap.OSDID]meta.OSDStats) (used, total int64) {
 	}
 	return used, total
 }
+
+// repairedShownFor is how long a repaired checksum error keeps the cluster
+// at HEALTH_WARN: long enough to be seen, then it is history (`cairn
+// health ls`). An unrepaired one stays until archived.
+const repairedShownFor = 24 * time.Hour
 
 // recoveryStallAfter is how long recovery may go without progress before
 // status says so.

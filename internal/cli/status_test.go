@@ -146,7 +146,7 @@ func TestStatusFullAndCorruption(t *testing.T) {
 		3: {TotalBytes: 100, UsedBytes: 91, FreeBytes: 9},
 	}
 	reports := []meta.Report{
-		{Kind: "corruption", OSD: 2, PG: "1.a", Object: "o1", Detail: "crc mismatch; repaired from osd.4", Count: 1},
+		{Kind: "corruption", OSD: 2, PG: "1.a", Object: "o1", Detail: "crc mismatch; repaired from osd.4", Count: 1, Time: time.Now()},
 	}
 	st := computeStatus(testMap(), stats, reports, time.Now())
 	if find(st, "OSD_NEARFULL") == nil || find(st, "OSD_BACKFILLFULL") == nil || find(st, "OSD_FULL") == nil || find(st, "OBJECT_REPAIRED") == nil {
@@ -253,5 +253,37 @@ func TestStatusTotalsCountEachFilesystemOnce(t *testing.T) {
 	st := computeStatus(testMap(), stats, nil, time.Now())
 	if st.Used != 51 || st.Total != 170 {
 		t.Fatalf("totals %d of %d, want 51 of 170 (m1:5 once)", st.Used, st.Total)
+	}
+}
+
+// A repaired checksum error warns for a day, then is history; an archived
+// one no longer counts, unless it happens again; an unrepaired one stays
+// until archived.
+func TestStatusReportsAgeAndArchive(t *testing.T) {
+	now := time.Now()
+	repaired := meta.Report{Kind: "corruption", OSD: 2, PG: "1.a", Object: "o1", Detail: "crc mismatch; repaired from osd.4", Count: 1, Time: now.Add(-time.Hour)}
+	lost := meta.Report{Kind: "corruption", OSD: 2, PG: "1.b", Object: "o2", Detail: "crc mismatch; no replica had a good copy", Count: 1, Time: now.Add(-48 * time.Hour)}
+	m := testMap()
+	stats := primaryStats(m, "active+clean")
+	health := func(rs ...meta.Report) Status { return computeStatus(m, stats, rs, now) }
+	if st := health(repaired); st.Health != healthWarn || find(st, "OBJECT_REPAIRED") == nil {
+		t.Fatalf("a repair an hour ago: want OBJECT_REPAIRED, got %+v", st)
+	}
+	old := repaired
+	old.Time = now.Add(-25 * time.Hour)
+	if st := health(old); st.Health != healthOK {
+		t.Fatalf("a repair 25 hours ago: want HEALTH_OK, got %+v", st)
+	}
+	archived := repaired
+	archived.Archived = now
+	if st := health(archived); st.Health != healthOK {
+		t.Fatalf("an archived repair: want HEALTH_OK, got %+v", st)
+	}
+	if st := health(lost); st.Health != healthErr || find(st, "OBJECT_CORRUPT") == nil {
+		t.Fatalf("an unrepaired error two days ago: want OBJECT_CORRUPT, got %+v", st)
+	}
+	lost.Archived = now
+	if st := health(lost); st.Health != healthOK {
+		t.Fatalf("an archived unrepaired error: want HEALTH_OK, got %+v", st)
 	}
 }

@@ -441,15 +441,18 @@ func (s *Store) Stats(ctx context.Context) (map[clustermap.OSDID]OSDStats, error
 }
 
 // Report is a health event worth an operator's attention, e.g. a checksum
-// error found on read. Reports stay until cleared.
+// error found on read. Reports stay, as history, until cleared; status
+// stops counting one once an operator archived it (a new occurrence of
+// the same event brings it back).
 type Report struct {
-	Kind   string           `json:"kind"` // e.g. "corruption"
-	OSD    clustermap.OSDID `json:"osd"`
-	PG     string           `json:"pg,omitempty"`
-	Object string           `json:"object,omitempty"`
-	Detail string           `json:"detail"`
-	Time   time.Time        `json:"time"`
-	Count  int              `json:"count"`
+	Kind     string           `json:"kind"` // e.g. "corruption"
+	OSD      clustermap.OSDID `json:"osd"`
+	PG       string           `json:"pg,omitempty"`
+	Object   string           `json:"object,omitempty"`
+	Detail   string           `json:"detail"`
+	Time     time.Time        `json:"time"`
+	Count    int              `json:"count"`
+	Archived time.Time        `json:"archived,omitzero"`
 }
 
 // AddReport records a health event; the same kind/OSD/PG/object adds to its count.
@@ -496,6 +499,34 @@ func (s *Store) Reports(ctx context.Context) ([]Report, error) {
 		}
 	}
 	return out, nil
+}
+
+// ArchiveReports marks every report not archived yet as archived at now,
+// and returns how many it marked. A report that changes meanwhile (the
+// event happened again) stays as it is.
+func (s *Store) ArchiveReports(ctx context.Context, now time.Time) (int, error) {
+	resp, err := s.cli.Get(ctx, prefixReport, clientv3.WithPrefix())
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, kv := range resp.Kvs {
+		var r Report
+		if json.Unmarshal(kv.Value, &r) != nil || !r.Archived.IsZero() {
+			continue
+		}
+		r.Archived = now
+		b, _ := json.Marshal(r)
+		tr, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).
+			Then(clientv3.OpPut(string(kv.Key), string(b))).Commit()
+		if err != nil {
+			return n, err
+		}
+		if tr.Succeeded {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // ClearReports deletes all recorded health events of a kind ("" for all).

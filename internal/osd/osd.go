@@ -200,6 +200,7 @@ func Run(ctx context.Context, o Options) error {
 	// Replication, peering and recovery calls waiting on an OSD the map
 	// marks down (it may be frozen, its socket open) fail now.
 	view.OnOSDDown(func(_ clustermap.OSDID, addr string) { s.peers.Drop(addr) })
+	ctx, removed := stopWhenRemoved(ctx, view, id)
 	srv := rpc.NewServer(o.Conf.ClusterKey, s, rpc.ServerOptions{Logf: o.Logf})
 	go srv.Serve(ln)
 	defer srv.Close()
@@ -216,6 +217,7 @@ func Run(ctx context.Context, o Options) error {
 	go s.peeringLoop(ctx)
 	go s.recoveryLoop(ctx)
 	go s.scrubLoop(ctx)
+	go s.indexCheckLoop(ctx)
 	go s.strayLoop(ctx)
 	go s.watchFull(ctx)
 	for ctx.Err() == nil {
@@ -258,7 +260,26 @@ func Run(ctx context.Context, o Options) error {
 	})
 	lease.Revoke(sctx)
 	o.Logf("%s: stopped", id)
+	if removed() {
+		return fmt.Errorf("%s was removed from the cluster map (cairn osd rm), so it stopped; wipe %s to add it again as a new OSD", id, o.DataDir)
+	}
 	return nil
+}
+
+// stopWhenRemoved returns a context that ends when a map no longer lists
+// the OSD (an operator removed it while it ran: it must not keep serving
+// or take part in elections), and a func that says whether that happened.
+func stopWhenRemoved(ctx context.Context, view *mapview.View, id clustermap.OSDID) (context.Context, func() bool) {
+	ctx, cancel := context.WithCancel(ctx)
+	var gone atomic.Bool
+	check := func(m *clustermap.Map) {
+		if _, ok := m.OSD(id); !ok && !gone.Swap(true) {
+			cancel()
+		}
+	}
+	view.OnMap(check)
+	check(view.Map())
+	return ctx, gone.Load
 }
 
 // markUp records the OSD's address and marks it up in the map, and in

@@ -61,8 +61,19 @@ func SnapRemove(ctx context.Context, p *client.Pool, name, snap string, progress
 		return noSnap(p, name, snap)
 	}
 	for _, c := range info.Children {
-		if c.SnapID == s.ID {
+		if c.SnapID != s.ID {
+			continue
+		}
+		gone, err := childGone(ctx, p, c)
+		if err != nil {
+			return err
+		}
+		if !gone {
 			return fmt.Errorf("%w: %s/%s@%s has clone %s/%s: flatten or remove it first", ErrInvalid, p.Name(), name, snap, c.Pool, c.Volume)
+		}
+		// Its pool was removed with it (pool rm --force): forget it.
+		if err := p.OmapRm(ctx, headerPrefix+name, childKey+c.Pool+"/"+c.Volume); err != nil {
+			return err
 		}
 	}
 	// Gone from the header first: nobody reads it once trimming starts.
@@ -76,6 +87,23 @@ func SnapRemove(ctx context.Context, p *client.Pool, name, snap string, progress
 		}
 	}
 	return info.trim(ctx, p, keep, progress)
+}
+
+// childGone reports whether a recorded clone no longer exists: its pool
+// was removed, or the clone itself.
+func childGone(ctx context.Context, p *client.Pool, c Child) (bool, error) {
+	cp, err := p.Client().Pool(c.Pool)
+	if errors.Is(err, client.ErrPoolNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	_, err = Stat(ctx, cp, c.Volume)
+	if errors.Is(err, ErrNotFound) {
+		return true, nil
+	}
+	return false, err
 }
 
 // trim deletes the clones no snapshot in keep needs, on every data object
