@@ -360,3 +360,49 @@ func TestFrozenOSDDoesNotHangIO(t *testing.T) {
 	exp.verify(t, p, "after osd.1 resumed")
 	c.requireNoCrash("after the freeze")
 }
+
+// TestRecoveryGoesOnWhileAnOSDIsFrozen: an OSD frozen while other OSDs
+// copy objects to it is marked down and then out; recovery and backfill
+// of every PG go on without it (no copy waits for it), and the cluster is
+// healthy again while it is still frozen.
+func TestRecoveryGoesOnWhileAnOSDIsFrozen(t *testing.T) {
+	c := startCluster(t, clusterOpts{downOut: 5 * time.Second})
+	ctx := context.Background()
+	p := c.pool("default")
+	exp := newExpected()
+	c.kill("osd.1")
+	c.waitStatus(20*time.Second, "osd.1 down", func(st map[string]any, raw string) bool { return st["osds_up"] == float64(5) })
+	for i := range 300 {
+		name := fmt.Sprintf("o%03d", i)
+		data := payload(name, 0, 64<<10+i*1024)
+		if err := p.Put(ctx, name, data); err != nil {
+			t.Fatal(err)
+		}
+		exp.put(name, data, nil)
+	}
+	c.restart("osd.1")
+	frozen := c.procs["osd.1"]
+	t.Cleanup(func() { syscall.Kill(frozen.PID, syscall.SIGCONT) })
+	// Freeze it as soon as the others start copying objects to it.
+	deadline := time.Now().Add(30 * time.Second)
+	for c.logsContain("objects to recover") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no recovery towards osd.1 started:\n%s", c.logs())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := syscall.Kill(frozen.PID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	c.waitStatus(30*time.Second, "osd.1 marked down and out", func(st map[string]any, raw string) bool {
+		return st["osds_up"] == float64(5) && st["osds_in"] == float64(5)
+	})
+	c.waitHealthy(60*time.Second, "with osd.1 frozen and out")
+	exp.verify(t, p, "with osd.1 frozen")
+	syscall.Kill(frozen.PID, syscall.SIGCONT)
+	c.waitStatus(60*time.Second, "osd.1 back in", func(st map[string]any, raw string) bool {
+		return st["osds_up"] == float64(6) && st["osds_in"] == float64(6) && st["health"] == "HEALTH_OK"
+	})
+	exp.verify(t, p, "with osd.1 back")
+	c.requireNoCrash("after the freeze")
+}
