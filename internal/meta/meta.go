@@ -1,7 +1,8 @@
 // Package meta is the only importer of etcd. It stores the cluster map as one
 // JSON document changed by compare-and-swap on its epoch, holds OSD liveness
-// leases, per-OSD usage and health reports, and runs the keeper that marks an
-// OSD down when its lease expires.
+// leases, per-OSD usage and health reports, and drives the keeper: its
+// election and the watch of the leases (what the keeper changes in the map
+// is package keeper's pure policy).
 //
 // Nothing here is on the IO path: clients and OSDs read the map once and then
 // follow a watch.
@@ -19,6 +20,7 @@ import (
 
 	"github.com/cairn-storage/cairn/internal/clustermap"
 	"github.com/cairn-storage/cairn/internal/conf"
+	"github.com/cairn-storage/cairn/internal/keeper"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
@@ -535,10 +537,10 @@ func (s *Store) ClearReports(ctx context.Context, kind string) error {
 	return err
 }
 
-// RunKeeper keeps OSD up/down in the map true to the leases: while this
-// process is the elected keeper (one per cluster, any daemon may run for it),
-// every OSD marked up without a live lease is marked down, and every OSD
-// marked down with a live lease is marked up again. It returns when ctx ends.
+// RunKeeper drives the keeper's policy (package keeper): while this process
+// is the elected keeper (one per cluster, any daemon may run for it), it
+// applies keeper.Decide to the map whenever a liveness key changes, and
+// every 2 s for the down-out interval. It returns when ctx ends.
 func (s *Store) RunKeeper(ctx context.Context, name string, logf func(string, ...any)) {
 	for ctx.Err() == nil {
 		sess, err := concurrency.NewSession(s.cli, concurrency.WithTTL(5), concurrency.WithContext(ctx))
@@ -582,10 +584,8 @@ func (s *Store) keep(ctx context.Context, sess *concurrency.Session, logf func(s
 	}
 }
 
-// reconcile marks OSDs up or down to match the leases, and out when they
-// stayed down longer than the map's down-out interval (placement then moves
-// their data elsewhere); an OSD marked out that way is marked in when it
-// returns.
+// reconcile applies the keeper's policy (keeper.Decide) to the map and
+// the live leases.
 func (s *Store) reconcile(ctx context.Context, logf func(string, ...any)) error {
 	alive, err := s.Alive(ctx)
 	if err != nil {
@@ -593,37 +593,12 @@ func (s *Store) reconcile(ctx context.Context, logf func(string, ...any)) error 
 	}
 	var changes []string
 	_, err = s.Update(ctx, func(m *clustermap.Map) error {
-		changes = changes[:0]
-		now := time.Now().UTC()
-		for i := range m.OSDs {
-			o := &m.OSDs[i]
-			switch {
-			case o.Up && !alive[o.ID]:
-				o.Up = false
-				o.DownSince = now
-				changes = append(changes, o.ID.String()+" down")
-			case !o.Up && alive[o.ID]:
-				o.Up = true
-				o.UpSince = now
-				o.DownSince = time.Time{}
-				changes = append(changes, o.ID.String()+" up")
-				if o.AutoOut {
-					// Marked out only because it was down: take it back.
-					o.In, o.AutoOut = true, false
-					changes = append(changes, o.ID.String()+" in")
-				}
-			case o.Up && alive[o.ID] && o.AutoOut && !o.In:
-				// Back, but it marked itself up before this saw it down.
-				o.In, o.AutoOut = true, false
-				changes = append(changes, o.ID.String()+" in (returned)")
-			case !o.Up && o.In && !o.DownSince.IsZero() && now.Sub(o.DownSince) >= m.DownOutInterval():
-				o.In, o.AutoOut = false, true
-				changes = append(changes, fmt.Sprintf("%s out (down for %s)", o.ID, now.Sub(o.DownSince).Round(time.Second)))
-			}
-		}
-		if len(changes) == 0 {
+		var next *clustermap.Map
+		next, changes = keeper.Decide(m, alive, time.Now().UTC())
+		if next == nil {
 			return ErrNoChange
 		}
+		*m = *next
 		return nil
 	})
 	if err == nil && len(changes) > 0 {
