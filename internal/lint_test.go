@@ -35,6 +35,8 @@ var forbidden = map[string][]string{
 // free of IO so they are tested without a cluster.
 var only = map[string][]string{
 	"internal/keeper": {"internal/clustermap"},
+	"internal/report": {"internal/clustermap"},
+	"internal/health": {"internal/clustermap", "internal/placement", "internal/report"},
 }
 
 // leaves are imported by any package: they import nothing of cairn.

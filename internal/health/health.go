@@ -1,0 +1,363 @@
+package health
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cairn-storage/cairn/internal/clustermap"
+	"github.com/cairn-storage/cairn/internal/placement"
+	"github.com/cairn-storage/cairn/internal/report"
+)
+
+// Health levels, worst last.
+const (
+	OK   = "HEALTH_OK"
+	Warn = "HEALTH_WARN"
+	Err  = "HEALTH_ERR"
+)
+
+// Usage thresholds of an OSD's disk.
+const (
+	nearFullRatio     = clustermap.NearFullRatio
+	backfillFullRatio = clustermap.BackfillFullRatio
+	fullRatio         = clustermap.FullRatio
+)
+
+// Check is one health finding in plain words.
+type Check struct {
+	Code     string   `json:"code"`
+	Severity string   `json:"severity"`
+	Summary  string   `json:"summary"`
+	Detail   []string `json:"detail,omitempty"`
+}
+
+// Status is what `cairn status` shows.
+type Status struct {
+	FSID   string   `json:"fsid"`
+	Epoch  uint64   `json:"epoch"`
+	Health string   `json:"health"`
+	Checks []Check  `json:"checks"`
+	OSDs   int      `json:"osds"`
+	OSDsUp int      `json:"osds_up"`
+	OSDsIn int      `json:"osds_in"`
+	Pools  int      `json:"pools"`
+	PGs    int      `json:"pgs"`
+	PGsOK  int      `json:"pgs_active_clean"`
+	Used   int64    `json:"used_bytes"`
+	Total  int64    `json:"total_bytes"`
+	Etcd   []string `json:"etcd_endpoints"`
+	// PGStates counts PGs by the state their primaries report.
+	PGStates map[string]int `json:"pg_states,omitempty"`
+	Work     []Work         `json:"work,omitempty"`
+}
+
+// Work is one OSD's background job (recovery, scrub) with its progress.
+type Work struct {
+	OSD         string  `json:"osd"`
+	Kind        string  `json:"kind"`
+	ObjectsDone int64   `json:"objects_done"`
+	ObjectsLeft int64   `json:"objects_left"`
+	BytesDone   int64   `json:"bytes_done"`
+	MBps        float64 `json:"mb_per_s"`
+	ETASeconds  float64 `json:"eta_seconds,omitempty"`
+}
+
+// Compute derives health from the map, the usage the OSDs publish and
+// the recorded events, as of now. Pure, so it is tested without a cluster.
+func Compute(m *clustermap.Map, stats map[clustermap.OSDID]report.OSDStats, reports []report.Event, now time.Time) Status {
+	st := Status{FSID: m.FSID, Epoch: uint64(m.Epoch), Health: OK, OSDs: len(m.OSDs), Pools: len(m.Pools)}
+	add := func(c Check) {
+		st.Checks = append(st.Checks, c)
+		if c.Severity == Err || st.Health == OK {
+			st.Health = c.Severity
+		}
+	}
+	var down, upOut []string
+	for _, o := range m.OSDs {
+		if o.Up && !o.In {
+			upOut = append(upOut, fmt.Sprintf("%s on host %s is up but out: it holds no data; `cairn osd in %d` uses it again, `cairn osd rm %d` removes it", o.ID, o.Host, o.ID, o.ID))
+		}
+		if o.Up {
+			st.OSDsUp++
+		}
+		if o.In {
+			st.OSDsIn++
+		}
+		if o.In && !o.Up {
+			since := "since it first registered"
+			if !o.DownSince.IsZero() {
+				since = fmt.Sprintf("since %s (%s ago)", o.DownSince.UTC().Format("2006-01-02 15:04:05 UTC"), now.Sub(o.DownSince).Round(time.Second))
+			}
+			down = append(down, fmt.Sprintf("%s on host %s (%s) is down %s", o.ID, o.Host, o.Addr, since))
+		}
+	}
+	if len(down) > 0 {
+		add(Check{Code: "OSD_DOWN", Severity: Warn,
+			Summary: fmt.Sprintf("%d OSD(s) down: their placement groups are served by the remaining copies", len(down)),
+			Detail:  down})
+	}
+	if len(upOut) > 0 {
+		add(Check{Code: "OSD_OUT", Severity: Warn,
+			Summary: fmt.Sprintf("%d OSD(s) up but out: the cluster has less room and fewer copies to spread than it could", len(upOut)),
+			Detail:  upOut})
+	}
+	t := placement.NewTable(m)
+	for i := range m.Pools {
+		p := &m.Pools[i]
+		var degraded, inactive, undersized []string
+		for seed := uint32(0); seed < p.PGNum; seed++ {
+			pg := clustermap.PGID{Pool: p.ID, Seed: seed}
+			st.PGs++
+			placed := t.Place(p, pg)
+			acting := t.Acting(p, pg)
+			switch {
+			case len(acting) < p.MinSize:
+				inactive = append(inactive, fmt.Sprintf("%s (%d of %d copies up)", pg, len(acting), p.Size))
+			case len(acting) < p.Size && len(placed) == p.Size:
+				degraded = append(degraded, fmt.Sprintf("%s (%d of %d copies up)", pg, len(acting), p.Size))
+			case len(placed) < p.Size:
+				undersized = append(undersized, pg.String())
+			default:
+				st.PGsOK++
+			}
+		}
+		if len(inactive) > 0 {
+			add(Check{Code: "PG_INACTIVE", Severity: Err,
+				Summary: fmt.Sprintf("pool %q: %d pg(s) have fewer than min_size %d copies up: their writes are blocked until an OSD returns", p.Name, len(inactive), p.MinSize),
+				Detail:  clip(inactive)})
+		}
+		if len(degraded) > 0 {
+			add(Check{Code: "PG_DEGRADED", Severity: Warn,
+				Summary: fmt.Sprintf("pool %q: %d pg(s) degraded: fewer than %d copies up, data is at risk until the OSDs return", p.Name, len(degraded), p.Size),
+				Detail:  clip(degraded)})
+		}
+		if len(undersized) > 0 {
+			add(Check{Code: "PG_UNDERSIZED", Severity: Warn,
+				Summary: fmt.Sprintf("pool %q: %d pg(s) can be placed on fewer than %d distinct %ss: add OSDs or lower the pool size", p.Name, len(undersized), p.Size, p.FailureDomain),
+				Detail:  clip(undersized)})
+		}
+	}
+	// What the primaries say about their PGs: peering, recovery, down.
+	var downPGs []string
+	var recovering int
+	var left int64
+	for id, s := range stats {
+		for k, n := range s.PGStates {
+			if st.PGStates == nil {
+				st.PGStates = map[string]int{}
+			}
+			st.PGStates[k] += n
+		}
+		for pg, why := range s.DownPGs {
+			downPGs = append(downPGs, fmt.Sprintf("%s (primary %s): %s", pg, id, why))
+		}
+		recovering += s.PGStates["active+recovering"]
+		for _, w := range s.Work {
+			wk := Work{OSD: id.String(), Kind: w.Kind, ObjectsDone: w.ObjectsDone, ObjectsLeft: w.ObjectsLeft, BytesDone: w.BytesDone}
+			if el := now.Sub(w.Started).Seconds(); !w.Started.IsZero() && el > 0 {
+				wk.MBps = float64(w.BytesDone) / el / 1e6
+				if w.ObjectsDone > 0 {
+					wk.ETASeconds = el / float64(w.ObjectsDone) * float64(w.ObjectsLeft)
+				}
+			}
+			if w.Kind == "recovery" {
+				left += w.ObjectsLeft
+			}
+			st.Work = append(st.Work, wk)
+		}
+	}
+	sort.Slice(st.Work, func(i, j int) bool { return st.Work[i].OSD+st.Work[i].Kind < st.Work[j].OSD+st.Work[j].Kind })
+	if st.PGStates != nil {
+		st.PGsOK = min(st.PGsOK, st.PGStates["active+clean"])
+	}
+	// Every PG with an OSD up has a primary that must report it for this map.
+	reported, expected := 0, 0
+	for _, s := range stats {
+		if s.Epoch == m.Epoch {
+			for _, n := range s.PGStates {
+				reported += n
+			}
+		}
+	}
+	for i := range m.Pools {
+		p := &m.Pools[i]
+		for seed := uint32(0); seed < p.PGNum; seed++ {
+			if len(t.Acting(p, clustermap.PGID{Pool: p.ID, Seed: seed})) > 0 {
+				expected++
+			}
+		}
+	}
+	if reported < expected {
+		add(Check{Code: "PG_UNKNOWN", Severity: Warn,
+			Summary: fmt.Sprintf("%d pg(s) not yet reported by their primaries for map epoch %d", expected-reported, m.Epoch)})
+	}
+	if len(downPGs) > 0 {
+		sort.Strings(downPGs)
+		add(Check{Code: "PG_DOWN", Severity: Err,
+			Summary: fmt.Sprintf("%d pg(s) cannot go active: the OSDs holding their newest writes are down; their IO waits until one returns", len(downPGs)),
+			Detail:  clip(downPGs)})
+	}
+	if n := st.PGStates["peering"]; n > 0 {
+		add(Check{Code: "PG_PEERING", Severity: Warn, Summary: fmt.Sprintf("%d pg(s) peering: their IO waits a moment", n)})
+	}
+	if recovering > 0 {
+		add(Check{Code: "PG_RECOVERING", Severity: Warn,
+			Summary: fmt.Sprintf("%d pg(s) recovering: %d object copies left to bring up to date", recovering, left)})
+	}
+	if stalled := stalledRecovery(stats, now); len(stalled) > 0 {
+		add(Check{Code: "RECOVERY_STALLED", Severity: Warn,
+			Summary: fmt.Sprintf("recovery on %d OSD(s) has made no progress for over %s; it keeps retrying by itself, the detail says what fails", len(stalled), recoveryStallAfter),
+			Detail:  stalled})
+	}
+	st.Used, st.Total = usageTotals(stats)
+	var full, bfull, nearfull []string
+	for id, s := range stats {
+		if s.TotalBytes <= 0 {
+			continue
+		}
+		r := s.UsedRatio
+		if r == 0 { // published by an older OSD
+			r = float64(s.UsedBytes) / float64(s.TotalBytes)
+		}
+		var flagged clustermap.OSD // the flags the OSD set in the map
+		if o, ok := m.OSD(id); ok {
+			flagged = *o
+		}
+		line := fmt.Sprintf("%s is %.0f%% full (%s free, of which the store keeps its reserve)", id, r*100, humanBytes(s.FreeBytes))
+		switch {
+		case r >= fullRatio || flagged.Full:
+			full = append(full, line)
+		case r >= backfillFullRatio || flagged.BackfillFull:
+			bfull = append(bfull, line)
+		case r >= nearFullRatio:
+			nearfull = append(nearfull, line)
+		}
+	}
+	sort.Strings(full)
+	sort.Strings(bfull)
+	sort.Strings(nearfull)
+	if len(full) > 0 {
+		add(Check{Code: "OSD_FULL", Severity: Err, Summary: fmt.Sprintf("%d OSD(s) full: new writes to their placement groups are refused (reads and deletes go on); delete data, add OSDs, or mark a full OSD out", len(full)), Detail: full})
+	}
+	if len(bfull) > 0 {
+		add(Check{Code: "OSD_BACKFILLFULL", Severity: Warn, Summary: fmt.Sprintf("%d OSD(s) over %.0f%% full: recovery and backfill stop copying data to them, so their placement groups stay degraded; delete data, add OSDs, or mark one out", len(bfull), backfillFullRatio*100), Detail: bfull})
+	}
+	if len(nearfull) > 0 {
+		add(Check{Code: "OSD_NEARFULL", Severity: Warn, Summary: fmt.Sprintf("%d OSD(s) nearly full (over %.0f%%): add capacity soon", len(nearfull), nearFullRatio*100), Detail: nearfull})
+	}
+	var repaired, unrepaired, index []string
+	for _, r := range reports {
+		if !r.Archived.IsZero() {
+			continue
+		}
+		switch r.Kind {
+		case "index-corrupt":
+			index = append(index, fmt.Sprintf("%s: %s (found %s)", r.OSD, r.Detail, r.Time.UTC().Format("2006-01-02 15:04:05 UTC")))
+			continue
+		case "corruption", "inconsistent":
+		case "scrub-repaired":
+			r.Detail = "scrub found " + r.Detail
+		default:
+			continue
+		}
+		line := fmt.Sprintf("%s pg %s object %q: %s (%d time(s), last %s)", r.OSD, r.PG, r.Object, r.Detail, r.Count, r.Time.UTC().Format("2006-01-02 15:04:05 UTC"))
+		// Served from a replica (repaired now, or left for scrub) is a warning;
+		// no good copy anywhere is an error.
+		if r.Kind != "inconsistent" && (strings.Contains(r.Detail, "; repaired from ") || strings.Contains(r.Detail, "; served from ")) {
+			if now.Sub(r.Time) < repairedShownFor {
+				repaired = append(repaired, line)
+			}
+		} else {
+			unrepaired = append(unrepaired, line)
+		}
+	}
+	if len(index) > 0 {
+		add(Check{Code: "OSD_INDEX_DAMAGED", Severity: Err,
+			Summary: fmt.Sprintf("%d OSD(s) found damage in their index: their objects have other copies; replace each (cairn osd out N, wait for HEALTH_OK, cairn osd rm N, empty its data dir, start it again), then `cairn health archive`", len(index)),
+			Detail:  clip(index)})
+	}
+	if len(unrepaired) > 0 {
+		add(Check{Code: "OBJECT_CORRUPT", Severity: Err, Summary: fmt.Sprintf("%d object copy(ies) failed their checksum and could not be repaired: restore them from a backup, then `cairn health archive`", len(unrepaired)), Detail: clip(unrepaired)})
+	}
+	if len(repaired) > 0 {
+		add(Check{Code: "OBJECT_REPAIRED", Severity: Warn, Summary: fmt.Sprintf("%d object copy(ies) failed their checksum in the last %s; good copies were served from replicas and repaired, or left for scrub where noted: check the disks of the OSDs named, then `cairn health archive` (it also clears by itself after %s)", len(repaired), repairedShownFor, repairedShownFor), Detail: clip(repaired)})
+	}
+	return st
+}
+
+// usageTotals adds up the OSDs' disks, each filesystem once however many
+// OSDs share it.
+func usageTotals(stats map[clustermap.OSDID]report.OSDStats) (used, total int64) {
+	seen := map[string]bool{}
+	for _, s := range stats {
+		if s.Filesystem != "" {
+			if seen[s.Filesystem] {
+				continue
+			}
+			seen[s.Filesystem] = true
+		}
+		used += s.UsedBytes
+		total += s.TotalBytes
+	}
+	return used, total
+}
+
+// repairedShownFor is how long a repaired checksum error keeps the cluster
+// at HEALTH_WARN: long enough to be seen, then it is history (`cairn
+// health ls`). An unrepaired one stays until archived.
+const repairedShownFor = 24 * time.Hour
+
+// recoveryStallAfter is how long recovery may go without progress before
+// status says so.
+const recoveryStallAfter = time.Minute
+
+// stalledRecovery names the OSDs whose recovery has work left but got
+// nothing done for recoveryStallAfter, with their last error.
+func stalledRecovery(stats map[clustermap.OSDID]report.OSDStats, now time.Time) []string {
+	var out []string
+	for id, s := range stats {
+		for _, w := range s.Work {
+			if w.Kind != "recovery" || w.Started.IsZero() {
+				continue
+			}
+			last := w.Started
+			if w.Progress.After(last) {
+				last = w.Progress
+			}
+			if now.Sub(last) < recoveryStallAfter {
+				continue
+			}
+			why := "no error reported"
+			if w.LastError != "" {
+				why = "last error: " + w.LastError
+			}
+			out = append(out, fmt.Sprintf("%s: %d object copies left, nothing recovered for %s; %s", id, w.ObjectsLeft, now.Sub(last).Round(time.Second), why))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// clip keeps long detail lists readable.
+func clip(l []string) []string {
+	if len(l) <= 20 {
+		return l
+	}
+	return append(l[:20:20], fmt.Sprintf("... and %d more", len(l)-20))
+}
+
+// humanBytes prints a byte count as cairn's commands do ("1.5 GiB").
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

@@ -1,0 +1,270 @@
+package health
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cairn-storage/cairn/internal/clustermap"
+	"github.com/cairn-storage/cairn/internal/placement"
+	"github.com/cairn-storage/cairn/internal/report"
+)
+
+func testMap() *clustermap.Map {
+	m := &clustermap.Map{Epoch: 7, FSID: "f", NextPoolID: 2}
+	for h := 0; h < 3; h++ {
+		host := []string{"h1", "h2", "h3"}[h]
+		m.UpsertHost(host, "")
+		for j := 0; j < 2; j++ {
+			m.UpsertOSD(clustermap.OSD{ID: clustermap.OSDID(h*2 + j), Host: host, Class: clustermap.ClassHDD, Weight: 1, Up: true, In: true, Addr: "a"})
+		}
+	}
+	m.Pools = []clustermap.Pool{{ID: 1, Name: "default", Size: 3, MinSize: 2, PGNum: 64, FailureDomain: clustermap.DomainHost}}
+	return m
+}
+
+func find(st Status, code string) *Check {
+	for i := range st.Checks {
+		if st.Checks[i].Code == code {
+			return &st.Checks[i]
+		}
+	}
+	return nil
+}
+
+// primaryStats is what the OSDs publish when each of their primary PGs is
+// in state (and the others say nothing).
+func primaryStats(m *clustermap.Map, state string) map[clustermap.OSDID]report.OSDStats {
+	out := map[clustermap.OSDID]report.OSDStats{}
+	t := placement.NewTable(m)
+	for i := range m.Pools {
+		p := &m.Pools[i]
+		for seed := uint32(0); seed < p.PGNum; seed++ {
+			a := t.Acting(p, clustermap.PGID{Pool: p.ID, Seed: seed})
+			if len(a) == 0 {
+				continue
+			}
+			st := out[a[0]]
+			st.Epoch = m.Epoch
+			if st.PGStates == nil {
+				st.PGStates = map[string]int{}
+			}
+			st.PGStates[state]++
+			out[a[0]] = st
+		}
+	}
+	return out
+}
+
+func TestStatusHealthy(t *testing.T) {
+	m := testMap()
+	st := Compute(m, primaryStats(m, "active+clean"), nil, time.Now())
+	if st.Health != OK || len(st.Checks) != 0 || st.PGsOK != 64 || st.OSDsUp != 6 {
+		t.Fatalf("healthy map: %+v", st)
+	}
+}
+
+// Until every primary reported its PGs for the newest map, the cluster is
+// not called healthy: a returning OSD may still be peering.
+func TestStatusUnreportedPGs(t *testing.T) {
+	m := testMap()
+	stats := primaryStats(m, "active+clean")
+	o := stats[2]
+	o.Epoch = m.Epoch - 1
+	stats[2] = o
+	st := Compute(m, stats, nil, time.Now())
+	c := find(st, "PG_UNKNOWN")
+	if st.Health != Warn || c == nil || !strings.HasPrefix(c.Summary, fmt.Sprint(o.PGStates["active+clean"])) {
+		t.Fatalf("an OSD reporting an older epoch: want PG_UNKNOWN for its %d pgs, got %+v", o.PGStates["active+clean"], st)
+	}
+}
+
+func TestStatusRecoveringAndDown(t *testing.T) {
+	m := testMap()
+	stats := primaryStats(m, "active+recovering")
+	now := time.Now()
+	o := stats[0]
+	o.Work = []report.WorkProgress{{Kind: "recovery", ObjectsDone: 10, ObjectsLeft: 30, BytesDone: 40e6, Started: now.Add(-10 * time.Second)}}
+	o.DownPGs = map[string]string{"1.3": "waiting for osd.4, which hold(s) the newest writes"}
+	stats[0] = o
+	st := Compute(m, stats, nil, now)
+	if st.Health != Err || find(st, "PG_RECOVERING") == nil {
+		t.Fatalf("recovering and down pgs: want HEALTH_ERR with PG_RECOVERING: %+v", st)
+	}
+	if c := find(st, "PG_DOWN"); c == nil || !strings.Contains(c.Detail[0], "1.3 (primary osd.0): waiting for osd.4") {
+		t.Fatalf("PG_DOWN does not say which pg waits for what: %+v", c)
+	}
+	if len(st.Work) != 1 || st.Work[0].MBps < 3.9 || st.Work[0].MBps > 4.1 || st.Work[0].ETASeconds < 29 || st.Work[0].ETASeconds > 31 {
+		t.Fatalf("work progress: want 4 MB/s and ETA 30 s, got %+v", st.Work)
+	}
+}
+
+func TestStatusOSDDownDegraded(t *testing.T) {
+	m := testMap()
+	down := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	o, _ := m.OSD(3)
+	o.Up, o.DownSince = false, down
+	st := Compute(m, nil, nil, down.Add(90*time.Second))
+	if st.Health != Warn {
+		t.Fatalf("health %s, want WARN", st.Health)
+	}
+	c := find(st, "OSD_DOWN")
+	if c == nil || !strings.Contains(c.Detail[0], "osd.3 on host h2") || !strings.Contains(c.Detail[0], "1m30s ago") {
+		t.Fatalf("OSD_DOWN check does not name osd.3, its host and since when: %+v", c)
+	}
+	if d := find(st, "PG_DEGRADED"); d == nil || st.PGsOK+countPGs(d) != 64 {
+		t.Fatalf("degraded pgs not accounted: %+v ok=%d", d, st.PGsOK)
+	}
+}
+
+func countPGs(c *Check) int {
+	var n int
+	if _, err := fmt.Sscanf(c.Summary[strings.Index(c.Summary, ": ")+2:], "%d", &n); err != nil {
+		return -1
+	}
+	return n
+}
+
+func TestStatusInactiveIsError(t *testing.T) {
+	m := testMap()
+	for _, id := range []clustermap.OSDID{0, 1, 2, 3} { // two of three hosts down
+		o, _ := m.OSD(id)
+		o.Up = false
+	}
+	st := Compute(m, nil, nil, time.Now())
+	if st.Health != Err || find(st, "PG_INACTIVE") == nil {
+		t.Fatalf("two hosts of three down must be HEALTH_ERR with PG_INACTIVE: %+v", st)
+	}
+}
+
+func TestStatusFullAndCorruption(t *testing.T) {
+	stats := map[clustermap.OSDID]report.OSDStats{
+		0: {TotalBytes: 100, UsedBytes: 87, FreeBytes: 13},
+		1: {TotalBytes: 100, UsedBytes: 96, FreeBytes: 4},
+		2: {TotalBytes: 100, UsedBytes: 10, FreeBytes: 90},
+		3: {TotalBytes: 100, UsedBytes: 91, FreeBytes: 9},
+	}
+	reports := []report.Event{
+		{Kind: "corruption", OSD: 2, PG: "1.a", Object: "o1", Detail: "crc mismatch; repaired from osd.4", Count: 1, Time: time.Now()},
+	}
+	st := Compute(testMap(), stats, reports, time.Now())
+	if find(st, "OSD_NEARFULL") == nil || find(st, "OSD_BACKFILLFULL") == nil || find(st, "OSD_FULL") == nil || find(st, "OBJECT_REPAIRED") == nil {
+		t.Fatalf("missing checks: %+v", st.Checks)
+	}
+	if st.Health != Err {
+		t.Fatalf("a full OSD is HEALTH_ERR, got %s", st.Health)
+	}
+	reports[0].Detail = "crc mismatch; no replica had a good copy"
+	st = Compute(testMap(), nil, reports, time.Now())
+	if c := find(st, "OBJECT_CORRUPT"); c == nil || st.Health != Err || !strings.Contains(c.Detail[0], `"o1"`) {
+		t.Fatalf("unrepaired corruption must be HEALTH_ERR naming the object: %+v", st)
+	}
+}
+
+// An OSD up but out holds nothing: whether the keeper failed to take it back
+// or an operator drained it, status says so and what to do.
+func TestStatusUpButOut(t *testing.T) {
+	m := testMap()
+	o, _ := m.OSD(4)
+	o.In = false
+	st := Compute(m, primaryStats(m, "active+clean"), nil, time.Now())
+	c := find(st, "OSD_OUT")
+	if st.Health != Warn || c == nil || len(c.Detail) != 1 || !strings.Contains(c.Detail[0], "osd.4") || !strings.Contains(c.Detail[0], "cairn osd in 4") {
+		t.Fatalf("an up but out OSD: want HEALTH_WARN with OSD_OUT naming osd.4 and `cairn osd in 4`, got %+v", st)
+	}
+}
+
+// Recovery with work left and nothing done for a minute is reported with
+// its last error; recovery that moves, or only just started, is not.
+func TestStatusRecoveryStalled(t *testing.T) {
+	m := testMap()
+	now := time.Now()
+	stats := primaryStats(m, "active+recovering")
+	o := stats[0]
+	o.Work = []report.WorkProgress{{Kind: "recovery", ObjectsLeft: 55, Started: now.Add(-5 * time.Minute), Progress: now.Add(-4 * time.Minute),
+		LastError: `pg 1.2: recovering "x": to osd.1: wrong epoch`}}
+	stats[0] = o
+	st := Compute(m, stats, nil, now)
+	c := find(st, "RECOVERY_STALLED")
+	if c == nil || len(c.Detail) != 1 || !strings.Contains(c.Detail[0], "osd.0") || !strings.Contains(c.Detail[0], "4m0s") || !strings.Contains(c.Detail[0], "wrong epoch") {
+		t.Fatalf("stalled recovery: want RECOVERY_STALLED naming osd.0, 4m0s and its last error, got %+v", c)
+	}
+	for _, w := range []report.WorkProgress{
+		{Kind: "recovery", ObjectsLeft: 55, Started: now.Add(-5 * time.Minute), Progress: now.Add(-time.Second)},
+		{Kind: "recovery", ObjectsLeft: 55, Started: now.Add(-10 * time.Second)},
+	} {
+		o.Work = []report.WorkProgress{w}
+		stats[0] = o
+		if c := find(Compute(m, stats, nil, now), "RECOVERY_STALLED"); c != nil {
+			t.Fatalf("recovery %+v is not stalled, got %+v", w, c)
+		}
+	}
+}
+
+// Full and nearly full count the space the store lets writes use: a disk
+// with 10% free is full when the store keeps those 10% as its reserve.
+func TestStatusFullCountsTheReserve(t *testing.T) {
+	const gib = 1 << 30
+	total, free, reserve := int64(10*gib), int64(gib+gib/20), int64(gib)
+	r := clustermap.UsedRatio(total, free, reserve)
+	stats := map[clustermap.OSDID]report.OSDStats{0: {TotalBytes: total, UsedBytes: total - free, FreeBytes: free, UsedRatio: r}}
+	st := Compute(testMap(), stats, nil, time.Now())
+	if c := find(st, "OSD_FULL"); c == nil || !strings.Contains(c.Detail[0], "osd.0 is 99% full") {
+		t.Fatalf("an OSD with 5%% of a 10 GiB disk left beyond its 1 GiB reserve (ratio %.3f): want OSD_FULL at 99%%, got %+v", r, st.Checks)
+	}
+	for _, c := range []struct {
+		total, free, reserve int64
+		want                 float64
+	}{{100, 50, 0, 0.5}, {100, 50, 50, 1}, {100, 60, 20, 0.5}, {100, 100, 200, 1}, {0, 0, 0, 0}} {
+		if got := clustermap.UsedRatio(c.total, c.free, c.reserve); got != c.want {
+			t.Errorf("UsedRatio(%d, %d, %d) = %v, want %v", c.total, c.free, c.reserve, got, c.want)
+		}
+	}
+}
+
+// OSDs sharing one filesystem count it once in the totals.
+func TestStatusTotalsCountEachFilesystemOnce(t *testing.T) {
+	stats := map[clustermap.OSDID]report.OSDStats{
+		0: {TotalBytes: 100, UsedBytes: 40, Filesystem: "m1:5"},
+		1: {TotalBytes: 100, UsedBytes: 40, Filesystem: "m1:5"},
+		2: {TotalBytes: 50, UsedBytes: 10, Filesystem: "m2:5"},
+		3: {TotalBytes: 20, UsedBytes: 1},
+	}
+	st := Compute(testMap(), stats, nil, time.Now())
+	if st.Used != 51 || st.Total != 170 {
+		t.Fatalf("totals %d of %d, want 51 of 170 (m1:5 once)", st.Used, st.Total)
+	}
+}
+
+// A repaired checksum error warns for a day, then is history; an archived
+// one no longer counts, unless it happens again; an unrepaired one stays
+// until archived.
+func TestStatusReportsAgeAndArchive(t *testing.T) {
+	now := time.Now()
+	repaired := report.Event{Kind: "corruption", OSD: 2, PG: "1.a", Object: "o1", Detail: "crc mismatch; repaired from osd.4", Count: 1, Time: now.Add(-time.Hour)}
+	lost := report.Event{Kind: "corruption", OSD: 2, PG: "1.b", Object: "o2", Detail: "crc mismatch; no replica had a good copy", Count: 1, Time: now.Add(-48 * time.Hour)}
+	m := testMap()
+	stats := primaryStats(m, "active+clean")
+	health := func(rs ...report.Event) Status { return Compute(m, stats, rs, now) }
+	if st := health(repaired); st.Health != Warn || find(st, "OBJECT_REPAIRED") == nil {
+		t.Fatalf("a repair an hour ago: want OBJECT_REPAIRED, got %+v", st)
+	}
+	old := repaired
+	old.Time = now.Add(-25 * time.Hour)
+	if st := health(old); st.Health != OK {
+		t.Fatalf("a repair 25 hours ago: want HEALTH_OK, got %+v", st)
+	}
+	archived := repaired
+	archived.Archived = now
+	if st := health(archived); st.Health != OK {
+		t.Fatalf("an archived repair: want HEALTH_OK, got %+v", st)
+	}
+	if st := health(lost); st.Health != Err || find(st, "OBJECT_CORRUPT") == nil {
+		t.Fatalf("an unrepaired error two days ago: want OBJECT_CORRUPT, got %+v", st)
+	}
+	lost.Archived = now
+	if st := health(lost); st.Health != OK {
+		t.Fatalf("an archived unrepaired error: want HEALTH_OK, got %+v", st)
+	}
+}

@@ -1,0 +1,59 @@
+package report
+
+import (
+	"time"
+
+	"github.com/cairn-storage/cairn/internal/clustermap"
+)
+
+// OSDStats is what a live OSD publishes about itself under its lease.
+type OSDStats struct {
+	TotalBytes int64     `json:"total_bytes"`
+	UsedBytes  int64     `json:"used_bytes"`
+	FreeBytes  int64     `json:"free_bytes"`
+	Objects    int64     `json:"objects"`
+	Updated    time.Time `json:"updated"`
+	// UsedRatio is clustermap.UsedRatio of the store's fuller
+	// filesystem: what the full flags and the store's refusals go by.
+	UsedRatio float64 `json:"used_ratio,omitempty"`
+	// Filesystem names the filesystem holding the data, equal for OSDs
+	// that share one, so totals count it once.
+	Filesystem string `json:"filesystem,omitempty"`
+	// Epoch is the map epoch PGStates were computed at.
+	Epoch clustermap.Epoch `json:"epoch"`
+	// The placement groups this OSD is primary for, by state
+	// ("active+clean", "active+recovering", "peering", "down"), and the
+	// background work it runs.
+	PGStates map[string]int `json:"pg_states,omitempty"`
+	// DownPGs names PGs that cannot go active, with the reason.
+	DownPGs map[string]string `json:"down_pgs,omitempty"`
+	Work    []WorkProgress    `json:"work,omitempty"`
+}
+
+// WorkProgress is one background worker's progress (recovery, scrub).
+type WorkProgress struct {
+	Kind        string    `json:"kind"` // "recovery", "scrub", "deep-scrub"
+	ObjectsDone int64     `json:"objects_done"`
+	ObjectsLeft int64     `json:"objects_left"`
+	BytesDone   int64     `json:"bytes_done"`
+	Started     time.Time `json:"started"`
+	// Progress is when the work last got something done; LastError is
+	// its most recent failure (it retries by itself).
+	Progress  time.Time `json:"progress,omitzero"`
+	LastError string    `json:"last_error,omitempty"`
+}
+
+// Event is a health event worth an operator's attention, e.g. a checksum
+// error found on read. Events stay, as history, until cleared; status
+// stops counting one once an operator archived it (a new occurrence of
+// the same event brings it back).
+type Event struct {
+	Kind     string           `json:"kind"` // e.g. "corruption"
+	OSD      clustermap.OSDID `json:"osd"`
+	PG       string           `json:"pg,omitempty"`
+	Object   string           `json:"object,omitempty"`
+	Detail   string           `json:"detail"`
+	Time     time.Time        `json:"time"`
+	Count    int              `json:"count"`
+	Archived time.Time        `json:"archived,omitzero"`
+}
