@@ -12,6 +12,7 @@ import (
 
 	"github.com/cairn-storage/cairn/internal/clustermap"
 	"github.com/cairn-storage/cairn/internal/meta"
+	"github.com/cairn-storage/cairn/internal/pg"
 	"github.com/cairn-storage/cairn/internal/proto"
 )
 
@@ -133,7 +134,7 @@ func checkInMap(m *clustermap.Map, id clustermap.OSDID) error {
 
 // checkRemovable refuses an OSD that checkInMap refuses, or that some PG
 // record names as holding writes its acting set does not have completely.
-func checkRemovable(m *clustermap.Map, recs map[string]meta.PGRecord, id clustermap.OSDID) error {
+func checkRemovable(m *clustermap.Map, recs map[string]pg.Record, id clustermap.OSDID) error {
 	if err := checkInMap(m, id); err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/cairn-storage/cairn/internal/clustermap"
 	"github.com/cairn-storage/cairn/internal/conf"
 	"github.com/cairn-storage/cairn/internal/keeper"
+	pgrec "github.com/cairn-storage/cairn/internal/pg"
 	"github.com/cairn-storage/cairn/internal/report"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -35,7 +36,7 @@ const (
 	prefixAlive  = prefix + "alive/"  // alive/<osd id> → addr, held by the OSD's lease
 	prefixStats  = prefix + "stats/"  // stats/<osd id> → OSDStats JSON, under the same lease
 	prefixReport = prefix + "report/" // report/<kind>/<id> → Report JSON
-	prefixPG     = prefix + "pg/"     // pg/<pgid> → PGRecord JSON, written by the PG's primary
+	prefixPG     = prefix + "pg/"     // pg/<pgid> → pg.Record JSON, written by the PG's primary
 	keyElection  = prefix + "keeper"
 )
 
@@ -240,19 +241,8 @@ type OSDStats = report.OSDStats
 // WorkProgress is one background worker's progress (recovery, scrub).
 type WorkProgress = report.WorkProgress
 
-// PGRecord is what the cluster must remember about a placement group
-// between primaries: the acting set it last went active with, and which
-// OSDs hold every acknowledged write. A new primary may only go active after
-// it heard from one of Complete, so no acknowledged write can be lost by
-// electing a stale primary.
-type PGRecord struct {
-	Epoch    clustermap.Epoch   `json:"epoch"` // map epoch of the interval that wrote it
-	Acting   []clustermap.OSDID `json:"acting"`
-	Complete []clustermap.OSDID `json:"complete"`
-}
-
 // PGRecord returns the record of pg and its etcd revision (0: none yet).
-func (s *Store) PGRecord(ctx context.Context, pg string) (*PGRecord, int64, error) {
+func (s *Store) PGRecord(ctx context.Context, pg string) (*pgrec.Record, int64, error) {
 	resp, err := s.cli.Get(ctx, prefixPG+pg)
 	if err != nil {
 		return nil, 0, fmt.Errorf("etcd: read pg %s: %w", pg, err)
@@ -260,7 +250,7 @@ func (s *Store) PGRecord(ctx context.Context, pg string) (*PGRecord, int64, erro
 	if len(resp.Kvs) == 0 {
 		return nil, 0, nil
 	}
-	var r PGRecord
+	var r pgrec.Record
 	if err := json.Unmarshal(resp.Kvs[0].Value, &r); err != nil {
 		return nil, 0, fmt.Errorf("etcd: pg %s record is damaged: %v", pg, err)
 	}
@@ -272,7 +262,7 @@ var ErrPGRecordRaced = errors.New("etcd: pg record changed concurrently")
 
 // PutPGRecord replaces pg's record if it is still at revision rev (0: absent)
 // and returns the new revision.
-func (s *Store) PutPGRecord(ctx context.Context, pg string, r PGRecord, rev int64) (int64, error) {
+func (s *Store) PutPGRecord(ctx context.Context, pg string, r pgrec.Record, rev int64) (int64, error) {
 	b, _ := json.Marshal(r)
 	key := prefixPG + pg
 	tr, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
@@ -287,14 +277,14 @@ func (s *Store) PutPGRecord(ctx context.Context, pg string, r PGRecord, rev int6
 }
 
 // PGRecords returns every PG record, by PG id.
-func (s *Store) PGRecords(ctx context.Context) (map[string]PGRecord, error) {
+func (s *Store) PGRecords(ctx context.Context) (map[string]pgrec.Record, error) {
 	resp, err := s.cli.Get(ctx, prefixPG, clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("etcd: list pg records: %w", err)
 	}
-	out := map[string]PGRecord{}
+	out := map[string]pgrec.Record{}
 	for _, kv := range resp.Kvs {
-		var r PGRecord
+		var r pgrec.Record
 		if json.Unmarshal(kv.Value, &r) == nil {
 			out[strings.TrimPrefix(string(kv.Key), prefixPG)] = r
 		}

@@ -325,8 +325,8 @@ func (s *Server) readFromReplica(ctx context.Context, pool *clustermap.Pool, p *
 	m := s.view.Map()
 	p.mu.Lock()
 	var sources []clustermap.OSDID
-	for _, r := range p.prim.writeSet {
-		if _, missing := p.prim.missing[r][req.Object]; r != s.id && !missing {
+	for _, r := range p.prim.WriteSet {
+		if _, missing := p.prim.Missing[r][req.Object]; r != s.id && !missing {
 			sources = append(sources, r)
 		}
 	}
@@ -363,7 +363,7 @@ func (s *Server) readFromReplica(ctx context.Context, pool *clustermap.Pool, p *
 // could not be brought up to date (why).
 func (s *Server) readFrom(ctx context.Context, p *pgState, req *proto.Request, why error) *proto.Response {
 	p.mu.Lock()
-	auth := p.prim.auth
+	auth := p.prim.Auth
 	p.mu.Unlock()
 	m := s.view.Map()
 	o, ok := m.OSD(auth)

@@ -27,6 +27,7 @@ import (
 	"github.com/cairn-storage/cairn/internal/mapview"
 	"github.com/cairn-storage/cairn/internal/meta"
 	"github.com/cairn-storage/cairn/internal/objstore"
+	"github.com/cairn-storage/cairn/internal/pg"
 	"github.com/cairn-storage/cairn/internal/rpc"
 )
 
@@ -116,7 +117,7 @@ type pgState struct {
 	phase    pgPhase
 	changed  chan struct{} // closed and replaced on every phase change
 	peering  bool          // a peering attempt is running
-	prim     primaryState
+	prim     pg.Primary
 	poolSize int
 	nMissing atomic.Int64 // objects some member lacks; 0 lets the IO path skip the check
 	// Recovery of this PG (an object copy or its record) failed: it is

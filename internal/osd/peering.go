@@ -11,28 +11,11 @@ import (
 	"time"
 
 	"github.com/cairn-storage/cairn/internal/clustermap"
-	"github.com/cairn-storage/cairn/internal/meta"
 	"github.com/cairn-storage/cairn/internal/objstore"
+	"github.com/cairn-storage/cairn/internal/pg"
 	"github.com/cairn-storage/cairn/internal/placement"
 	"github.com/cairn-storage/cairn/internal/proto"
 )
-
-// Peering: whenever the acting set of a PG changes, its primary compares
-// the copies (object names and eversions) of every acting member and of the
-// OSDs the PG's etcd record names as complete, picks an authoritative copy
-// from the latter, and goes active with the list of objects each member
-// lacks. Until then the PG serves nothing. Recovery then copies those objects
-// in the background; an operation on an object that some member still lacks
-// copies it first. So a member that missed writes never serves them stale,
-// and no acknowledged write is rolled back:
-//
-//   - a write is acknowledged only when every member of the write set (the
-//     acting set, plus the authoritative copy while it is not in the acting
-//     set) applied it;
-//   - the record's Complete list holds only OSDs that hold every
-//     acknowledged write (the authoritative copy and members with nothing
-//     missing), and is written before the PG goes active;
-//   - a primary may go active only after it heard from a member of Complete.
 
 type pgPhase int
 
@@ -45,26 +28,6 @@ const (
 
 func (p pgPhase) String() string {
 	return [...]string{"idle", "peering", "active", "down"}[p]
-}
-
-// primaryState is what the primary of a PG knows after peering.
-type primaryState struct {
-	epoch    clustermap.Epoch // the interval: the map epoch peering ran at
-	acting   []clustermap.OSDID
-	writeSet []clustermap.OSDID // acting, plus auth while it is not acting
-	auth     clustermap.OSDID   // holds every acknowledged write
-	complete []clustermap.OSDID
-	missing  map[clustermap.OSDID]map[string]struct{}
-	recRev   int64
-	reason   string // phaseDown: why
-}
-
-func (ps *primaryState) missingCount() int {
-	n := 0
-	for _, m := range ps.missing {
-		n += len(m)
-	}
-	return n
 }
 
 // peerRetry is how often a PG that could not go active tries again.
@@ -112,10 +75,10 @@ func (s *Server) checkPGs(ctx context.Context) {
 			case !primary:
 				if p.phase != phaseIdle {
 					p.setPhase(phaseIdle)
-					p.setPrim(primaryState{})
+					p.setPrim(pg.Primary{})
 				}
 			case p.peering:
-			case p.phase == phaseIdle, !slices.Equal(p.prim.acting, acting), p.phase == phaseDown:
+			case p.phase == phaseIdle, !slices.Equal(p.prim.Acting, acting), p.phase == phaseDown:
 				s.startPeering(ctx, id, p)
 			}
 			p.mu.Unlock()
@@ -129,7 +92,7 @@ func (s *Server) checkPGs(ctx context.Context) {
 		if _, ok := m.Pool(id.Pool); !ok {
 			p.mu.Lock()
 			p.setPhase(phaseIdle)
-			p.setPrim(primaryState{})
+			p.setPrim(pg.Primary{})
 			p.mu.Unlock()
 		}
 	}
@@ -148,9 +111,9 @@ func (s *Server) startPeering(ctx context.Context, id clustermap.PGID, p *pgStat
 // objects equal to it: a count left over from an interval this OSD no
 // longer leads would keep recovery busy with a PG it cannot recover. The
 // caller holds p.mu.
-func (p *pgState) setPrim(ps primaryState) {
+func (p *pgState) setPrim(ps pg.Primary) {
 	p.prim = ps
-	p.nMissing.Store(int64(ps.missingCount()))
+	p.nMissing.Store(int64(ps.MissingCount()))
 	p.retryAt, p.backoff, p.lastErr = time.Time{}, 0, ""
 }
 
@@ -174,59 +137,37 @@ func (s *Server) peer(ctx context.Context, id clustermap.PGID, p *pgState) {
 	// rather than at the next tick.
 	defer s.kickPeering()
 	if err != nil {
-		if p.phase != phaseDown || p.prim.reason != err.Error() {
+		if p.phase != phaseDown || p.prim.Reason != err.Error() {
 			s.logf("%s: pg %s cannot go active: %v", s.id, id, err)
 		}
-		p.setPrim(primaryState{acting: ps.acting, reason: err.Error()})
+		p.setPrim(pg.Primary{Acting: ps.Acting, Reason: err.Error()})
 		p.setPhase(phaseDown)
 		return
 	}
-	if ps.lastUpdate > p.version {
-		p.version = ps.lastUpdate
+	if ps.LastUpdate > p.version {
+		p.version = ps.LastUpdate
 	}
-	p.setPrim(ps.primaryState)
+	p.setPrim(ps.Primary)
 	if pool, ok := s.view.Map().Pool(id.Pool); ok {
 		p.poolSize = pool.Size
 	}
 	p.setPhase(phaseActive)
-	if n := ps.missingCount(); n > 0 {
-		s.logf("%s: pg %s active at epoch %d, %d objects to recover (authoritative copy on %s)", s.id, id, ps.epoch, n, ps.auth)
+	if n := ps.MissingCount(); n > 0 {
+		s.logf("%s: pg %s active at epoch %d, %d objects to recover (authoritative copy on %s)", s.id, id, ps.Epoch, n, ps.Auth)
 		s.wakeRecovery()
 	}
 }
 
-type peerResult struct {
-	primaryState
-	lastUpdate uint64
-}
-
-// pgListing is one OSD's copy of a PG, as peering sees it.
-type pgListing struct {
-	objs       map[string]objState
-	lastUpdate uint64 // the PG version the OSD reported (pglog.go)
-}
-
-// applied is the highest PG version the copy is known to have applied: the
-// one its OSD reported, or a newer one left on an object (an OSD that
-// restarted knows only its newest delete's).
-func (l *pgListing) applied() uint64 {
-	v := l.lastUpdate
-	for _, st := range l.objs {
-		v = max(v, st.Ver.Version)
-	}
-	return v
-}
-
-func (s *Server) doPeer(ctx context.Context, id clustermap.PGID) (peerResult, error) {
+func (s *Server) doPeer(ctx context.Context, id clustermap.PGID) (pg.Peered, error) {
 	t := s.view.Table()
 	m := t.Map()
-	var res peerResult
+	var res pg.Peered
 	pool, ok := m.Pool(id.Pool)
 	if !ok {
 		return res, fmt.Errorf("pool %d is gone", id.Pool)
 	}
 	acting := t.Acting(pool, id)
-	res.acting, res.epoch = acting, m.Epoch
+	res.Acting, res.Epoch = acting, m.Epoch
 	if len(acting) == 0 || acting[0] != s.id {
 		return res, errors.New("no longer primary")
 	}
@@ -245,7 +186,7 @@ func (s *Server) doPeer(ctx context.Context, id clustermap.PGID) (peerResult, er
 			}
 		}
 	}
-	lists := make(map[clustermap.OSDID]*pgListing, len(probe))
+	lists := make(map[clustermap.OSDID]*pg.Listing, len(probe))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	errs := make(map[clustermap.OSDID]error)
@@ -269,102 +210,15 @@ func (s *Server) doPeer(ctx context.Context, id clustermap.PGID) (peerResult, er
 			return res, fmt.Errorf("acting member %s did not answer: %v", o, err)
 		}
 	}
-	res, err = decidePeering(s.id, m.Epoch, acting, rec, lists)
+	res, err = pg.Decide(s.id, m.Epoch, acting, rec, lists)
 	if err != nil {
 		return res, err
 	}
-	newRec := meta.PGRecord{Epoch: m.Epoch, Acting: acting, Complete: res.complete}
-	if res.recRev, err = s.meta.PutPGRecord(ctx, id.String(), newRec, rev); err != nil {
+	newRec := pg.Record{Epoch: m.Epoch, Acting: acting, Complete: res.Complete}
+	if res.RecRev, err = s.meta.PutPGRecord(ctx, id.String(), newRec, rev); err != nil {
 		return res, err
 	}
 	return res, nil
-}
-
-// decidePeering is the heart of peering, kept pure so that the simulation
-// in peering_sim_test.go drives exactly this code: given the PG's record
-// and the copies that answered, it picks the authoritative copy (the newest
-// among those the record names complete), the objects each acting member
-// lacks, the members complete already, and the write set.
-func decidePeering(self clustermap.OSDID, epoch clustermap.Epoch, acting []clustermap.OSDID, rec *meta.PGRecord, lists map[clustermap.OSDID]*pgListing) (peerResult, error) {
-	res := peerResult{}
-	res.acting, res.epoch = acting, epoch
-	var candidates []clustermap.OSDID
-	if rec != nil && len(rec.Complete) > 0 {
-		for _, o := range rec.Complete {
-			if lists[o] != nil {
-				candidates = append(candidates, o)
-			}
-		}
-		if len(candidates) == 0 {
-			return res, fmt.Errorf("waiting for %s, which hold(s) the newest writes", osdList(rec.Complete))
-		}
-	} else {
-		for _, o := range acting {
-			if lists[o] != nil {
-				candidates = append(candidates, o)
-			}
-		}
-		if len(candidates) == 0 {
-			return res, errors.New("no copy answered")
-		}
-	}
-	applied := make(map[clustermap.OSDID]uint64, len(lists)) // each a pass over the copy's objects
-	for o, l := range lists {
-		applied[o] = l.applied()
-		res.lastUpdate = max(res.lastUpdate, applied[o])
-	}
-	auth := candidates[0]
-	for _, o := range candidates {
-		if lo, la := applied[o], applied[auth]; lo > la || lo == la && o == self {
-			auth = o
-		}
-	}
-	res.auth = auth
-	res.missing = map[clustermap.OSDID]map[string]struct{}{}
-	res.complete = []clustermap.OSDID{auth}
-	ref := lists[auth].objs
-	for _, o := range acting {
-		if o == auth {
-			continue
-		}
-		miss := diffCopies(ref, lists[o].objs)
-		if len(miss) > 0 {
-			res.missing[o] = miss
-		} else {
-			res.complete = append(res.complete, o)
-		}
-	}
-	res.writeSet = slices.Clone(acting)
-	if !slices.Contains(acting, auth) {
-		res.writeSet = append(res.writeSet, auth)
-	}
-	return res, nil
-}
-
-// diffCopies returns the names whose copy in have differs from ref, or
-// exists in only one of them.
-func diffCopies(ref, have map[string]objState) map[string]struct{} {
-	out := map[string]struct{}{}
-	for n, a := range ref {
-		b, ok := have[n]
-		if !ok || a.Ver != b.Ver || a.Size != b.Size || a.Meta != b.Meta {
-			out[n] = struct{}{}
-		}
-	}
-	for n := range have {
-		if _, ok := ref[n]; !ok {
-			out[n] = struct{}{}
-		}
-	}
-	return out
-}
-
-func osdList(ids []clustermap.OSDID) string {
-	s := make([]string, len(ids))
-	for i, o := range ids {
-		s[i] = o.String()
-	}
-	return strings.Join(s, ", ")
 }
 
 // pgListPage bounds one OpPGList reply: objects, and bytes read when deep.
@@ -374,8 +228,8 @@ const (
 )
 
 // listPG returns the copy of a PG on osd (this one or a peer).
-func (s *Server) listPG(ctx context.Context, t *placement.Table, osd clustermap.OSDID, id clustermap.PGID, flags uint32) (*pgListing, error) {
-	l := &pgListing{objs: map[string]objState{}}
+func (s *Server) listPG(ctx context.Context, t *placement.Table, osd clustermap.OSDID, id clustermap.PGID, flags uint32) (*pg.Listing, error) {
+	l := &pg.Listing{Objs: map[string]pg.ObjState{}}
 	var start []byte
 	for {
 		req := &proto.Request{Op: proto.OpPGList, Flags: flags, Epoch: t.Map().Epoch, PG: id, Start: start, Limit: pgListPage}
@@ -398,13 +252,13 @@ func (s *Server) listPG(ctx context.Context, t *placement.Table, osd clustermap.
 		if resp.Status != proto.StatusOK {
 			return nil, fmt.Errorf("%s: %s", resp.Status, resp.Message)
 		}
-		l.lastUpdate = max(l.lastUpdate, resp.Version)
+		l.LastUpdate = max(l.LastUpdate, resp.Version)
 		for _, kv := range resp.KVs {
-			st, err := decodeObjState(kv.Value)
+			st, err := pg.DecodeObjState(kv.Value)
 			if err != nil {
 				return nil, fmt.Errorf("%s sent a bad object state for %q", osd, kv.Key)
 			}
-			l.objs[string(kv.Key)] = st
+			l.Objs[string(kv.Key)] = st
 		}
 		if !resp.More || len(resp.Data) == 0 {
 			return l, nil
@@ -459,7 +313,7 @@ func (s *Server) pgList(req *proto.Request) *proto.Response {
 		if err != nil {
 			return s.failErr(err)
 		}
-		r.KVs = append(r.KVs, proto.KV{Key: []byte(n), Value: st.encode()})
+		r.KVs = append(r.KVs, proto.KV{Key: []byte(n), Value: st.Encode()})
 		if read += nread; deep && read >= pgListDeepBytes && i < len(names)-1 {
 			names, more = names[:i+1], true
 			break
@@ -486,7 +340,7 @@ func (s *Server) activePG(ctx context.Context, id clustermap.PGID, acting []clus
 	defer timer.Stop()
 	for {
 		p.mu.Lock()
-		phase, ch, same, reason := p.phase, p.changed, slices.Equal(p.prim.acting, acting), p.prim.reason
+		phase, ch, same, reason := p.phase, p.changed, slices.Equal(p.prim.Acting, acting), p.prim.Reason
 		p.mu.Unlock()
 		if same && phase == phaseActive {
 			return p, nil
@@ -531,14 +385,14 @@ func (s *Server) pgSummary() (map[string]int, map[string]string) {
 	for id, p := range s.pgs {
 		p.mu.Lock()
 		phase := p.phase
-		if pool, ok := t.Map().Pool(id.Pool); ok && phase != phaseIdle && !slices.Equal(p.prim.acting, t.Acting(pool, id)) {
+		if pool, ok := t.Map().Pool(id.Pool); ok && phase != phaseIdle && !slices.Equal(p.prim.Acting, t.Acting(pool, id)) {
 			phase = phasePeering // peered for an older acting set: about to peer again
 		}
 		switch phase {
 		case phaseActive:
-			if p.prim.missingCount() > 0 || !p.prim.recordComplete() {
+			if p.prim.MissingCount() > 0 || !p.prim.RecordComplete() {
 				states["active+recovering"]++
-			} else if len(p.prim.acting) < p.poolSize {
+			} else if len(p.prim.Acting) < p.poolSize {
 				states["active+undersized"]++
 			} else {
 				states["active+clean"]++
@@ -547,7 +401,7 @@ func (s *Server) pgSummary() (map[string]int, map[string]string) {
 			states["peering"]++
 		case phaseDown:
 			states["down"]++
-			down[id.String()] = p.prim.reason
+			down[id.String()] = p.prim.Reason
 		}
 		p.mu.Unlock()
 	}

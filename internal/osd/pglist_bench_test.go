@@ -7,6 +7,7 @@ import (
 	"github.com/cairn-storage/cairn/internal/clustermap"
 	"github.com/cairn-storage/cairn/internal/mapview"
 	"github.com/cairn-storage/cairn/internal/objstore"
+	"github.com/cairn-storage/cairn/internal/pg"
 	"github.com/cairn-storage/cairn/internal/proto"
 )
 
@@ -26,7 +27,7 @@ func BenchmarkPeeringList(b *testing.B) {
 		for j := i; j < i+500; j++ {
 			name := fmt.Sprintf("obj-%05d", j)
 			txn.Put(id.String(), name, make([]byte, 4096))
-			txn.SetXattr(id.String(), name, versionXattr, eversion{3, uint64(j)}.encode())
+			txn.SetXattr(id.String(), name, versionXattr, pg.EVersion{Epoch: 3, Version: uint64(j)}.Encode())
 		}
 		if err := st.Apply(txn); err != nil {
 			b.Fatal(err)

@@ -10,7 +10,7 @@ import (
 // makes the new primary continue from the highest any copy has seen, and
 // picks, among the copies that hold every acknowledged write, the one that
 // has seen the highest. The version is not logged per write: every write
-// leaves it on the objects it changes (their eversion, versionXattr), which
+// leaves it on the objects it changes (their pg.EVersion, versionXattr), which
 // the peering listings carry anyway, so the highest version a copy has
 // applied is the highest of its objects'. Only a write that leaves its
 // object gone (a delete) has nowhere to put it; it records its version in
@@ -18,7 +18,7 @@ import (
 // applied concurrently may leave the older of their versions there; that
 // can only make a restarted copy look older than it is when peering picks
 // among complete copies, and reusing a version in a later interval is
-// harmless, since the interval's epoch leads every eversion.
+// harmless, since the interval's epoch leads every pg.EVersion.
 //
 // Earlier builds kept a PG log: one omap key per write (version → op,
 // epoch, object name) on the metadata object, trimmed to the newest 2,048

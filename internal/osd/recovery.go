@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/cairn-storage/cairn/internal/clustermap"
 	"github.com/cairn-storage/cairn/internal/meta"
 	"github.com/cairn-storage/cairn/internal/objstore"
+	"github.com/cairn-storage/cairn/internal/pg"
 	"github.com/cairn-storage/cairn/internal/proto"
 )
 
@@ -98,8 +98,8 @@ func (s *Server) recoverSome(ctx context.Context) (did, pending bool, wait time.
 		s.recovery.started.Store(now.UnixNano())
 	}
 	p.mu.Lock()
-	names := p.prim.someMissing(64)
-	epoch := p.prim.epoch
+	names := p.prim.SomeMissing(64)
+	epoch := p.prim.Epoch
 	p.mu.Unlock()
 	err := s.recoverObjects(ctx, id, p, names)
 	if err == nil {
@@ -121,7 +121,7 @@ func (s *Server) settleRecords(ctx context.Context, now time.Time) (unsettled bo
 			continue
 		}
 		p.mu.Lock()
-		epoch, at := p.prim.epoch, p.retryAt
+		epoch, at := p.prim.Epoch, p.retryAt
 		p.mu.Unlock()
 		if at.After(now) {
 			unsettled, wait = true, min(wait, at.Sub(now))
@@ -173,24 +173,6 @@ func (s *Server) nextToRecover(now time.Time) (id clustermap.PGID, p *pgState, w
 	return clustermap.PGID{}, nil, waiting, wait
 }
 
-// someMissing returns up to n names some member lacks.
-func (ps *primaryState) someMissing(n int) []string {
-	var names []string
-	seen := map[string]bool{}
-	for _, set := range ps.missing {
-		for name := range set {
-			if len(names) >= n {
-				return names
-			}
-			if !seen[name] {
-				seen[name] = true
-				names = append(names, name)
-			}
-		}
-	}
-	return names
-}
-
 // recoverObjects brings names up to date on every member that lacks them,
 // a few at a time, and returns the first error.
 func (s *Server) recoverObjects(ctx context.Context, id clustermap.PGID, p *pgState, names []string) error {
@@ -238,7 +220,7 @@ func (s *Server) recoverObjects(ctx context.Context, id clustermap.PGID, p *pgSt
 func (s *Server) recoveryOutcome(id clustermap.PGID, p *pgState, epoch clustermap.Epoch, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.prim.epoch != epoch {
+	if p.prim.Epoch != epoch {
 		return // peered again since: a fresh start
 	}
 	if err == nil {
@@ -275,12 +257,12 @@ func (s *Server) ensureObject(ctx context.Context, id clustermap.PGID, p *pgStat
 		return nil
 	}
 	p.mu.Lock()
-	auth, epoch := p.prim.auth, p.prim.epoch
-	_, selfMissing := p.prim.missing[s.id][name]
+	auth, epoch := p.prim.Auth, p.prim.Epoch
+	_, selfMissing := p.prim.Missing[s.id][name]
 	var targets []clustermap.OSDID
 	if scope != ensureSelf {
-		for _, o := range p.prim.writeSet {
-			if _, ok := p.prim.missing[o][name]; ok && o != s.id {
+		for _, o := range p.prim.WriteSet {
+			if _, ok := p.prim.Missing[o][name]; ok && o != s.id {
 				targets = append(targets, o)
 			}
 		}
@@ -314,14 +296,8 @@ func (s *Server) ensureObject(ctx context.Context, id clustermap.PGID, p *pgStat
 func (p *pgState) clearMissing(osd clustermap.OSDID, name string, epoch clustermap.Epoch) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.prim.epoch != epoch {
-		return
-	}
-	if set, ok := p.prim.missing[osd]; ok {
-		if _, ok := set[name]; ok {
-			delete(set, name)
-			p.nMissing.Add(-1)
-		}
+	if p.prim.Epoch == epoch && p.prim.ClearMissing(osd, name) {
+		p.nMissing.Add(-1)
 	}
 }
 
@@ -330,13 +306,13 @@ func (p *pgState) clearMissing(osd clustermap.OSDID, name string, epoch clusterm
 // authoritative copy outside the acting set stops receiving writes.
 func (s *Server) noteRecovered(ctx context.Context, id clustermap.PGID, p *pgState, epoch clustermap.Epoch) error {
 	p.mu.Lock()
-	if p.prim.epoch != epoch || p.phase != phaseActive {
+	if p.prim.Epoch != epoch || p.phase != phaseActive {
 		p.mu.Unlock()
 		return nil
 	}
-	complete, writeSet, allActing, changed := p.prim.afterRecovery()
-	rec := meta.PGRecord{Epoch: epoch, Acting: p.prim.acting, Complete: complete}
-	rev := p.prim.recRev
+	complete, writeSet, allActing, changed := p.prim.AfterRecovery()
+	rec := pg.Record{Epoch: epoch, Acting: p.prim.Acting, Complete: complete}
+	rev := p.prim.RecRev
 	p.mu.Unlock()
 	if !changed {
 		return nil
@@ -347,10 +323,10 @@ func (s *Server) noteRecovered(ctx context.Context, id clustermap.PGID, p *pgSta
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.prim.epoch == epoch {
-		p.prim.complete, p.prim.writeSet, p.prim.recRev = complete, writeSet, newRev
+	if p.prim.Epoch == epoch {
+		p.prim.Complete, p.prim.WriteSet, p.prim.RecRev = complete, writeSet, newRev
 		if allActing {
-			p.prim.auth = s.id
+			p.prim.Auth = s.id
 		}
 	}
 	s.recovery.progress.Store(time.Now().UnixNano())
@@ -367,7 +343,7 @@ func (s *Server) noteRecovered(ctx context.Context, id clustermap.PGID, p *pgSta
 // have acknowledged writes since): the primary of the current interval
 // knows best which copies are complete. A newer interval's record means
 // this OSD's map is behind; it steps down once its map catches up.
-func (s *Server) putRecord(ctx context.Context, id clustermap.PGID, rec meta.PGRecord, rev int64) (int64, error) {
+func (s *Server) putRecord(ctx context.Context, id clustermap.PGID, rec pg.Record, rev int64) (int64, error) {
 	newRev, err := s.meta.PutPGRecord(ctx, id.String(), rec, rev)
 	if !errors.Is(err, meta.ErrPGRecordRaced) {
 		return newRev, err
@@ -390,47 +366,7 @@ func (p *pgState) needsRecord() bool {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.phase == phaseActive && !p.prim.recordComplete()
-}
-
-// recordComplete reports whether the record names every acting member
-// complete and nothing else (no stray authoritative copy left).
-func (ps *primaryState) recordComplete() bool {
-	return sameSet(ps.complete, ps.acting)
-}
-
-// afterRecovery returns the complete list and write set once the members
-// with nothing missing count as complete: when every acting member does,
-// the authoritative copy outside the acting set is dropped from both.
-func (ps *primaryState) afterRecovery() (complete, writeSet []clustermap.OSDID, allActing, changed bool) {
-	complete = slices.Clone(ps.complete)
-	for _, o := range ps.acting {
-		if len(ps.missing[o]) == 0 && !slices.Contains(complete, o) {
-			complete = append(complete, o)
-			changed = true
-		}
-	}
-	allActing = true
-	for _, o := range ps.acting {
-		allActing = allActing && slices.Contains(complete, o)
-	}
-	writeSet = ps.writeSet
-	if allActing && !sameSet(complete, ps.acting) {
-		complete, writeSet, changed = slices.Clone(ps.acting), slices.Clone(ps.acting), true
-	}
-	return complete, writeSet, allActing, changed
-}
-
-func sameSet(a, b []clustermap.OSDID) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for _, o := range a {
-		if !slices.Contains(b, o) {
-			return false
-		}
-	}
-	return true
+	return p.phase == phaseActive && !p.prim.RecordComplete()
 }
 
 // copyObject makes dst's copy of name equal to src's: the data, xattrs and
@@ -575,8 +511,7 @@ func (p *pgState) isMissing(osd clustermap.OSDID, name string) bool {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	_, ok := p.prim.missing[osd][name]
-	return ok
+	return p.prim.IsMissing(osd, name)
 }
 
 // clearMissingAll notes that every member agrees on name (it was deleted
@@ -587,14 +522,8 @@ func (p *pgState) clearMissingAll(name string, epoch clustermap.Epoch) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.prim.epoch != epoch {
-		return
-	}
-	for _, set := range p.prim.missing {
-		if _, ok := set[name]; ok {
-			delete(set, name)
-			p.nMissing.Add(-1)
-		}
+	if p.prim.Epoch == epoch {
+		p.nMissing.Add(-int64(p.prim.ClearMissingAll(name)))
 	}
 }
 
@@ -602,22 +531,9 @@ func (p *pgState) clearMissingAll(name string, epoch clustermap.Epoch) {
 func (p *pgState) markMissing(osd clustermap.OSDID, name string, epoch clustermap.Epoch) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.prim.epoch != epoch {
-		return
-	}
-	if p.prim.missing == nil {
-		p.prim.missing = map[clustermap.OSDID]map[string]struct{}{}
-	}
-	set := p.prim.missing[osd]
-	if set == nil {
-		set = map[string]struct{}{}
-		p.prim.missing[osd] = set
-	}
-	if _, ok := set[name]; !ok {
-		set[name] = struct{}{}
+	if p.prim.Epoch == epoch && p.prim.MarkMissing(osd, name) {
 		p.nMissing.Add(1)
 	}
-	p.prim.complete = slices.DeleteFunc(p.prim.complete, func(o clustermap.OSDID) bool { return o == osd })
 }
 
 // selfMissing reports whether this OSD's copy of the PG lacks objects.
@@ -627,13 +543,13 @@ func (p *pgState) selfMissing(self clustermap.OSDID) bool {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.prim.missing[self]) > 0
+	return len(p.prim.Missing[self]) > 0
 }
 
 // listFrom answers OpList from the authoritative copy while this one recovers.
 func (s *Server) listFrom(ctx context.Context, p *pgState, req *proto.Request) *proto.Response {
 	p.mu.Lock()
-	auth := p.prim.auth
+	auth := p.prim.Auth
 	p.mu.Unlock()
 	m := s.view.Map()
 	o, ok := m.OSD(auth)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -16,6 +15,7 @@ import (
 	"github.com/cairn-storage/cairn/internal/clustermap"
 	"github.com/cairn-storage/cairn/internal/meta"
 	"github.com/cairn-storage/cairn/internal/objstore"
+	"github.com/cairn-storage/cairn/internal/pg"
 	"github.com/cairn-storage/cairn/internal/proto"
 )
 
@@ -78,7 +78,7 @@ func (s *Server) scrubPG(ctx context.Context, id clustermap.PGID, p *pgState, de
 		return res, errors.New("it is recovering; scrub runs when recovery is done")
 	}
 	p.mu.Lock()
-	members, epoch := slices.Clone(p.prim.acting), p.prim.epoch
+	members, epoch := slices.Clone(p.prim.Acting), p.prim.Epoch
 	p.mu.Unlock()
 	kind := "scrub"
 	if deep {
@@ -94,7 +94,7 @@ func (s *Server) scrubPG(ctx context.Context, id clustermap.PGID, p *pgState, de
 	}()
 
 	t := s.view.Table()
-	lists := make([]*pgListing, len(members))
+	lists := make([]*pg.Listing, len(members))
 	errs := make([]error, len(members))
 	var wg sync.WaitGroup
 	for i, o := range members {
@@ -112,7 +112,7 @@ func (s *Server) scrubPG(ctx context.Context, id clustermap.PGID, p *pgState, de
 	}
 	names := map[string]struct{}{}
 	for _, l := range lists {
-		for n := range l.objs {
+		for n := range l.Objs {
 			names[n] = struct{}{}
 		}
 	}
@@ -121,14 +121,14 @@ func (s *Server) scrubPG(ctx context.Context, id clustermap.PGID, p *pgState, de
 	s.scrubs.mu.Unlock()
 	for _, n := range sortedNames(names) {
 		res.Objects++
-		if st, ok := lists[0].objs[n]; ok {
+		if st, ok := lists[0].Objs[n]; ok {
 			res.Bytes += int64(st.Size)
 		}
 		s.scrubs.mu.Lock()
 		s.scrubs.done++
 		s.scrubs.left--
 		s.scrubs.mu.Unlock()
-		if consistent(lists, n) {
+		if pg.Consistent(lists, n) {
 			continue
 		}
 		// Look again under the object's lock: a write may have raced the listing.
@@ -172,17 +172,6 @@ func scrubFlags(deep bool) uint32 {
 	return proto.FlagDigest
 }
 
-func consistent(lists []*pgListing, name string) bool {
-	first, ok0 := lists[0].objs[name]
-	for _, l := range lists[1:] {
-		st, ok := l.objs[name]
-		if ok != ok0 || ok && !sameCopy(first, st) {
-			return false
-		}
-	}
-	return !ok0 || !first.Corrupt
-}
-
 // scrubObject compares the copies of one object under its lock and repairs
 // the ones that differ from the copy most members agree on.
 func (s *Server) scrubObject(ctx context.Context, id clustermap.PGID, p *pgState, epoch clustermap.Epoch, members []clustermap.OSDID, name string, deep bool) (found, repaired bool, err error) {
@@ -190,85 +179,43 @@ func (s *Server) scrubObject(ctx context.Context, id clustermap.PGID, p *pgState
 	l.Lock()
 	defer l.Unlock()
 	t := s.view.Table()
-	type copyState struct {
-		osd     clustermap.OSDID
-		present bool
-		st      objState
-	}
-	copies := make([]copyState, 0, len(members))
+	copies := make([]pg.Copy, 0, len(members))
 	for _, o := range members {
 		st, present, err := s.objectState(ctx, t, o, id, name, deep)
 		if err != nil {
 			return false, false, fmt.Errorf("reading %q on %s: %w", name, o, err)
 		}
-		copies = append(copies, copyState{o, present, st})
+		copies = append(copies, pg.Copy{Present: present, State: st})
 	}
-	// Group the good copies; absent counts as a copy too (a delete).
-	type group struct {
-		members []int
-		ver     eversion
-	}
-	var groups []*group
-	same := func(a, b copyState) bool {
-		if a.present != b.present {
-			return false
-		}
-		return !a.present || sameCopy(a.st, b.st)
-	}
-	for i, c := range copies {
-		if c.present && c.st.Corrupt {
-			continue
-		}
-		placed := false
-		for _, g := range groups {
-			if same(copies[g.members[0]], c) {
-				g.members = append(g.members, i)
-				placed = true
-				break
-			}
-		}
-		if !placed {
-			groups = append(groups, &group{members: []int{i}, ver: c.st.Ver})
-		}
-	}
-	if len(groups) == 1 && len(groups[0].members) == len(copies) {
+	good, same, ok := pg.Choose(copies)
+	if same {
 		return false, false, nil // it was a write racing the listing
 	}
 	detail := describeCopies(members, func(i int) string {
 		c := copies[i]
 		switch {
-		case !c.present:
+		case !c.Present:
 			return "absent"
-		case c.st.Corrupt:
+		case c.State.Corrupt:
 			return "checksum error"
 		}
-		return fmt.Sprintf("v%s size %d", c.st.Ver, c.st.Size)
+		return fmt.Sprintf("v%s size %d", c.State.Ver, c.State.Size)
 	})
-	if len(groups) == 0 {
+	if !ok {
 		s.report(id, name, "corruption", "scrub: no copy passes its checksums: "+detail)
 		return true, false, nil
 	}
-	sort.SliceStable(groups, func(a, b int) bool {
-		ga, gb := groups[a], groups[b]
-		if len(ga.members) != len(gb.members) {
-			return len(ga.members) > len(gb.members)
-		}
-		if ga.ver != gb.ver {
-			return gb.ver.less(ga.ver)
-		}
-		return ga.members[0] < gb.members[0] // the primary's copy first
-	})
-	good := copies[groups[0].members[0]].osd
-	for i, c := range copies {
-		if slices.Contains(groups[0].members, i) {
+	src := members[good[0]]
+	for i, o := range members {
+		if slices.Contains(good, i) {
 			continue
 		}
-		if err := s.copyObject(ctx, id, name, good, c.osd, false); err != nil {
-			s.report(id, name, "inconsistent", fmt.Sprintf("scrub: %s; repair of %s from %s failed: %v", detail, c.osd, good, err))
+		if err := s.copyObject(ctx, id, name, src, o, false); err != nil {
+			s.report(id, name, "inconsistent", fmt.Sprintf("scrub: %s; repair of %s from %s failed: %v", detail, o, src, err))
 			return true, false, nil
 		}
 	}
-	s.report(id, name, "scrub-repaired", fmt.Sprintf("%s; repaired from %s", detail, good))
+	s.report(id, name, "scrub-repaired", fmt.Sprintf("%s; repaired from %s", detail, src))
 	return true, true, nil
 }
 
@@ -286,7 +233,7 @@ func describeCopies(members []clustermap.OSDID, f func(int) string) string {
 // objectState returns the state of one object's copy on osd.
 func (s *Server) objectState(ctx context.Context, t interface {
 	Map() *clustermap.Map
-}, osd clustermap.OSDID, id clustermap.PGID, name string, deep bool) (objState, bool, error) {
+}, osd clustermap.OSDID, id clustermap.PGID, name string, deep bool) (pg.ObjState, bool, error) {
 	req := &proto.Request{Op: proto.OpPGList, Flags: scrubFlags(deep), Epoch: t.Map().Epoch, PG: id, Object: name}
 	var resp *proto.Response
 	if osd == s.id {
@@ -294,20 +241,20 @@ func (s *Server) objectState(ctx context.Context, t interface {
 	} else {
 		o, ok := t.Map().OSD(osd)
 		if !ok {
-			return objState{}, false, fmt.Errorf("%s is not in the map", osd)
+			return pg.ObjState{}, false, fmt.Errorf("%s is not in the map", osd)
 		}
 		var err error
 		if resp, err = s.peers.Call(ctx, o.Addr, req); err != nil {
-			return objState{}, false, err
+			return pg.ObjState{}, false, err
 		}
 	}
 	if resp.Status != proto.StatusOK {
-		return objState{}, false, fmt.Errorf("%s: %s", resp.Status, resp.Message)
+		return pg.ObjState{}, false, fmt.Errorf("%s: %s", resp.Status, resp.Message)
 	}
 	if len(resp.KVs) == 0 {
-		return objState{}, false, nil
+		return pg.ObjState{}, false, nil
 	}
-	st, err := decodeObjState(resp.KVs[0].Value)
+	st, err := pg.DecodeObjState(resp.KVs[0].Value)
 	return st, true, err
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cairn-storage/cairn/internal/clustermap"
 	"github.com/cairn-storage/cairn/internal/objstore"
+	"github.com/cairn-storage/cairn/internal/pg"
 )
 
 // Strays: after a rebalance or backfill, an OSD still holds copies of PGs
@@ -54,7 +55,7 @@ func (s *Server) removeStrays(ctx context.Context) error {
 			if rec == nil || slices.Contains(rec.Complete, s.id) || len(rec.Complete) < pool.Size {
 				continue // still needed, or not yet whole elsewhere
 			}
-			why = "it is whole on " + osdList(rec.Complete)
+			why = "it is whole on " + pg.OSDList(rec.Complete)
 		}
 		n, err := s.dropCollection(ctx, coll)
 		if err != nil {

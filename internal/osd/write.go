@@ -11,6 +11,7 @@ import (
 	"github.com/cairn-storage/cairn/internal/bufpool"
 	"github.com/cairn-storage/cairn/internal/clustermap"
 	"github.com/cairn-storage/cairn/internal/objstore"
+	"github.com/cairn-storage/cairn/internal/pg"
 	"github.com/cairn-storage/cairn/internal/placement"
 	"github.com/cairn-storage/cairn/internal/proto"
 	"github.com/cairn-storage/cairn/internal/rpc"
@@ -128,7 +129,7 @@ func (s *Server) write(ctx context.Context, pool *clustermap.Pool, p *pgState, r
 		return bad
 	}
 	p.mu.Lock()
-	interval, writeSet, acting := p.prim.epoch, p.prim.writeSet, p.prim.acting
+	interval, writeSet, acting := p.prim.Epoch, p.prim.WriteSet, p.prim.Acting
 	p.mu.Unlock()
 	if !freesSpace(req.Op) {
 		m := s.view.Map()
@@ -145,7 +146,7 @@ func (s *Server) write(ctx context.Context, pool *clustermap.Pool, p *pgState, r
 	}
 	ver := p.nextVersion()
 	for _, name := range touched {
-		txn.SetXattr(coll, name, versionXattr, eversion{uint64(interval), ver}.encode())
+		txn.SetXattr(coll, name, versionXattr, pg.EVersion{Epoch: uint64(interval), Version: ver}.Encode())
 	}
 	if !slices.Contains(touched, req.Object) {
 		// Its object is gone: the PG keeps the version (pglog.go).
@@ -334,7 +335,7 @@ func (s *Server) checkExistsForDelete(ctx context.Context, p *pgState, req *prot
 		return nil // buildTxn checks the local copy
 	}
 	p.mu.Lock()
-	auth := p.prim.auth
+	auth := p.prim.Auth
 	p.mu.Unlock()
 	st := *req
 	st.Op, st.Data = proto.OpStat, nil

@@ -1,4 +1,4 @@
-package osd
+package pg
 
 import (
 	"bytes"
@@ -6,17 +6,17 @@ import (
 )
 
 func TestObjStateRoundTrip(t *testing.T) {
-	for _, o := range []objState{
+	for _, o := range []ObjState{
 		{},
-		{Ver: eversion{7, 123}, Size: 4096, Meta: 0xdead, Data: 0xbeef, Deep: true},
-		{Ver: eversion{1, 2}, Size: 1, Deep: true, Corrupt: true},
+		{Ver: EVersion{7, 123}, Size: 4096, Meta: 0xdead, Data: 0xbeef, Deep: true},
+		{Ver: EVersion{1, 2}, Size: 1, Deep: true, Corrupt: true},
 	} {
-		got, err := decodeObjState(o.encode())
+		got, err := DecodeObjState(o.Encode())
 		if err != nil || got != o {
 			t.Fatalf("round trip of %+v: got %+v, %v", o, got, err)
 		}
 	}
-	if _, err := decodeObjState(append(objState{}.encode(), 0)); err == nil {
+	if _, err := DecodeObjState(append(ObjState{}.Encode(), 0)); err == nil {
 		t.Fatal("a state with a trailing byte decoded")
 	}
 }
@@ -24,50 +24,50 @@ func TestObjStateRoundTrip(t *testing.T) {
 // Copies compare equal only when everything measured on both agrees, and a
 // copy that failed its checksums never equals anything.
 func TestSameCopy(t *testing.T) {
-	a := objState{Ver: eversion{2, 9}, Size: 10, Meta: 1}
+	a := ObjState{Ver: EVersion{2, 9}, Size: 10, Meta: 1}
 	b := a
-	if !sameCopy(a, b) {
+	if !SameCopy(a, b) {
 		t.Fatal("identical light states differ")
 	}
 	b.Deep, b.Data = true, 5
-	if !sameCopy(a, b) {
+	if !SameCopy(a, b) {
 		t.Fatal("a light and a deep state of the same copy differ")
 	}
 	a.Deep, a.Data = true, 6
-	if sameCopy(a, b) {
+	if SameCopy(a, b) {
 		t.Fatal("different data digests compare equal")
 	}
 	a.Data = 5
 	a.Corrupt = true
-	if sameCopy(a, b) || sameCopy(a, a) {
+	if SameCopy(a, b) || SameCopy(a, a) {
 		t.Fatal("a corrupt copy compares equal")
 	}
-	if !(eversion{1, 9}).less(eversion{2, 1}) || (eversion{2, 1}).less(eversion{2, 1}) {
+	if !(EVersion{1, 9}).Less(EVersion{2, 1}) || (EVersion{2, 1}).Less(EVersion{2, 1}) {
 		t.Fatal("eversions order by epoch, then version")
 	}
 }
 
 func FuzzDecodeObjState(f *testing.F) {
-	f.Add(objState{Ver: eversion{3, 4}, Size: 5, Deep: true}.encode())
+	f.Add(ObjState{Ver: EVersion{3, 4}, Size: 5, Deep: true}.Encode())
 	f.Add([]byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		o, err := decodeObjState(b)
+		o, err := DecodeObjState(b)
 		if err != nil {
 			return
 		}
-		if !bytes.Equal(o.encode(), b) {
-			t.Fatalf("decode/encode not stable: %x vs %x", o.encode(), b)
+		if !bytes.Equal(o.Encode(), b) {
+			t.Fatalf("decode/encode not stable: %x vs %x", o.Encode(), b)
 		}
 	})
 }
 
 func FuzzDecodeEversion(f *testing.F) {
-	f.Add(eversion{9, 10}.encode())
+	f.Add(EVersion{9, 10}.Encode())
 	f.Add([]byte{0})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		e, ok := decodeEversion(b)
-		if ok && !bytes.Equal(e.encode(), b) {
-			t.Fatalf("decode/encode not stable: %x vs %x", e.encode(), b)
+		e, ok := DecodeEVersion(b)
+		if ok && !bytes.Equal(e.Encode(), b) {
+			t.Fatalf("decode/encode not stable: %x vs %x", e.Encode(), b)
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package osd
+package pg
 
 import (
 	"fmt"
@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/cairn-storage/cairn/internal/clustermap"
-	"github.com/cairn-storage/cairn/internal/meta"
 )
 
 // A deterministic simulation of one placement group through crashes,
@@ -24,7 +23,7 @@ import (
 // A seed replays a run exactly: the run's trace is compared across two runs.
 
 type simCopy struct {
-	ver   eversion
+	ver   EVersion
 	value uint64
 }
 
@@ -42,7 +41,7 @@ func (s *sim) crash(o clustermap.OSDID) {
 }
 
 type simAck struct {
-	ver     eversion
+	ver     EVersion
 	value   uint64
 	deleted bool
 	// later holds the writes to the object after this one that failed:
@@ -59,8 +58,8 @@ type sim struct {
 	size    int
 	minSize int
 	epoch   clustermap.Epoch
-	rec     *meta.PGRecord
-	prim    *primaryState // nil: not active
+	rec     *Record
+	prim    *Primary // nil: not active
 	primID  clustermap.OSDID
 	version uint64 // the primary's PG version
 	acked   map[string]simAck
@@ -117,15 +116,15 @@ func (s *sim) mapChanged() {
 			}
 		}
 	}
-	lists := map[clustermap.OSDID]*pgListing{}
+	lists := map[clustermap.OSDID]*Listing{}
 	for _, o := range probe {
-		l := &pgListing{objs: map[string]objState{}, lastUpdate: s.osds[o].lastUpdate}
+		l := &Listing{Objs: map[string]ObjState{}, LastUpdate: s.osds[o].lastUpdate}
 		for n, c := range s.osds[o].objs {
-			l.objs[n] = objState{Ver: c.ver, Meta: c.value}
+			l.Objs[n] = ObjState{Ver: c.ver, Meta: c.value}
 		}
 		lists[o] = l
 	}
-	res, err := decidePeering(acting[0], s.epoch, acting, s.rec, lists)
+	res, err := Decide(acting[0], s.epoch, acting, s.rec, lists)
 	if err != nil {
 		s.logf("e%d: pg down: %v", s.epoch, err)
 		return
@@ -138,14 +137,14 @@ func (s *sim) mapChanged() {
 		for _, c := range s.osds[o].objs {
 			shown = max(shown, c.ver.Version)
 		}
-		if res.lastUpdate < shown {
-			s.t.Fatalf("e%d: peering continues at version %d, below version %d that %s shows\n%s", s.epoch, res.lastUpdate, shown, o, s.trace.String())
+		if res.LastUpdate < shown {
+			s.t.Fatalf("e%d: peering continues at version %d, below version %d that %s shows\n%s", s.epoch, res.LastUpdate, shown, o, s.trace.String())
 		}
 	}
-	s.rec = &meta.PGRecord{Epoch: s.epoch, Acting: acting, Complete: res.complete}
-	ps := res.primaryState
-	s.prim, s.primID, s.version = &ps, acting[0], res.lastUpdate
-	s.logf("e%d: active acting=%v auth=%s complete=%v missing=%d", s.epoch, acting, res.auth, res.complete, ps.missingCount())
+	s.rec = &Record{Epoch: s.epoch, Acting: acting, Complete: res.Complete}
+	ps := res.Primary
+	s.prim, s.primID, s.version = &ps, acting[0], res.LastUpdate
+	s.logf("e%d: active acting=%v auth=%s complete=%v missing=%d", s.epoch, acting, res.Auth, res.Complete, ps.MissingCount())
 }
 
 // copyTo makes dst's copy of name equal to src's (copyObject).
@@ -162,23 +161,23 @@ func (s *sim) copyTo(name string, src, dst clustermap.OSDID) {
 // set member (ensureObject); false if a member it needs is down.
 func (s *sim) ensure(name string, all bool) bool {
 	ps := s.prim
-	if _, ok := ps.missing[s.primID][name]; ok {
-		if !s.osds[ps.auth].up {
+	if _, ok := ps.Missing[s.primID][name]; ok {
+		if !s.osds[ps.Auth].up {
 			return false
 		}
-		s.copyTo(name, ps.auth, s.primID)
-		delete(ps.missing[s.primID], name)
+		s.copyTo(name, ps.Auth, s.primID)
+		delete(ps.Missing[s.primID], name)
 	}
 	if !all {
 		return true
 	}
-	for _, o := range ps.writeSet {
-		if _, ok := ps.missing[o][name]; ok && o != s.primID {
+	for _, o := range ps.WriteSet {
+		if _, ok := ps.Missing[o][name]; ok && o != s.primID {
 			if !s.osds[o].up {
 				return false
 			}
 			s.copyTo(name, s.primID, o)
-			delete(ps.missing[o], name)
+			delete(ps.Missing[o], name)
 		}
 	}
 	return true
@@ -188,7 +187,7 @@ func (s *sim) ensure(name string, all bool) bool {
 // applies it, and then the write is not acknowledged.
 func (s *sim) write(name string, del bool) {
 	ps := s.prim
-	if ps == nil || len(ps.acting) < s.minSize {
+	if ps == nil || len(ps.Acting) < s.minSize {
 		return
 	}
 	// A delete copies nothing first (as osd.write): it leaves every member
@@ -198,11 +197,11 @@ func (s *sim) write(name string, del bool) {
 		return
 	}
 	s.version++
-	ver := eversion{uint64(ps.epoch), s.version}
+	ver := EVersion{uint64(ps.Epoch), s.version}
 	s.nextVal++
 	val := s.nextVal
 	ok := true
-	for _, o := range ps.writeSet {
+	for _, o := range ps.WriteSet {
 		if !s.osds[o].up {
 			ok = false
 			continue
@@ -222,7 +221,7 @@ func (s *sim) write(name string, del bool) {
 	}
 	if ok {
 		if del {
-			for _, set := range ps.missing {
+			for _, set := range ps.Missing {
 				delete(set, name)
 			}
 		}
@@ -249,17 +248,19 @@ func (s *sim) recoverOne() {
 	if ps == nil {
 		return
 	}
-	if ps.missingCount() == 0 {
+	if ps.MissingCount() == 0 {
 		// Writes and deletes emptied the missing sets: the record catches
 		// up as recoverSome's settle pass does.
-		if !ps.recordComplete() {
+		if !ps.RecordComplete() {
 			s.settle()
 		}
 		return
 	}
 	var names []string
-	for _, set := range ps.missing {
-		names = append(names, sortedNames(set)...)
+	for _, set := range ps.Missing {
+		for n := range set {
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
 	name := names[s.r.IntN(len(names))]
@@ -273,10 +274,10 @@ func (s *sim) recoverOne() {
 // settle records members with nothing missing as complete (noteRecovered).
 func (s *sim) settle() {
 	ps := s.prim
-	complete, writeSet, _, changed := ps.afterRecovery()
+	complete, writeSet, _, changed := ps.AfterRecovery()
 	if changed {
-		ps.complete, ps.writeSet = complete, writeSet
-		s.rec = &meta.PGRecord{Epoch: ps.epoch, Acting: ps.acting, Complete: complete}
+		ps.Complete, ps.WriteSet = complete, writeSet
+		s.rec = &Record{Epoch: ps.Epoch, Acting: ps.Acting, Complete: complete}
 		s.logf("recovered: complete=%v", complete)
 	}
 }
@@ -306,8 +307,8 @@ func (s *sim) check(step int) {
 	if s.prim != nil && s.osds[s.primID].up {
 		for name, a := range s.acked {
 			view := s.osds[s.primID].objs
-			if _, ok := s.prim.missing[s.primID][name]; ok {
-				view = s.osds[s.prim.auth].objs // read recovers it first
+			if _, ok := s.prim.Missing[s.primID][name]; ok {
+				view = s.osds[s.prim.Auth].objs // read recovers it first
 			}
 			if !holdsAcked(view, name, a) {
 				s.t.Fatalf("step %d: primary %s would serve %s without acknowledged %s\n%s", step, s.primID, name, a.ver, s.trace.String())
@@ -357,7 +358,7 @@ func (s *sim) run(steps int) string {
 	if s.prim == nil {
 		s.t.Fatalf("with every OSD up the pg does not go active\n%s", s.trace.String())
 	}
-	for i := 0; s.prim.missingCount() > 0 || !s.prim.recordComplete(); i++ {
+	for i := 0; s.prim.MissingCount() > 0 || !s.prim.RecordComplete(); i++ {
 		if i > 1000 {
 			s.t.Fatalf("recovery does not finish\n%s", s.trace.String())
 		}
@@ -365,13 +366,13 @@ func (s *sim) run(steps int) string {
 	}
 	s.check(steps)
 	ref := s.osds[s.primID].objs
-	for _, o := range s.prim.acting {
+	for _, o := range s.prim.Acting {
 		if !maps2Equal(ref, s.osds[o].objs) {
 			s.t.Fatalf("copies differ after recovery: %s %v vs %s %v\n%s", s.primID, ref, o, s.osds[o].objs, s.trace.String())
 		}
 	}
-	if !sameSet(s.rec.Complete, s.prim.acting) {
-		s.t.Fatalf("after recovery the record names %v complete, want the acting set %v", s.rec.Complete, s.prim.acting)
+	if !SameSet(s.rec.Complete, s.prim.Acting) {
+		s.t.Fatalf("after recovery the record names %v complete, want the acting set %v", s.rec.Complete, s.prim.Acting)
 	}
 	return s.trace.String()
 }

@@ -1,0 +1,28 @@
+// Package pg is the placement group's logic, kept pure: what the cluster
+// must remember about a PG (Record), how its writes are ordered (EVersion),
+// how one copy of an object is summarised (ObjState), how peering picks the
+// authoritative copy and what each member lacks (Decide), how the primary
+// keeps that bookkeeping while recovery and client writes bring members up
+// to date (Primary), and how scrub picks the copy to repair from (Choose).
+//
+// It does no IO, starts no goroutine, reads no clock and draws no random
+// number: it imports only clustermap and the standard library's pure
+// packages (imports_test.go says which). The OSD (internal/osd) is its
+// driver: it lists copies, writes records to etcd, copies objects and
+// serialises calls on one PG's state; this package decides. So the seeded
+// simulation in sim_test.go drives exactly the code the OSD runs, through
+// crashes, returns, outs and writes that reach only some copies.
+//
+// # Use it for / do not use it for
+//
+// Use it for every decision about which copy of a PG is right and what must
+// be copied where. Do not use it for moving bytes (osd), for the map
+// (clustermap) or for where a PG lives (placement).
+//
+// # Formats
+//
+// EVersion (16 bytes, big-endian: epoch, version) is stored on every object
+// in a reserved xattr; ObjState (42 bytes, see objstate.go) crosses the
+// network in peering and scrub listings; Record is JSON in etcd. All three
+// decoders are fuzzed.
+package pg

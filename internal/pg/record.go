@@ -1,0 +1,15 @@
+package pg
+
+import "github.com/cairn-storage/cairn/internal/clustermap"
+
+// Record is what the cluster must remember about a placement group between
+// primaries: the acting set it last went active with, and which OSDs hold
+// every acknowledged write. A new primary may only go active after it heard
+// from one of Complete, so no acknowledged write can be lost by electing a
+// stale primary. It is stored as JSON in etcd (package meta), written by
+// the primary with a compare-and-swap before the PG goes active.
+type Record struct {
+	Epoch    clustermap.Epoch   `json:"epoch"` // map epoch of the interval that wrote it
+	Acting   []clustermap.OSDID `json:"acting"`
+	Complete []clustermap.OSDID `json:"complete"`
+}
