@@ -2,20 +2,17 @@ package cli
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"sort"
 	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/cairn-storage/cairn/client"
 	"github.com/cairn-storage/cairn/internal/nbd"
+	"github.com/cairn-storage/cairn/internal/nbdgw"
 	"github.com/cairn-storage/cairn/internal/runtimepolicy"
 	"github.com/cairn-storage/cairn/internal/volume"
 	"github.com/spf13/cobra"
@@ -493,14 +490,14 @@ the server requires TLS (NBD_OPT_STARTTLS) before anything else; with
 			if err != nil {
 				return fmt.Errorf("nbd: listen on %s: %w", listen, err)
 			}
-			tc, err := nbdTLS(tlsCert, tlsKey, tlsClientCA)
+			tc, err := nbdgw.TLSConfig(tlsCert, tlsKey, tlsClientCA)
 			if err != nil {
 				return err
 			}
 			if handshakeTimeout <= 0 || maxConns <= 0 {
 				return fmt.Errorf("nbd: --handshake-timeout and --max-connections must be positive")
 			}
-			srv := &nbd.Server{Exports: volumeExports{c, logger.Printf}, Logf: logger.Printf, TLS: tc, Load: load,
+			srv := &nbd.Server{Exports: nbdgw.NewExports(c, logger.Printf), Logf: logger.Printf, TLS: tc, Load: load,
 				HandshakeTimeout: handshakeTimeout, MaxConns: maxConns}
 			logger.Printf("nbd: serving volumes on %s", ln.Addr())
 			go func() {
@@ -518,145 +515,4 @@ the server requires TLS (NBD_OPT_STARTTLS) before anything else; with
 	cmd.Flags().DurationVar(&handshakeTimeout, "handshake-timeout", nbd.DefaultHandshakeTimeout, "close a connection that has not chosen an export within this time")
 	cmd.Flags().IntVar(&maxConns, "max-connections", nbd.DefaultMaxConns, "connections served at once; more are refused (and logged)")
 	return cmd
-}
-
-// nbdTLS builds the NBD server's TLS configuration (nil: no TLS).
-func nbdTLS(certFile, keyFile, clientCA string) (*tls.Config, error) {
-	if certFile == "" && keyFile == "" {
-		if clientCA != "" {
-			return nil, fmt.Errorf("nbd: --tls-client-ca needs --tls-cert and --tls-key")
-		}
-		return nil, nil
-	}
-	if certFile == "" || keyFile == "" {
-		return nil, fmt.Errorf("nbd: TLS needs both --tls-cert and --tls-key")
-	}
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		return nil, fmt.Errorf("nbd: loading the TLS certificate %s and key %s: %w", certFile, keyFile, err)
-	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if clientCA != "" {
-		pem, err := os.ReadFile(clientCA)
-		if err != nil {
-			return nil, fmt.Errorf("nbd: --tls-client-ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("nbd: --tls-client-ca %s holds no PEM certificate", clientCA)
-		}
-		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
-	}
-	return cfg, nil
-}
-
-// volumeExports serves cairn volumes as NBD exports named POOL/NAME.
-type volumeExports struct {
-	c    *client.Client
-	logf func(format string, args ...any)
-}
-
-func (e volumeExports) Open(ctx context.Context, export string) (nbd.Device, error) {
-	ref, err := volume.ParseRef(export)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", nbd.ErrUnknownExport, err)
-	}
-	p, err := e.c.Pool(ref.Pool)
-	if errors.Is(err, client.ErrPoolNotFound) {
-		return nil, fmt.Errorf("%w: pool %q does not exist", nbd.ErrUnknownExport, ref.Pool)
-	}
-	if err != nil {
-		return nil, err
-	}
-	var v *volume.Volume
-	if ref.Snap != "" {
-		v, err = volume.OpenSnap(ctx, p, ref.Name, ref.Snap) // read-only
-	} else {
-		v, err = volume.Open(ctx, p, ref.Name, volume.WithLog(e.logf))
-	}
-	if errors.Is(err, volume.ErrNotFound) || errors.Is(err, volume.ErrSnapNotFound) {
-		return nil, fmt.Errorf("%w: %v", nbd.ErrUnknownExport, err)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return volumeDevice{v}, nil
-}
-
-func (e volumeExports) List(ctx context.Context) ([]string, error) {
-	var out []string
-	for _, pi := range e.c.Pools() {
-		p, err := e.c.Pool(pi.Name)
-		if err != nil {
-			continue
-		}
-		vols, err := volume.List(ctx, p)
-		if err != nil {
-			return nil, err
-		}
-		for _, v := range vols {
-			out = append(out, pi.Name+"/"+v.Name)
-			for _, s := range v.Snaps {
-				out = append(out, pi.Name+"/"+v.Name+"@"+s.Name)
-			}
-		}
-	}
-	sort.Strings(out)
-	return out, nil
-}
-
-// volumeDevice adapts a volume to nbd.Device.
-type volumeDevice struct{ v *volume.Volume }
-
-// Size follows resizes: IO past a shrunk end fails at once.
-func (d volumeDevice) Size() uint64   { return d.v.CurrentSize() }
-func (d volumeDevice) ReadOnly() bool { return d.v.ReadOnly() }
-func (d volumeDevice) Close() error   { return d.v.Close() }
-
-// Flush has nothing to do: every write was durable on every copy before it
-// was acknowledged.
-func (d volumeDevice) Flush(context.Context) error { return nil }
-
-func (d volumeDevice) Read(ctx context.Context, off uint64, length uint32) ([]nbd.Chunk, error) {
-	ext, err := d.v.Read(ctx, off, uint64(length))
-	if err != nil {
-		return nil, nbdErr(err)
-	}
-	out := make([]nbd.Chunk, len(ext))
-	for i, e := range ext {
-		out[i] = nbd.Chunk{Data: e.Data, Hole: uint32(e.Hole), Release: e.Release}
-	}
-	return out, nil
-}
-
-// Extents answers NBD block status from the volume's object map.
-func (d volumeDevice) Extents(ctx context.Context, off uint64, length uint32) ([]nbd.Extent, error) {
-	runs, err := d.v.Map(ctx, off, uint64(length))
-	if err != nil {
-		return nil, nbdErr(err)
-	}
-	out := make([]nbd.Extent, len(runs))
-	for i, r := range runs {
-		out[i] = nbd.Extent{Length: uint32(r.Length), Hole: r.Hole}
-	}
-	return out, nil
-}
-
-func (d volumeDevice) Write(ctx context.Context, off uint64, data []byte) error {
-	return nbdErr(d.v.WriteAt(ctx, data, off))
-}
-
-func (d volumeDevice) Zero(ctx context.Context, off uint64, length uint32, punch bool) error {
-	return nbdErr(d.v.Zero(ctx, off, uint64(length), punch))
-}
-
-func (d volumeDevice) Trim(ctx context.Context, off uint64, length uint32) error {
-	return nbdErr(d.v.Trim(ctx, off, uint64(length)))
-}
-
-func nbdErr(err error) error {
-	if errors.Is(err, client.ErrNoSpace) {
-		return fmt.Errorf("%w: %v", nbd.ErrNoSpace, err)
-	}
-	return err
 }
