@@ -185,22 +185,6 @@ func regionBits(off uint64, n int) uint64 {
 	return bits
 }
 
-func (s *Store) hasPending(fid uint64) bool {
-	s.ckMu.Lock()
-	defer s.ckMu.Unlock()
-	return s.pending[fid] > 0
-}
-
-// close closes the file's descriptors; the caller holds filesMu and refs is 0.
-func (df *dataFile) close() {
-	df.f.Close()
-	df.directOnce.Do(func() { df.direct = -1 })
-	if df.direct >= 0 {
-		unix.Close(df.direct)
-		df.direct = -1
-	}
-}
-
 // punchHole gives [off, off+n) of a data file back to the filesystem. It is
 // best effort: a range left allocated (an error, a crash before the punch
 // reached the disk) is only garbage in a slot no block lives in.

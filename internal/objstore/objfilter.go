@@ -3,6 +3,8 @@ package objstore
 import (
 	"hash/maphash"
 	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // objFilter is a Bloom filter of every object record key in the index, so
@@ -96,3 +98,30 @@ func (f *objFilter) mayContain(key []byte) bool {
 // overfull says the filter has taken four times the keys it was sized
 // for, past which its false yeses (about a third) make it not worth asking.
 func (f *objFilter) overfull() bool { return f.added.Load() > 4*f.capacity }
+
+// addToFilter adds the object keys batch sets to the filter, before the
+// batch commits (see objFilter).
+func (s *Store) addToFilter(batch *pebble.Batch) {
+	f := s.filter.Load()
+	if f == nil {
+		return
+	}
+	r := batch.Reader()
+	for {
+		kind, k, _, ok, err := r.Next()
+		if err != nil {
+			// Built here, so legible; if not, stop trusting the filter.
+			s.filter.Store(nil)
+			return
+		}
+		if !ok {
+			break
+		}
+		if kind == pebble.InternalKeyKindSet && len(k) > 0 && k[0] == tagObject {
+			f.add(k)
+		}
+	}
+	if f.overfull() {
+		s.filter.CompareAndSwap(f, nil)
+	}
+}

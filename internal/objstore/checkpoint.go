@@ -1,0 +1,169 @@
+package objstore
+
+// The background checkpointer: it makes applied deferred writes durable
+// in their data files, lets the commit log reuse their records' space and
+// then deletes the records.
+
+import (
+	"fmt"
+	"time"
+)
+
+type appliedJ struct {
+	seq, fileID uint64
+	n           int
+	pos         commitPos // where its record was committed
+}
+
+func (s *Store) checkpointer() {
+	defer close(s.ckDone)
+	t := time.NewTicker(checkpointInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.closing:
+			return
+		case <-t.C:
+		case <-s.ckKick:
+		}
+		done, err := s.syncJournal()
+		if err != nil {
+			s.fail(err)
+			continue
+		}
+		if len(done) > 0 {
+			// Not on this goroutine: the commit may queue behind a writer
+			// that waits for the next checkpoint to release its segment.
+			s.ckDrops.Add(1)
+			go func() {
+				defer s.ckDrops.Done()
+				if err := s.dropJournal(done); err != nil {
+					s.fail(err)
+				}
+			}()
+		}
+	}
+}
+
+// checkpoint makes applied deferred writes durable in their data files and
+// then drops their journal records.
+func (s *Store) checkpoint() error {
+	done, err := s.syncJournal()
+	if err != nil || len(done) == 0 {
+		return err
+	}
+	return s.dropJournal(done)
+}
+
+// syncJournal makes the applied deferred writes durable in their data files
+// and tells the commit log that recovery no longer needs their records. It
+// returns them, for dropJournal.
+func (s *Store) syncJournal() ([]appliedJ, error) {
+	s.ckRunMu.Lock()
+	defer s.ckRunMu.Unlock()
+	s.ckMu.Lock()
+	batch := s.applied
+	s.applied = nil
+	s.ckBytes = 0
+	s.ckMu.Unlock()
+	if len(batch) == 0 {
+		return nil, nil
+	}
+	if err := s.syncFiles(batch); err != nil {
+		return nil, err
+	}
+	held := map[commitPos]int{}
+	for _, j := range batch {
+		held[j.pos]++
+	}
+	for p, n := range held {
+		s.log.release(p, n)
+	}
+	return batch, nil
+}
+
+// syncFiles makes the applied deferred writes of batch durable in their
+// data files: one filesystem sync when they touch many files (syncfs.go),
+// else a fdatasync of each.
+func (s *Store) syncFiles(batch []appliedJ) error {
+	files := map[uint64]bool{}
+	for _, j := range batch {
+		files[j.fileID] = true
+	}
+	if s.fsSync != nil && len(files) >= syncfsMinFiles {
+		s.fsSyncs.Add(1)
+		return s.fsSync.sync()
+	}
+	for id := range files {
+		s.filesMu.Lock()
+		df, ok := s.files[id]
+		if ok {
+			df.refs++
+		}
+		s.filesMu.Unlock()
+		if !ok {
+			// Either dropped (object deleted or replaced) or its handle was
+			// evicted; fsync through a new handle flushes the same pages.
+			live, err := s.has(idKey(tagFileRef, id, nil))
+			if err != nil {
+				return err
+			}
+			if !live {
+				continue
+			}
+			if df, err = s.openFile(id); err != nil {
+				return err
+			}
+		}
+		err := df.f.SyncData()
+		s.releaseFile(df)
+		if err != nil {
+			return fmt.Errorf("objstore: checkpoint sync of file %016x: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// dropJournal deletes the journal records of synced deferred writes: from
+// the log's view of the journal, or from the index for records that went
+// there. Until then the records' files take no direct writes (see
+// hasPending), since a replay of the records would overwrite them.
+func (s *Store) dropJournal(batch []appliedJ) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	j := s.db.NewBatch()
+	defer j.Close()
+	for _, r := range batch {
+		if r.pos.indexed {
+			b.Delete(journalKey(r.seq), nil)
+		} else {
+			j.Delete(journalKey(r.seq), nil)
+		}
+	}
+	if j.Empty() {
+		j = nil
+	}
+	if _, err := s.log.commitJournal(b, j, 0); err != nil {
+		return fmt.Errorf("objstore: checkpoint commit: %w", err)
+	}
+	s.ckMu.Lock()
+	for _, j := range batch {
+		if s.pending[j.fileID]--; s.pending[j.fileID] <= 0 {
+			delete(s.pending, j.fileID)
+		}
+	}
+	s.ckMu.Unlock()
+	return nil
+}
+
+func (s *Store) hasPending(fid uint64) bool {
+	s.ckMu.Lock()
+	defer s.ckMu.Unlock()
+	return s.pending[fid] > 0
+}
+
+// Tunables; tests shorten them to exercise checkpoints under load.
+var (
+	checkpointInterval = 500 * time.Millisecond
+	journalKickBytes   = int64(16 << 20)
+)
