@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/cairn-storage/cairn/client"
+	"github.com/cairn-storage/cairn/internal/devcluster"
 )
 
 // cairnBin is the binary under test, built once by TestMain.
@@ -48,15 +49,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// devProcess mirrors an entry of dev.json.
-type devProcess struct {
-	Name string   `json:"name"`
-	PID  int      `json:"pid"`
-	Addr string   `json:"addr"`
-	Data string   `json:"data"`
-	Log  string   `json:"log"`
-	Args []string `json:"args"`
-}
+// devProcess is an entry of dev.json.
+type devProcess = devcluster.Process
 
 // cluster is a running `cairn dev`.
 type cluster struct {
@@ -201,9 +195,7 @@ func (c *cluster) start() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var info struct {
-		Processes []devProcess `json:"processes"`
-	}
+	var info devcluster.Info
 	if err := json.Unmarshal(b, &info); err != nil {
 		t.Fatal(err)
 	}

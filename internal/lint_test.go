@@ -25,6 +25,7 @@ var forbidden = map[string][]string{
 	"client":                 {"internal/osd", "internal/mon", "internal/objstore", "internal/cli", "internal/volume", "internal/nbd"},
 	"internal/volume":        {"internal/osd", "internal/mon", "internal/objstore", "internal/cli", "internal/nbd"},
 	"internal/nbd":           {"internal/", "client"},
+	"internal/devcluster":    {"internal/osd", "internal/mon", "internal/objstore", "internal/cli"},
 	"internal/nbdgw":         {"internal/osd", "internal/mon", "internal/objstore", "internal/cli"},
 	"internal/snapset":       {"internal/", "client"},
 	"internal/bufpool":       {"internal/", "client"},

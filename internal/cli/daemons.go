@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -240,23 +239,4 @@ func serveDebug(addr string) error {
 	}
 	go http.Serve(ln, nil)
 	return nil
-}
-
-// waitFor polls fn until it succeeds or the timeout passes.
-func waitFor(ctx context.Context, timeout time.Duration, what string, fn func() error) error {
-	deadline := time.Now().Add(timeout)
-	var err error
-	for {
-		if err = fn(); err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: not ready after %s: %w", what, timeout, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }

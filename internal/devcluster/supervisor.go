@@ -1,4 +1,4 @@
-package cli
+package devcluster
 
 import (
 	"context"
@@ -13,13 +13,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/cairn-storage/cairn/internal/conf"
-	"github.com/spf13/cobra"
 )
 
 // Restart backoff of a dev cluster's process that keeps exiting: the first
@@ -42,19 +42,20 @@ func nextBackoff(prev, ran time.Duration) time.Duration {
 	return min(2*prev, maxBackoff)
 }
 
-// devSupervisor runs the processes of a dev cluster. It restarts one that
+// supervisor runs the processes of a dev cluster. It restarts one that
 // exits (after nextBackoff) unless autoRestart is off, restarts one on
 // request (`cairn dev restart`, over the unix socket DIR/dev.sock), keeps
 // DIR/dev.json equal to the running pids, and stops them all in order.
 // Every process it starts is its child, so Ctrl-C stops restarted ones too.
-type devSupervisor struct {
+type supervisor struct {
 	self, dir   string
 	env         []string
 	autoRestart bool
+	logf        func(format string, args ...any)
 
 	mu       sync.Mutex
-	info     DevInfo
-	procs    []*devProc
+	info     Info
+	procs    []*proc
 	stopping bool
 	done     chan struct{} // closed when the cluster stops: watchers return
 	// removed, when set, says why a process that exited must not be
@@ -63,39 +64,40 @@ type devSupervisor struct {
 	removed func(name string) string
 }
 
-// devProc is one supervised process; cmd, exited and started change under
-// devSupervisor.mu with each start.
-type devProc struct {
+// proc is one supervised process; cmd, exited and started change under
+// supervisor.mu with each start.
+type proc struct {
 	idx     int // its entry in info.Processes
-	kick    chan chan restartResult
+	kick    chan chan RestartResult
 	cmd     *exec.Cmd
 	exited  chan struct{} // closed once cmd has exited and been reaped
 	exitErr error
 	started time.Time
 }
 
-// restartResult is the answer to a restart request.
-type restartResult struct {
+// RestartResult is the answer to a restart request: the process's name,
+// its new pid and the pid it replaced.
+type RestartResult struct {
 	Name   string `json:"name"`
 	PID    int    `json:"pid"`
 	OldPID int    `json:"old_pid"`
 	Err    string `json:"error,omitempty"`
 }
 
-func newDevSupervisor(self, dir, confPath string, endpoints []string, autoRestart bool) *devSupervisor {
-	return &devSupervisor{
-		self: self, dir: dir, autoRestart: autoRestart,
+func newSupervisor(self, dir, confPath string, endpoints []string, autoRestart bool, logf func(string, ...any)) *supervisor {
+	return &supervisor{
+		self: self, dir: dir, autoRestart: autoRestart, logf: logf,
 		env:  append(os.Environ(), conf.EnvVar+"="+confPath),
-		info: DevInfo{Conf: confPath, EtcdEndpoints: endpoints},
+		info: Info{Conf: confPath, EtcdEndpoints: endpoints},
 		done: make(chan struct{}),
 	}
 }
 
 // start runs a new process of the cluster and supervises it from then on.
-func (s *devSupervisor) start(name, addr, data string, args []string) error {
+func (s *supervisor) start(name, addr, data string, args []string) error {
 	s.mu.Lock()
-	p := &devProc{idx: len(s.info.Processes), kick: make(chan chan restartResult)}
-	s.info.Processes = append(s.info.Processes, DevProcess{Name: name, Addr: addr, Data: data,
+	p := &proc{idx: len(s.info.Processes), kick: make(chan chan RestartResult)}
+	s.info.Processes = append(s.info.Processes, Process{Name: name, Addr: addr, Data: data,
 		Log: filepath.Join(s.dir, name+".log"), Args: append([]string{s.self}, args...)})
 	s.procs = append(s.procs, p)
 	err := s.spawnLocked(p)
@@ -108,7 +110,7 @@ func (s *devSupervisor) start(name, addr, data string, args []string) error {
 }
 
 // snapshot returns a copy of dev.json's content as it is now.
-func (s *devSupervisor) snapshot() DevInfo {
+func (s *supervisor) snapshot() Info {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	info := s.info
@@ -119,7 +121,7 @@ func (s *devSupervisor) snapshot() DevInfo {
 // spawnLocked starts p's command, records its pid and rewrites dev.json.
 // On failure p counts as exited at once, so its watcher backs off and
 // tries again.
-func (s *devSupervisor) spawnLocked(p *devProc) error {
+func (s *supervisor) spawnLocked(p *proc) error {
 	dp := &s.info.Processes[p.idx]
 	p.exited, p.started = make(chan struct{}), time.Now()
 	if s.stopping {
@@ -137,7 +139,7 @@ func (s *devSupervisor) spawnLocked(p *devProc) error {
 }
 
 // execLocked starts the process of dp and a goroutine that reaps it.
-func (s *devSupervisor) execLocked(p *devProc, dp *DevProcess) error {
+func (s *supervisor) execLocked(p *proc, dp *Process) error {
 	lf, err := os.OpenFile(dp.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -165,7 +167,7 @@ func (s *devSupervisor) execLocked(p *devProc, dp *DevProcess) error {
 
 // writeInfoLocked replaces dev.json in one rename, so a reader never sees
 // half of it.
-func (s *devSupervisor) writeInfoLocked() error {
+func (s *supervisor) writeInfoLocked() error {
 	b, _ := json.MarshalIndent(s.info, "", "  ")
 	path := filepath.Join(s.dir, "dev.json")
 	tmp := path + ".tmp"
@@ -177,13 +179,13 @@ func (s *devSupervisor) writeInfoLocked() error {
 
 // watch restarts p when it exits (after a backoff, if autoRestart) or when
 // a restart is requested, until the cluster stops.
-func (s *devSupervisor) watch(p *devProc) {
+func (s *supervisor) watch(p *proc) {
 	var backoff time.Duration
 	for {
 		s.mu.Lock()
 		exited, started := p.exited, p.started
 		s.mu.Unlock()
-		var reply chan restartResult
+		var reply chan RestartResult
 		select {
 		case <-s.done:
 			return
@@ -206,7 +208,7 @@ func (s *devSupervisor) watch(p *devProc) {
 // awaitRestart logs p's exit and waits for the backoff to pass (with
 // autoRestart) or for a restart request. It returns false if the cluster
 // stops first.
-func (s *devSupervisor) awaitRestart(p *devProc, backoff time.Duration) (chan restartResult, bool) {
+func (s *supervisor) awaitRestart(p *proc, backoff time.Duration) (chan RestartResult, bool) {
 	s.mu.Lock()
 	dp, err := s.info.Processes[p.idx], p.exitErr
 	s.mu.Unlock()
@@ -214,12 +216,12 @@ func (s *devSupervisor) awaitRestart(p *devProc, backoff time.Duration) (chan re
 	var after <-chan time.Time
 	switch {
 	case why != "":
-		logger.Printf("dev: %s (pid %d) exited: %v; not restarting it: %s", dp.Name, dp.PID, err, why)
+		s.logf("dev: %s (pid %d) exited: %v; not restarting it: %s", dp.Name, dp.PID, err, why)
 	case s.autoRestart:
-		logger.Printf("dev: %s (pid %d) exited: %v; restarting in %s (see %s)", dp.Name, dp.PID, err, backoff, dp.Log)
+		s.logf("dev: %s (pid %d) exited: %v; restarting in %s (see %s)", dp.Name, dp.PID, err, backoff, dp.Log)
 		after = time.After(backoff)
 	default:
-		logger.Printf("dev: %s (pid %d) exited: %v; see %s; `cairn dev restart %s --dir %s` starts it again",
+		s.logf("dev: %s (pid %d) exited: %v; see %s; `cairn dev restart %s --dir %s` starts it again",
 			dp.Name, dp.PID, err, dp.Log, dp.Name, s.dir)
 	}
 	select {
@@ -233,18 +235,18 @@ func (s *devSupervisor) awaitRestart(p *devProc, backoff time.Duration) (chan re
 }
 
 // respawn starts p again and answers the request that asked for it, if any.
-func (s *devSupervisor) respawn(p *devProc, reply chan restartResult) {
+func (s *supervisor) respawn(p *proc, reply chan RestartResult) {
 	s.mu.Lock()
 	old := s.info.Processes[p.idx].PID
 	s.info.Processes[p.idx].Restarts++
 	err := s.spawnLocked(p)
-	res := restartResult{Name: s.info.Processes[p.idx].Name, PID: s.info.Processes[p.idx].PID, OldPID: old}
+	res := RestartResult{Name: s.info.Processes[p.idx].Name, PID: s.info.Processes[p.idx].PID, OldPID: old}
 	s.mu.Unlock()
 	if err != nil {
 		res.Err = err.Error()
-		logger.Printf("dev: restarting %s: %v", res.Name, err)
+		s.logf("dev: restarting %s: %v", res.Name, err)
 	} else {
-		logger.Printf("dev: restarted %s: pid %d (was %d)", res.Name, res.PID, old)
+		s.logf("dev: restarted %s: pid %d (was %d)", res.Name, res.PID, old)
 	}
 	if reply != nil {
 		reply <- res
@@ -252,7 +254,7 @@ func (s *devSupervisor) respawn(p *devProc, reply chan restartResult) {
 }
 
 // terminate stops p's process gently, then not, and waits until it is reaped.
-func (s *devSupervisor) terminate(p *devProc, exited chan struct{}) {
+func (s *supervisor) terminate(p *proc, exited chan struct{}) {
 	s.mu.Lock()
 	c := p.cmd
 	s.mu.Unlock()
@@ -269,7 +271,7 @@ func (s *devSupervisor) terminate(p *devProc, exited chan struct{}) {
 }
 
 // setRemoved installs the check of whyNotRestart.
-func (s *devSupervisor) setRemoved(fn func(name string) string) {
+func (s *supervisor) setRemoved(fn func(name string) string) {
 	s.mu.Lock()
 	s.removed = fn
 	s.mu.Unlock()
@@ -277,7 +279,7 @@ func (s *devSupervisor) setRemoved(fn func(name string) string) {
 
 // whyNotRestart says why the process called name must not be restarted by
 // itself, or "" if it may be.
-func (s *devSupervisor) whyNotRestart(name string) string {
+func (s *supervisor) whyNotRestart(name string) string {
 	s.mu.Lock()
 	fn := s.removed
 	s.mu.Unlock()
@@ -287,7 +289,7 @@ func (s *devSupervisor) whyNotRestart(name string) string {
 	return fn(name)
 }
 
-func (s *devSupervisor) isStopping() bool {
+func (s *supervisor) isStopping() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.stopping
@@ -295,18 +297,18 @@ func (s *devSupervisor) isStopping() bool {
 
 // restart asks the watcher of the process called name (or osd.NAME for a
 // number) to restart it, and returns once the new process has started.
-func (s *devSupervisor) restart(ctx context.Context, name string) (restartResult, error) {
+func (s *supervisor) restart(ctx context.Context, name string) (RestartResult, error) {
 	p, err := s.lookup(name)
 	if err != nil {
-		return restartResult{}, err
+		return RestartResult{}, err
 	}
-	reply := make(chan restartResult, 1)
+	reply := make(chan RestartResult, 1)
 	select {
 	case p.kick <- reply:
 	case <-s.done:
-		return restartResult{}, errors.New("cairn dev is stopping")
+		return RestartResult{}, errors.New("cairn dev is stopping")
 	case <-ctx.Done():
-		return restartResult{}, ctx.Err()
+		return RestartResult{}, ctx.Err()
 	}
 	select {
 	case res := <-reply:
@@ -315,13 +317,13 @@ func (s *devSupervisor) restart(ctx context.Context, name string) (restartResult
 		}
 		return res, nil
 	case <-ctx.Done():
-		return restartResult{}, ctx.Err()
+		return RestartResult{}, ctx.Err()
 	}
 }
 
 // lookup finds a process by name; a bare number means that OSD.
-func (s *devSupervisor) lookup(name string) (*devProc, error) {
-	if _, err := parseOSDID(name); err == nil && !strings.HasPrefix(name, "osd.") {
+func (s *supervisor) lookup(name string) (*proc, error) {
+	if id, err := strconv.Atoi(name); err == nil && id >= 0 {
 		name = "osd." + name
 	}
 	s.mu.Lock()
@@ -338,7 +340,7 @@ func (s *devSupervisor) lookup(name string) (*devProc, error) {
 
 // stop ends every process: OSDs and the NBD server before the mon, gently
 // first, and keeps them from being restarted.
-func (s *devSupervisor) stop() {
+func (s *supervisor) stop() {
 	s.mu.Lock()
 	if s.stopping {
 		s.mu.Unlock()
@@ -373,13 +375,13 @@ func (s *devSupervisor) stop() {
 	}
 }
 
-// devSocket is the path of the control socket of the dev cluster in dir.
-func devSocket(dir string) string { return filepath.Join(dir, "dev.sock") }
+// socketPath is the path of the control socket of the dev cluster in dir.
+func socketPath(dir string) string { return filepath.Join(dir, "dev.sock") }
 
 // serve answers `cairn dev restart` on DIR/dev.sock until the cluster
 // stops. Only the socket's owner may connect (mode 0600).
-func (s *devSupervisor) serve() (func(), error) {
-	path := devSocket(s.dir)
+func (s *supervisor) serve() (func(), error) {
+	path := socketPath(s.dir)
 	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
 		c.Close()
 		return nil, fmt.Errorf("dev: another cairn dev is running on %s (it answers on %s); stop it first", s.dir, path)
@@ -401,7 +403,7 @@ func (s *devSupervisor) serve() (func(), error) {
 }
 
 // handleRestart serves POST /restart?name=osd.3.
-func (s *devSupervisor) handleRestart(w http.ResponseWriter, r *http.Request) {
+func (s *supervisor) handleRestart(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), stopWait+15*time.Second)
 	defer cancel()
 	res, err := s.restart(ctx, r.URL.Query().Get("name"))
@@ -413,35 +415,11 @@ func (s *devSupervisor) handleRestart(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(res)
 }
 
-func devRestartCmd() *cobra.Command {
-	var dir string
-	cmd := &cobra.Command{
-		Use:   "restart NAME...",
-		Short: "restart processes of a running cairn dev cluster: osd.3 (or 3), mon.a, nbd",
-		Long: `Asks the cairn dev running on --dir to stop the named processes (SIGTERM,
-then SIGKILL after 15 s) and start them again with the same arguments, one
-after the other. A process that has exited is started at once. The new pids
-are in DIR/dev.json, and stopping cairn dev stops them too.`,
-		Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			for _, name := range args {
-				res, err := requestDevRestart(cmd.Context(), dir, name)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "restarted %s: pid %d (was %d)\n", res.Name, res.PID, res.OldPID)
-			}
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&dir, "dir", "cairn-dev", "directory of the running cairn dev cluster")
-	return cmd
-}
-
-// requestDevRestart asks the cairn dev on dir, over its control socket, to
-// restart one process.
-func requestDevRestart(ctx context.Context, dir, name string) (restartResult, error) {
-	path := devSocket(dir)
+// RequestRestart asks the cairn dev running on dir, over its control
+// socket, to restart the process called name (osd.3, 3, mon.a, nbd), and
+// returns once the new process has started.
+func RequestRestart(ctx context.Context, dir, name string) (RestartResult, error) {
+	path := socketPath(dir)
 	hc := &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", path)
@@ -449,7 +427,7 @@ func requestDevRestart(ctx context.Context, dir, name string) (restartResult, er
 	}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://cairn-dev/restart?name="+url.QueryEscape(name), nil)
 	if err != nil {
-		return restartResult{}, err
+		return RestartResult{}, err
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
@@ -457,16 +435,16 @@ func requestDevRestart(ctx context.Context, dir, name string) (restartResult, er
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return restartResult{}, fmt.Errorf("no cairn dev answers on %s (%w): is one running with --dir %s?", path, err, dir)
+		return RestartResult{}, fmt.Errorf("no cairn dev answers on %s (%w): is one running with --dir %s?", path, err, dir)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return restartResult{}, err
+		return RestartResult{}, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return restartResult{}, fmt.Errorf("cairn dev restart %s: %s", name, strings.TrimSpace(string(body)))
+		return RestartResult{}, fmt.Errorf("cairn dev restart %s: %s", name, strings.TrimSpace(string(body)))
 	}
-	var res restartResult
+	var res RestartResult
 	return res, json.Unmarshal(body, &res)
 }

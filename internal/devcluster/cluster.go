@@ -1,0 +1,318 @@
+package devcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cairn-storage/cairn/client"
+	"github.com/cairn-storage/cairn/internal/clustermap"
+	"github.com/cairn-storage/cairn/internal/conf"
+	"github.com/cairn-storage/cairn/internal/meta"
+)
+
+// Options describe a dev cluster: `cairn dev`'s flags.
+type Options struct {
+	Dir         string
+	Hosts       int
+	OSDsPerHost int
+	EtcdPort    int // the peer port is the next one
+	OSDPort     int // osd.N listens on this + N
+	LeaseTTL    time.Duration
+	External    []string // etcd endpoints to use instead of starting a mon
+	IPv6        bool
+	DownOut     time.Duration
+	NBDPort     int // 0: no NBD server
+	// Passed to every OSD when set (cairn osd has the defaults).
+	DataCacheSize    int64
+	DataCacheReserve bool
+	AutoRestart      bool
+
+	// Self is the cairn binary every process runs (default: this one).
+	Self string
+	// Out receives what the start-up says before the cluster is up;
+	// Logf the supervisor's lines about processes that exit and restart.
+	Out  io.Writer
+	Logf func(format string, args ...any)
+}
+
+// OSDCacheArgs are the data cache options, as flags of cairn osd.
+func (o Options) OSDCacheArgs() []string {
+	var args []string
+	if o.DataCacheSize != 0 {
+		args = append(args, "--data-cache-size", strconv.FormatInt(o.DataCacheSize, 10))
+	}
+	if !o.DataCacheReserve {
+		args = append(args, "--data-cache-reserve=false")
+	}
+	return args
+}
+
+// Loopback returns the address of host h: 127.0.0.h+1, or [::1] with IPv6.
+func (o Options) Loopback(h int) string {
+	if o.IPv6 {
+		return "[::1]"
+	}
+	return fmt.Sprintf("127.0.0.%d", h+1)
+}
+
+// Cluster is a running dev cluster, its processes supervised until Stop.
+type Cluster struct {
+	FSID    string
+	Dir     string // absolute
+	Conf    string // DIR/cairn.conf
+	Pool    client.PoolInfo
+	NBDAddr string // "" without an NBD server
+
+	sup     *supervisor
+	closers []func() // run in reverse order by Stop
+}
+
+// Info returns dev.json's content as it is now.
+func (c *Cluster) Info() Info { return c.sup.snapshot() }
+
+// Stop ends every process of the cluster (OSDs and the NBD server before
+// the mon, gently first) and releases what Start opened.
+func (c *Cluster) Stop() {
+	for i := len(c.closers) - 1; i >= 0; i-- {
+		c.closers[i]()
+	}
+	c.closers = nil
+}
+
+// Start starts a complete cluster on this machine, or the one already in
+// o.Dir again with its data: one mon (embedded etcd, unless o.External),
+// o.Hosts × o.OSDsPerHost OSD processes (host N on 127.0.0.N), and an NBD
+// server; it creates the pool "default" (one copy per host, at most 3),
+// writes DIR/cairn.conf and DIR/dev.json, answers `cairn dev restart` on
+// DIR/dev.sock, and returns once every OSD is up. Its processes run until
+// Stop (or until this process dies).
+func Start(ctx context.Context, o Options) (c *Cluster, err error) {
+	if o.Hosts < 1 || o.Hosts > 250 || o.OSDsPerHost < 1 || o.OSDsPerHost > 64 {
+		return nil, fmt.Errorf("dev: --hosts must be 1..250 and --osds-per-host 1..64")
+	}
+	if err := checkPorts(o); err != nil {
+		return nil, err
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	self := o.Self
+	if self == "" {
+		if self, err = os.Executable(); err != nil {
+			return nil, err
+		}
+	}
+	confPath := filepath.Join(dir, "cairn.conf")
+	cfg, err := conf.Load(confPath)
+	switch {
+	case err == nil:
+		fmt.Fprintf(o.Out, "restarting cluster %s from %s\n", cfg.FSID, dir)
+	case errors.Is(err, os.ErrNotExist):
+		eps := o.External
+		if len(eps) == 0 {
+			eps = []string{fmt.Sprintf("http://%s:%d", o.Loopback(0), o.EtcdPort)}
+		}
+		cfg = conf.New(eps)
+		cfg.EtcdAuth = len(o.External) == 0 // our own mon: turn etcd auth on
+		if err := cfg.Save(confPath); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, err
+	}
+
+	sup := newSupervisor(self, dir, confPath, cfg.EtcdEndpoints, o.AutoRestart, o.Logf)
+	closeSocket, err := sup.serve()
+	if err != nil {
+		return nil, err
+	}
+	c = &Cluster{FSID: cfg.FSID, Dir: dir, Conf: confPath, sup: sup}
+	c.closers = append(c.closers, closeSocket, sup.stop)
+	defer func() {
+		if err != nil {
+			c.Stop()
+			c = nil
+		}
+	}()
+	start := sup.start
+
+	if len(o.External) == 0 {
+		data := filepath.Join(dir, "mon.a")
+		args := []string{"mon", "--conf", confPath, "--name", "a", "--data", data,
+			"--client-url", fmt.Sprintf("http://%s:%d", o.Loopback(0), o.EtcdPort),
+			"--peer-url", fmt.Sprintf("http://%s:%d", o.Loopback(0), o.EtcdPort+1)}
+		if err := start("mon.a", cfg.EtcdEndpoints[0], data, args); err != nil {
+			return nil, err
+		}
+	}
+	var ms *meta.Store
+	if err := waitFor(ctx, 60*time.Second, "etcd", func() error {
+		var err error
+		ms, err = meta.ConnectConf(ctx, cfg)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	c.closers = append(c.closers, func() { ms.Close() })
+	if _, err := ms.Init(ctx, cfg.FSID); err != nil {
+		return nil, err
+	}
+	if _, err := ms.Update(ctx, func(m *clustermap.Map) error {
+		secs := int(o.DownOut / time.Second)
+		if m.DownOutSeconds == secs || secs <= 0 {
+			return meta.ErrNoChange
+		}
+		m.DownOutSeconds = secs
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+
+	total := o.Hosts * o.OSDsPerHost
+	for h := 0; h < o.Hosts; h++ {
+		ip := o.Loopback(h)
+		for j := 0; j < o.OSDsPerHost; j++ {
+			id := h*o.OSDsPerHost + j
+			name := "osd." + strconv.Itoa(id)
+			data := filepath.Join(dir, name)
+			addr := fmt.Sprintf("%s:%d", ip, o.OSDPort+id)
+			args := []string{"osd", "--conf", confPath, "--id", strconv.Itoa(id), "--data", data,
+				"--listen", addr, "--host", fmt.Sprintf("host%d", h+1), "--lease-ttl", o.LeaseTTL.String()}
+			args = append(args, o.OSDCacheArgs()...)
+			if err := start(name, addr, data, args); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := waitFor(ctx, 90*time.Second, "OSDs", func() error {
+		m, _, err := ms.Map(ctx)
+		if err != nil {
+			return err
+		}
+		up := 0
+		for i := 0; i < total; i++ {
+			if osd, ok := m.OSD(clustermap.OSDID(i)); ok && osd.Up {
+				up++
+			}
+		}
+		if up < total {
+			return fmt.Errorf("%d of %d OSDs up (logs in %s)", up, total, dir)
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+
+	sup.setRemoved(func(name string) string { return removedOSD(ctx, ms, name) })
+
+	cl, err := client.Dial(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.closers = append(c.closers, func() { cl.Close() })
+	pool, err := cl.Pool("default")
+	if err == nil {
+		c.Pool, err = pool.Info()
+	} else {
+		size := min(3, o.Hosts)
+		c.Pool, err = cl.CreatePool(ctx, client.PoolSpec{Name: "default", Size: size, FailureDomain: clustermap.DomainHost})
+	}
+	if err != nil {
+		return nil, err
+	}
+
+	if o.NBDPort > 0 {
+		addr := fmt.Sprintf("%s:%d", o.Loopback(0), o.NBDPort)
+		if err := start("nbd", addr, "", []string{"nbd", "--conf", confPath, "--listen", addr}); err != nil {
+			return nil, err
+		}
+		c.NBDAddr = addr
+	}
+	return c, nil
+}
+
+// checkPorts fails early, naming the port, when another process (often
+// another cairn dev, or one still shutting down) holds a port we need.
+func checkPorts(o Options) error {
+	var addrs []string
+	if len(o.External) == 0 {
+		addrs = append(addrs, fmt.Sprintf("%s:%d", o.Loopback(0), o.EtcdPort), fmt.Sprintf("%s:%d", o.Loopback(0), o.EtcdPort+1))
+	}
+	for h := 0; h < o.Hosts; h++ {
+		for j := 0; j < o.OSDsPerHost; j++ {
+			addrs = append(addrs, fmt.Sprintf("%s:%d", o.Loopback(h), o.OSDPort+h*o.OSDsPerHost+j))
+		}
+	}
+	if o.NBDPort > 0 {
+		addrs = append(addrs, fmt.Sprintf("%s:%d", o.Loopback(0), o.NBDPort))
+	}
+	for _, a := range addrs {
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			return fmt.Errorf("dev: %s is not free (another cairn dev, or one still stopping?): %v; wait, or choose others with --etcd-port, --osd-port and --nbd-port", a, err)
+		}
+		ln.Close()
+	}
+	return nil
+}
+
+// removedOSD says so if name is an OSD that the cluster map no longer
+// holds: it was removed with cairn osd rm and would refuse to start.
+// Anything else, and a map it cannot read, says "".
+func removedOSD(ctx context.Context, ms *meta.Store, name string) string {
+	rest, ok := strings.CutPrefix(name, "osd.")
+	if !ok {
+		return ""
+	}
+	id, err := strconv.Atoi(rest)
+	if err != nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	m, _, err := ms.Map(ctx)
+	if err != nil {
+		return ""
+	}
+	if _, ok := m.OSD(clustermap.OSDID(id)); ok {
+		return ""
+	}
+	return fmt.Sprintf("osd.%d was removed from the cluster map (cairn osd rm)", id)
+}
+
+// waitFor polls fn until it succeeds or the timeout passes.
+func waitFor(ctx context.Context, timeout time.Duration, what string, fn func() error) error {
+	deadline := time.Now().Add(timeout)
+	var err error
+	for {
+		if err = fn(); err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: not ready after %s: %w", what, timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
