@@ -16,7 +16,6 @@ import (
 // finalize turns the working objects into batch entries, writes fresh
 // extents straight to their files and queues the rest as journal records.
 func (a *applyCtx) finalize() error {
-	s := a.s
 	for _, st := range a.order {
 		if !st.exists || !st.recChanged {
 			continue
@@ -31,140 +30,170 @@ func (a *applyCtx) finalize() error {
 			a.batch.Set(st.key, st.rec.encode(), nil)
 			continue
 		}
-		fid := st.rec.fileID
-		if st.newFile {
-			df, err := s.openFile(fid)
-			if err != nil {
+		if err := a.finalizeFile(st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// finalizeFile lays out the dirty blocks of an object with a data file,
+// one run of consecutive blocks at a time, and sets its checksum chunks
+// and record.
+func (a *applyCtx) finalizeFile(st *objState) error {
+	s := a.s
+	fid := st.rec.fileID
+	if st.newFile {
+		df, err := s.openFile(fid)
+		if err != nil {
+			return err
+		}
+		a.newFiles = append(a.newFiles, fid)
+		a.direct[fid] = df
+		a.unsynced[fid] = true
+		a.batch.Set(idKey(tagFileRef, fid, nil), idKey(0, st.rec.id, nil)[1:], nil)
+	}
+	if st.hasCut {
+		// Checksum chunks of this txn are set below, after these deletes.
+		a.clearRange(csumKey(fid, st.cut), csumKey(fid+1, 0), st.newFile)
+	}
+	blocks := dirtyBlocks(st.dirty)
+	s.ckMu.Lock()
+	journaled := s.pending[fid] > 0
+	s.ckMu.Unlock()
+	for i := 0; i < len(blocks); {
+		j := i + 1
+		for j < len(blocks) && blocks[j] == blocks[j-1]+1 {
+			j++
+		}
+		if err := a.layOut(st, fid, blocks[i:j], journaled); err != nil {
+			return err
+		}
+		i = j
+	}
+	for c, ch := range st.chunks {
+		if !ch.dirty {
+			continue
+		}
+		if ch.bits == 0 {
+			a.batch.Delete(csumKey(fid, c), nil)
+		} else {
+			a.batch.Set(csumKey(fid, c), ch.encode(), nil)
+		}
+	}
+	a.batch.Set(st.key, st.rec.encode(), nil)
+	return nil
+}
+
+// layOut writes the consecutive dirty blocks ext of an object's file
+// where they go (see the file's comment) and sets their checksums.
+// journaled: the file has journal records not yet deleted.
+func (a *applyCtx) layOut(st *objState, fid uint64, ext []uint64, journaled bool) error {
+	s := a.s
+	// What the extent's blocks hold in the committed state: nothing
+	// (fresh), or live copies all in one slot (inB)?
+	fresh, known, oneSlot, seen, inB := true, true, true, false, false
+	for _, b := range ext {
+		ch, bit := st.chunks[b/chunkBlocks], uint64(1)<<(b%chunkBlocks)
+		if ch.origUnknown {
+			fresh, known = false, false
+			break
+		}
+		if ch.orig&bit == 0 {
+			continue
+		}
+		fresh = false
+		bB := ch.origSlotB&bit != 0
+		oneSlot = oneSlot && (!seen || bB == inB)
+		inB, seen = bB, true
+	}
+	contiguous := true
+	for k, b := range ext {
+		blk := st.dirty[b]
+		ch := st.chunks[b/chunkBlocks]
+		sum, ok := st.sums[b]
+		if !ok {
+			sum = blockCRC(blk)
+		} else if verifySums && sum != blockCRC(blk) {
+			panic(fmt.Sprintf("objstore: early checksum of block %d of %q/%q is stale", b, st.coll, st.name))
+		}
+		ch.crc[b%chunkBlocks] = sum
+		ch.dirty = true
+		if k > 0 {
+			prev := st.dirty[ext[k-1]]
+			contiguous = contiguous && cap(prev) > blockSize && &prev[:blockSize+1][blockSize] == &blk[0]
+		}
+	}
+	var buf []byte
+	if first := st.dirty[ext[0]]; contiguous && cap(first) >= len(ext)*blockSize {
+		buf = first[:len(ext)*blockSize]
+	} else {
+		buf = make([]byte, 0, len(ext)*blockSize)
+		for _, b := range ext {
+			buf = append(buf, st.dirty[b]...)
+		}
+	}
+	big := len(buf) >= directMinBytes
+	switch {
+	case st.newFile || (fresh && !journaled && big):
+		// Into blocks no committed state uses: straight to slot A.
+		setSlots(st, ext, false)
+		if err := a.writeDirect(fid, s.phys(ext[0], false), buf, !st.newFile); err != nil {
+			return err
+		}
+	case known && oneSlot && !journaled && big && (ext[len(ext)-1]+1)*blockSize <= s.slotBase:
+		// Copy-on-write: the other slot is not live, so write it,
+		// let the commit flip the blocks to it, then free the old.
+		setSlots(st, ext, !inB)
+		if err := a.writeDirect(fid, s.phys(ext[0], !inB), buf, true); err != nil {
+			return err
+		}
+		a.punches = append(a.punches, punch{fileID: fid, off: s.phys(ext[0], inB), n: len(buf)})
+		s.cowWrites.Add(1)
+	default:
+		return a.journalExtent(st, fid, ext, buf, fresh)
+	}
+	return nil
+}
+
+// journalExtent queues the blocks ext, whose content is buf, as journal
+// records, rewritten where they live after the commit; fresh ones (no
+// committed state uses them) go to the page cache now.
+func (a *applyCtx) journalExtent(st *objState, fid uint64, ext []uint64, buf []byte, fresh bool) error {
+	s := a.s
+	// Deferred: each block is rewritten where it lives (fresh
+	// ones in slot A), by one journal record per same-slot run.
+	for k := 0; k < len(ext); {
+		slot := liveInB(st, ext[k])
+		m := k + 1
+		for m < len(ext) && liveInB(st, ext[m]) == slot {
+			m++
+		}
+		part, off := buf[k*blockSize:m*blockSize], s.phys(ext[k], slot)
+		setSlots(st, ext[k:m], slot)
+		k = m
+		if fresh {
+			// No committed state uses fresh blocks and no read
+			// touches them, so they go to the page cache now,
+			// where the filesystem reserves their space: a full
+			// disk fails the transaction before its commit.
+			if err := a.writeFresh(fid, off, part); err != nil {
 				return err
 			}
-			a.newFiles = append(a.newFiles, fid)
-			a.direct[fid] = df
-			a.unsynced[fid] = true
-			a.batch.Set(idKey(tagFileRef, fid, nil), idKey(0, st.rec.id, nil)[1:], nil)
 		}
-		if st.hasCut {
-			// Checksum chunks of this txn are set below, after these deletes.
-			a.clearRange(csumKey(fid, st.cut), csumKey(fid+1, 0), st.newFile)
+		// Encoded straight into the batch: the record is the
+		// largest thing an overwrite allocates.
+		seq := s.jseq.Add(1)
+		key := journalKey(seq)
+		jo := a.newJournal().SetDeferred(len(key), jrecHeader+len(part))
+		copy(jo.Key, key)
+		(&jrec{fileID: fid, off: off, data: part}).encodeTo(jo.Value)
+		if err := jo.Finish(); err != nil {
+			return err
 		}
-		blocks := dirtyBlocks(st.dirty)
-		s.ckMu.Lock()
-		journaled := s.pending[fid] > 0
-		s.ckMu.Unlock()
-		for i := 0; i < len(blocks); {
-			j := i + 1
-			for j < len(blocks) && blocks[j] == blocks[j-1]+1 {
-				j++
-			}
-			ext := blocks[i:j]
-			i = j
-			// What the extent's blocks hold in the committed state: nothing
-			// (fresh), or live copies all in one slot (inB)?
-			fresh, known, oneSlot, seen, inB := true, true, true, false, false
-			for _, b := range ext {
-				ch, bit := st.chunks[b/chunkBlocks], uint64(1)<<(b%chunkBlocks)
-				if ch.origUnknown {
-					fresh, known = false, false
-					break
-				}
-				if ch.orig&bit == 0 {
-					continue
-				}
-				fresh = false
-				bB := ch.origSlotB&bit != 0
-				oneSlot = oneSlot && (!seen || bB == inB)
-				inB, seen = bB, true
-			}
-			contiguous := true
-			for k, b := range ext {
-				blk := st.dirty[b]
-				ch := st.chunks[b/chunkBlocks]
-				sum, ok := st.sums[b]
-				if !ok {
-					sum = blockCRC(blk)
-				} else if verifySums && sum != blockCRC(blk) {
-					panic(fmt.Sprintf("objstore: early checksum of block %d of %q/%q is stale", b, st.coll, st.name))
-				}
-				ch.crc[b%chunkBlocks] = sum
-				ch.dirty = true
-				if k > 0 {
-					prev := st.dirty[ext[k-1]]
-					contiguous = contiguous && cap(prev) > blockSize && &prev[:blockSize+1][blockSize] == &blk[0]
-				}
-			}
-			var buf []byte
-			if first := st.dirty[ext[0]]; contiguous && cap(first) >= len(ext)*blockSize {
-				buf = first[:len(ext)*blockSize]
-			} else {
-				buf = make([]byte, 0, len(ext)*blockSize)
-				for _, b := range ext {
-					buf = append(buf, st.dirty[b]...)
-				}
-			}
-			big := len(buf) >= directMinBytes
-			switch {
-			case st.newFile || (fresh && !journaled && big):
-				// Into blocks no committed state uses: straight to slot A.
-				setSlots(st, ext, false)
-				if err := a.writeDirect(fid, s.phys(ext[0], false), buf, !st.newFile); err != nil {
-					return err
-				}
-			case known && oneSlot && !journaled && big && (ext[len(ext)-1]+1)*blockSize <= s.slotBase:
-				// Copy-on-write: the other slot is not live, so write it,
-				// let the commit flip the blocks to it, then free the old.
-				setSlots(st, ext, !inB)
-				if err := a.writeDirect(fid, s.phys(ext[0], !inB), buf, true); err != nil {
-					return err
-				}
-				a.punches = append(a.punches, punch{fileID: fid, off: s.phys(ext[0], inB), n: len(buf)})
-				s.cowWrites.Add(1)
-			default:
-				// Deferred: each block is rewritten where it lives (fresh
-				// ones in slot A), by one journal record per same-slot run.
-				for k := 0; k < len(ext); {
-					slot := liveInB(st, ext[k])
-					m := k + 1
-					for m < len(ext) && liveInB(st, ext[m]) == slot {
-						m++
-					}
-					part, off := buf[k*blockSize:m*blockSize], s.phys(ext[k], slot)
-					setSlots(st, ext[k:m], slot)
-					k = m
-					if fresh {
-						// No committed state uses fresh blocks and no read
-						// touches them, so they go to the page cache now,
-						// where the filesystem reserves their space: a full
-						// disk fails the transaction before its commit.
-						if err := a.writeFresh(fid, off, part); err != nil {
-							return err
-						}
-					}
-					// Encoded straight into the batch: the record is the
-					// largest thing an overwrite allocates.
-					seq := s.jseq.Add(1)
-					key := journalKey(seq)
-					jo := a.newJournal().SetDeferred(len(key), jrecHeader+len(part))
-					copy(jo.Key, key)
-					(&jrec{fileID: fid, off: off, data: part}).encodeTo(jo.Value)
-					if err := jo.Finish(); err != nil {
-						return err
-					}
-					// part stays as it is until Apply returns (slabs go
-					// back to the pool only then).
-					a.deferred = append(a.deferred, deferredWrite{seq: seq, fileID: fid, off: off, data: part, written: fresh})
-				}
-			}
-		}
-		for c, ch := range st.chunks {
-			if !ch.dirty {
-				continue
-			}
-			if ch.bits == 0 {
-				a.batch.Delete(csumKey(fid, c), nil)
-			} else {
-				a.batch.Set(csumKey(fid, c), ch.encode(), nil)
-			}
-		}
-		a.batch.Set(st.key, st.rec.encode(), nil)
+		// part stays as it is until Apply returns (slabs go
+		// back to the pool only then).
+		a.deferred = append(a.deferred, deferredWrite{seq: seq, fileID: fid, off: off, data: part, written: fresh})
 	}
 	return nil
 }

@@ -50,21 +50,8 @@ func Open(o Options) (*Store, error) {
 	if !realFS {
 		s.slotBase = slotBaseMem
 	}
-	for _, d := range []string{o.Dir, o.MetaDir} {
-		if err := s.fs.MkdirAll(d, 0o755); err != nil {
-			return nil, fmt.Errorf("objstore: create %s: %w", d, err)
-		}
-		// Make the directory entries themselves durable, up to the root.
-		for p := d; ; {
-			if err := s.syncDir(p); err != nil {
-				return nil, err
-			}
-			parent := s.fs.PathDir(p)
-			if parent == p || parent == "" || parent == "." {
-				break
-			}
-			p = parent
-		}
+	if err := s.makeDirs(); err != nil {
+		return nil, err
 	}
 	if realFS {
 		fss, err := openFSSyncer(o.Dir)
@@ -86,37 +73,10 @@ func Open(o Options) (*Store, error) {
 	if n := o.dataCacheBytes(); n > 0 {
 		s.rc = newReadCache(n)
 	}
-	cache := pebble.NewCache(o.CacheBytes - o.CacheBytes/2)
-	defer cache.Unref() // the DB holds its own reference
 	mt := memTableSize(s.fs, o.MetaDir)
-	po := &pebble.Options{
-		FS:           indexFS{FS: s.fs},
-		Logger:       quietLogger{},
-		MemTableSize: mt,
-		Cache:        cache,
-		DisableWAL:   true, // the commit log is the WAL (commitlog.go)
-		// Damage is refused at Open and reported by VerifyIndex, not a
-		// crash of whichever goroutine met it (indexcheck.go).
-		EventListener: &pebble.EventListener{DataCorruption: s.noteIndexCorruption, BackgroundError: s.noteBackgroundError},
-	}
-	// Object data (inline objects, journal records) rarely compresses;
-	// decompressing it cost a tenth of an OSD's CPU on small reads.
-	for i := range po.Levels {
-		po.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.NoCompression }
-		// Most writes look up a record that does not exist yet (a new
-		// object): a bloom filter answers those without reading blocks.
-		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
-	}
-	var db *pebble.DB
-	err := s.guardIndex(func() (err error) { db, err = pebble.Open(o.MetaDir, po); return err })
-	switch {
-	case err == nil:
-	case IsCorruption(err):
+	db, err := s.openIndex(o.CacheBytes-o.CacheBytes/2, mt)
+	if err != nil {
 		return nil, err
-	case errors.Is(err, os.ErrNotExist): // its MANIFEST names files that are gone
-		return nil, s.damaged(err)
-	default:
-		return nil, fmt.Errorf("objstore: open index in %s: %w", o.MetaDir, err)
 	}
 	s.db = db
 	segSize := testLogSegment
@@ -148,6 +108,64 @@ func Open(o Options) (*Store, error) {
 		s.rc.reserve()
 	}
 	return s, nil
+}
+
+// makeDirs creates Dir and MetaDir, and makes their directory entries
+// durable, up to the root.
+func (s *Store) makeDirs() error {
+	for _, d := range []string{s.opts.Dir, s.opts.MetaDir} {
+		if err := s.fs.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("objstore: create %s: %w", d, err)
+		}
+		for p := d; ; {
+			if err := s.syncDir(p); err != nil {
+				return err
+			}
+			parent := s.fs.PathDir(p)
+			if parent == p || parent == "" || parent == "." {
+				break
+			}
+			p = parent
+		}
+	}
+	return nil
+}
+
+// openIndex opens the index (pebble) in MetaDir, with a block cache of
+// cacheBytes and memtables of mt bytes.
+func (s *Store) openIndex(cacheBytes int64, mt uint64) (*pebble.DB, error) {
+	cache := pebble.NewCache(cacheBytes)
+	defer cache.Unref() // the DB holds its own reference
+	po := &pebble.Options{
+		FS:           indexFS{FS: s.fs},
+		Logger:       quietLogger{},
+		MemTableSize: mt,
+		Cache:        cache,
+		DisableWAL:   true, // the commit log is the WAL (commitlog.go)
+		// Damage is refused at Open and reported by VerifyIndex, not a
+		// crash of whichever goroutine met it (indexcheck.go).
+		EventListener: &pebble.EventListener{DataCorruption: s.noteIndexCorruption, BackgroundError: s.noteBackgroundError},
+	}
+	// Object data (inline objects, journal records) rarely compresses;
+	// decompressing it cost a tenth of an OSD's CPU on small reads.
+	for i := range po.Levels {
+		po.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.NoCompression }
+		// Most writes look up a record that does not exist yet (a new
+		// object): a bloom filter answers those without reading blocks.
+		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	var db *pebble.DB
+	err := s.guardIndex(func() (err error) { db, err = pebble.Open(s.opts.MetaDir, po); return err })
+	switch {
+	case err == nil:
+		return db, nil
+	case IsCorruption(err):
+		return nil, err
+	case errors.Is(err, os.ErrNotExist): // its MANIFEST names files that are gone
+		return nil, s.damaged(err)
+	default:
+		return nil, fmt.Errorf("objstore: open index in %s: %w", s.opts.MetaDir, err)
+	}
 }
 
 // memTableSize is 64 MiB, less on a small disk: the commit log takes three
