@@ -20,7 +20,7 @@ var forbidden = map[string][]string{
 	"internal/mapview":       {"internal/objstore", "internal/rpc", "internal/osd", "internal/mon", "internal/cli", "client"},
 	"internal/osd":           {"internal/cli", "internal/mon", "client"},
 	"internal/mon":           {"internal/osd", "internal/objstore", "internal/cli", "client"},
-	"internal/bench":         {"internal/", "client"},
+	"internal/bench":         {"internal/osd", "internal/mon", "internal/objstore", "internal/cli", "internal/volume", "internal/nbd"},
 	"internal/baseline":      {"internal/", "client"},
 	"client":                 {"internal/osd", "internal/mon", "internal/objstore", "internal/cli", "internal/volume", "internal/nbd"},
 	"internal/volume":        {"internal/osd", "internal/mon", "internal/objstore", "internal/cli", "internal/nbd"},
