@@ -1,6 +1,13 @@
 // Package cli implements the cairn command line as a library: cmd/cairn only
-// calls Main. Data commands go through the public client package; admin
-// views (status, osd tree) read the map and health from meta.
+// calls Main. It is command wiring: each command's flags, what it prints,
+// and the package that does the work. Data commands go through the public
+// client package; admin views (status, osd tree) read the map, stats and
+// health events from meta, and status judges them with package health.
+// cairn dev runs package devcluster, cairn nbd package nbdgw, cairn bench
+// package bench's workload driver.
+//
+// Use it for: adding or changing a command. Not for: logic a command
+// needs; put that in the package that owns the concept.
 package cli
 
 import (
