@@ -14,10 +14,11 @@ dev: build
 
 # Every test: unit, property, fuzz seed corpora, crash tests and end-to-end
 # tests that start real cluster processes. Recycled buffers are poisoned
-# when handed back, so a use after that shows up as wrong data.
+# when handed back, so a use after that shows up as wrong data, and the
+# expensive invariant checks are compiled in (-tags invariants).
 test:
 	$(GO) vet ./...
-	CAIRN_BUFPOOL_POISON=1 $(GO) test -count=1 -timeout 20m ./...
+	CAIRN_BUFPOOL_POISON=1 $(GO) test -tags invariants -count=1 -timeout 20m ./...
 
 # Unit tests only (no cluster processes).
 test-short:

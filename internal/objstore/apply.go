@@ -112,6 +112,9 @@ func (s *Store) Apply(t *Txn) error {
 			err = fmt.Errorf("objstore: commit: %w", err)
 		} else {
 			s.idx.committed(a.batch)
+			if invariantsOn {
+				s.checkCommitted(a.batch)
+			}
 		}
 	}
 	if err != nil {

@@ -782,6 +782,9 @@ func (l *commitLog) writeGroup(group []*logWaiter) error {
 	if int64(len(b)) != size || &b[0] != &l.buf[0] {
 		panic("objstore: commit log group encoded outside its aligned buffer")
 	}
+	if invariantsOn {
+		checkGroup(b, l.seq, tail, l.recs)
+	}
 	clear(l.recs) // no references to batches past their commit
 	if err := l.segs[l.cur].writeDurable(b, l.off); err != nil {
 		return err

@@ -71,6 +71,9 @@ func (a *applyCtx) finalizeFile(st *objState) error {
 		}
 		i = j
 	}
+	if invariantsOn {
+		checkChunks(st)
+	}
 	for c, ch := range st.chunks {
 		if !ch.dirty {
 			continue
@@ -137,6 +140,9 @@ func (a *applyCtx) layOut(st *objState, fid uint64, ext []uint64, journaled bool
 	switch {
 	case st.newFile || (fresh && !journaled && big):
 		// Into blocks no committed state uses: straight to slot A.
+		if invariantsOn {
+			a.checkDirectTarget(st, fid, ext, false)
+		}
 		setSlots(st, ext, false)
 		if err := a.writeDirect(fid, s.phys(ext[0], false), buf, !st.newFile); err != nil {
 			return err
@@ -144,6 +150,9 @@ func (a *applyCtx) layOut(st *objState, fid uint64, ext []uint64, journaled bool
 	case known && oneSlot && !journaled && big && (ext[len(ext)-1]+1)*blockSize <= s.slotBase:
 		// Copy-on-write: the other slot is not live, so write it,
 		// let the commit flip the blocks to it, then free the old.
+		if invariantsOn {
+			a.checkDirectTarget(st, fid, ext, !inB)
+		}
 		setSlots(st, ext, !inB)
 		if err := a.writeDirect(fid, s.phys(ext[0], !inB), buf, true); err != nil {
 			return err
@@ -172,6 +181,9 @@ func (a *applyCtx) journalExtent(st *objState, fid uint64, ext []uint64, buf []b
 		part, off := buf[k*blockSize:m*blockSize], s.phys(ext[k], slot)
 		setSlots(st, ext[k:m], slot)
 		k = m
+		if invariantsOn {
+			checkJournalRecord(off, part)
+		}
 		if fresh {
 			// No committed state uses fresh blocks and no read
 			// touches them, so they go to the page cache now,
@@ -219,8 +231,9 @@ func dirtyBlocks(dirty map[uint64][]byte) []uint64 {
 }
 
 // verifySums makes finalize recompute every checksum taken early (sums)
-// and panic on a stale one; the package's tests set it.
-var verifySums = false
+// and panic on a stale one; the package's tests set it, and so does
+// -tags invariants.
+var verifySums = invariantsOn
 
 // liveInB reports whether block b's committed copy lives in slot B (blocks
 // without one, and blocks of chunks cut by this txn, are written to slot A).
