@@ -37,6 +37,7 @@ var forbidden = map[string][]string{
 // free of IO so they are tested without a cluster.
 var only = map[string][]string{
 	"internal/keeper": {"internal/clustermap"},
+	"internal/pg":     {"internal/clustermap", "internal/snapset"},
 	"internal/report": {"internal/clustermap"},
 	"internal/health": {"internal/clustermap", "internal/placement", "internal/report"},
 }
