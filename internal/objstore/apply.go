@@ -199,6 +199,9 @@ func (a *applyCtx) abort() {
 func (a *applyCtx) afterCommit() {
 	s := a.s
 	for _, p := range a.punches {
+		if injectIO != nil && injectIO(ioPunch, s.filePath(p.fileID)) != nil {
+			continue // as punchHole ignores a failed punch
+		}
 		punchHole(a.direct[p.fileID].f, p.off, p.n)
 	}
 	for _, df := range a.direct {

@@ -836,6 +836,11 @@ func (s *logSegment) writeDurable(b []byte, off int64) error {
 		}
 		return s.f.SyncData()
 	}
+	if injectIO != nil {
+		if err := injectIO(ioLogWrite, s.path); err != nil {
+			return fmt.Errorf("write %s: %w", s.path, err)
+		}
+	}
 	for done := 0; done < len(b); {
 		n, err := unix.Pwrite(s.fd, b[done:], off+int64(done))
 		if err != nil {

@@ -81,14 +81,19 @@ func (s *Store) writeUncached(df *dataFile, fid, off uint64, buf []byte, dsync b
 	durable = dsync && !s.noDsync.Load()
 	for done := 0; done < len(ab); {
 		var n int
-		if durable {
+		if injectIO != nil {
+			err = injectIO(ioDirectWrite, s.filePath(fid))
+		}
+		switch {
+		case err != nil:
+		case durable:
 			n, err = unix.Pwritev2(fd, [][]byte{ab[done:]}, int64(off)+int64(done), unix.RWF_DSYNC)
 			if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
 				s.noDsync.Store(true) // a kernel before 4.7: write, and let the caller sync
 				durable, err = false, nil
 				continue
 			}
-		} else {
+		default:
 			n, err = unix.Pwrite(fd, ab[done:], int64(off)+int64(done))
 		}
 		if err != nil {
@@ -139,6 +144,11 @@ func (s *Store) readSegment(df *dataFile, fid uint64, seg []byte, off uint64) (i
 	}
 	done := 0
 	for done < len(seg) {
+		if injectIO != nil {
+			if err := injectIO(ioDirectRead, s.filePath(fid)); err != nil {
+				return done, fmt.Errorf("objstore: read data file %016x: %w", fid, err)
+			}
+		}
 		n, err := unix.Pread(df.direct, seg[done:], int64(off)+int64(done))
 		if err != nil {
 			return done, fmt.Errorf("objstore: read data file %016x: %w", fid, err)

@@ -28,6 +28,9 @@ func Open(o Options) (*Store, error) {
 	realFS := o.FS == nil
 	if realFS {
 		o.FS = vfs.Default
+		if testDefaultFS != nil {
+			o.FS = testDefaultFS
+		}
 	}
 	if o.MetaDir == "" {
 		o.MetaDir = o.FS.PathJoin(o.Dir, "meta")

@@ -45,6 +45,11 @@ func openFSSyncer(dir string) (*fsSyncer, error) {
 // file since the directory was opened, as fdatasync would have for its own.
 func (f *fsSyncer) sync() error {
 	fd := int(f.dir.Fd())
+	if injectIO != nil {
+		if err := injectIO(ioSyncFS, f.dir.Name()); err != nil {
+			return fmt.Errorf("objstore: syncfs of %s: %w", f.dir.Name(), err)
+		}
+	}
 	if err := unix.Syncfs(fd); err != nil {
 		return fmt.Errorf("objstore: syncfs of %s: %w", f.dir.Name(), err)
 	}
