@@ -4,8 +4,24 @@
 // peers, placement groups or the network; the OSD uses the placement-group id
 // ("1.2a") as the collection and ships Txns to replicas in Txn.Marshal form.
 //
-// It must not import anything of cairn outside this package: it sits at the
-// bottom of the dependency graph and is tested on its own.
+// It must not import anything of cairn outside this package but the leaf
+// bufpool: it sits at the bottom of the dependency graph and is tested on
+// its own.
+//
+// # Where things are
+//
+//	store.go       Options, Store, locks, ID allocation, failure
+//	open.go        Open (format, replay, orphans, counting) and Close
+//	apply.go       Apply: lock, run the ops, commit, what follows the commit
+//	objstate.go    each op on an object's working copy
+//	finalize.go    where new blocks go: direct, copy-on-write or journaled
+//	checkpoint.go  the background checkpointer of deferred writes
+//	read.go        the read path of object data; lookup.go everything else
+//	files.go       data file handles and slots; directio.go their O_DIRECT IO
+//	space.go       free-space checks (checkSpace, AdmitBelow) and Usage
+//	commitlog.go   the commit log; records.go and txn.go the encodings
+//	invariants.go  checks compiled in by -tags invariants (make test)
+//	iofaults.go    where tests inject IO errors (iofaults_test.go)
 //
 // # What it owns
 //
@@ -207,7 +223,8 @@
 //   - A punch that a crash loses leaves garbage in a slot no block lives in.
 //
 // TestCrashConsistency checks this on crash clones of a vfs.MemFS taken
-// during concurrent Applies, keeping 0%, 50% or 90% of unsynced writes.
+// during concurrent Applies, keeping 0%, 50% or 90% of unsynced writes;
+// TestIOErrorsModel on crash clones taken after injected IO errors.
 //
 // # Concurrency
 //
