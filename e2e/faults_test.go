@@ -180,9 +180,9 @@ func TestReturnedOSDComesBackIn(t *testing.T) {
 	}
 	for round := range 3 {
 		c.kill("osd.2")
-		c.waitStatus(30*time.Second, "osd.2 marked out", func(st map[string]any, raw string) bool { return st["osds_in"] == float64(5) })
+		c.waitStatus(60*time.Second, "osd.2 marked out", func(st map[string]any, raw string) bool { return st["osds_in"] == float64(5) })
 		c.restart("osd.2")
-		c.waitStatus(30*time.Second, fmt.Sprintf("osd.2 back in (round %d)", round), osdsIn(6))
+		c.waitStatus(60*time.Second, fmt.Sprintf("osd.2 back in (round %d)", round), osdsIn(6))
 	}
 	c.waitHealthy(60*time.Second, "with osd.2 back")
 

@@ -1,6 +1,7 @@
 package pg
 
 import (
+	"flag"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
@@ -51,6 +52,7 @@ type simAck struct {
 
 type sim struct {
 	t       *testing.T
+	seed    uint64
 	r       *rand.Rand
 	trace   strings.Builder
 	osds    []*simOSD
@@ -67,7 +69,7 @@ type sim struct {
 }
 
 func newSim(t *testing.T, seed uint64) *sim {
-	s := &sim{t: t, r: rand.New(rand.NewPCG(seed, seed^0x5eed)), size: 3, minSize: 2, epoch: 1, acked: map[string]simAck{}}
+	s := &sim{t: t, seed: seed, r: rand.New(rand.NewPCG(seed, seed^0x5eed)), size: 3, minSize: 2, epoch: 1, acked: map[string]simAck{}}
 	n := 5
 	for i := 0; i < n; i++ {
 		s.osds = append(s.osds, &simOSD{up: true, in: true, objs: map[string]simCopy{}})
@@ -75,6 +77,13 @@ func newSim(t *testing.T, seed uint64) *sim {
 	}
 	s.r.Shuffle(n, func(i, j int) { s.pref[i], s.pref[j] = s.pref[j], s.pref[i] })
 	return s
+}
+
+// fatalf fails the run, naming its seed and how to replay it; the
+// message ends with the run's history (s.trace) where the caller adds it.
+func (s *sim) fatalf(format string, args ...any) {
+	s.t.Helper()
+	s.t.Fatalf("seed %d (replay: go test ./internal/pg -run TestPeeringSimulation -seed %d): %s", s.seed, s.seed, fmt.Sprintf(format, args...))
 }
 
 func (s *sim) logf(format string, args ...any) {
@@ -138,7 +147,7 @@ func (s *sim) mapChanged() {
 			shown = max(shown, c.ver.Version)
 		}
 		if res.LastUpdate < shown {
-			s.t.Fatalf("e%d: peering continues at version %d, below version %d that %s shows\n%s", s.epoch, res.LastUpdate, shown, o, s.trace.String())
+			s.fatalf("e%d: peering continues at version %d, below version %d that %s shows\n%s", s.epoch, res.LastUpdate, shown, o, s.trace.String())
 		}
 	}
 	s.rec = &Record{Epoch: s.epoch, Acting: acting, Complete: res.Complete}
@@ -299,7 +308,7 @@ func (s *sim) check(step int) {
 		for _, o := range s.rec.Complete {
 			for name, a := range s.acked {
 				if !holdsAcked(s.osds[o].objs, name, a) {
-					s.t.Fatalf("step %d: %s is recorded complete but lacks acknowledged %s %s (has %+v)\n%s", step, o, name, a.ver, s.osds[o].objs[name], s.trace.String())
+					s.fatalf("step %d: %s is recorded complete but lacks acknowledged %s %s (has %+v)\n%s", step, o, name, a.ver, s.osds[o].objs[name], s.trace.String())
 				}
 			}
 		}
@@ -311,7 +320,7 @@ func (s *sim) check(step int) {
 				view = s.osds[s.prim.Auth].objs // read recovers it first
 			}
 			if !holdsAcked(view, name, a) {
-				s.t.Fatalf("step %d: primary %s would serve %s without acknowledged %s\n%s", step, s.primID, name, a.ver, s.trace.String())
+				s.fatalf("step %d: primary %s would serve %s without acknowledged %s\n%s", step, s.primID, name, a.ver, s.trace.String())
 			}
 		}
 	}
@@ -356,11 +365,11 @@ func (s *sim) run(steps int) string {
 	}
 	s.mapChanged()
 	if s.prim == nil {
-		s.t.Fatalf("with every OSD up the pg does not go active\n%s", s.trace.String())
+		s.fatalf("with every OSD up the pg does not go active\n%s", s.trace.String())
 	}
 	for i := 0; s.prim.MissingCount() > 0 || !s.prim.RecordComplete(); i++ {
 		if i > 1000 {
-			s.t.Fatalf("recovery does not finish\n%s", s.trace.String())
+			s.fatalf("recovery does not finish\n%s", s.trace.String())
 		}
 		s.recoverOne()
 	}
@@ -368,11 +377,11 @@ func (s *sim) run(steps int) string {
 	ref := s.osds[s.primID].objs
 	for _, o := range s.prim.Acting {
 		if !maps2Equal(ref, s.osds[o].objs) {
-			s.t.Fatalf("copies differ after recovery: %s %v vs %s %v\n%s", s.primID, ref, o, s.osds[o].objs, s.trace.String())
+			s.fatalf("copies differ after recovery: %s %v vs %s %v\n%s", s.primID, ref, o, s.osds[o].objs, s.trace.String())
 		}
 	}
 	if !SameSet(s.rec.Complete, s.prim.Acting) {
-		s.t.Fatalf("after recovery the record names %v complete, want the acting set %v", s.rec.Complete, s.prim.Acting)
+		s.fatalf("after recovery the record names %v complete, want the acting set %v", s.rec.Complete, s.prim.Acting)
 	}
 	return s.trace.String()
 }
@@ -389,7 +398,13 @@ func maps2Equal(a, b map[string]simCopy) bool {
 	return true
 }
 
+var simSeed = flag.Uint64("seed", 0, "run only this seed of TestPeeringSimulation")
+
 func TestPeeringSimulation(t *testing.T) {
+	if *simSeed != 0 {
+		t.Log(newSim(t, *simSeed).run(400))
+		return
+	}
 	seeds := 2000
 	if testing.Short() {
 		seeds = 200
