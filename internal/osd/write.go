@@ -3,7 +3,6 @@ package osd
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"syscall"
 	"time"
@@ -97,204 +96,171 @@ func (s *Server) addOp(coll string, req *proto.Request, txn *objstore.Txn) *prot
 	return nil
 }
 
-// write runs a client write on the primary: order it, log it, apply it here
-// and on every other member of the write set in parallel, and answer only
-// when every copy that counts is durable.
+// write runs a client write on the primary: order it, apply it here and
+// on every other member of the write set in parallel, and answer only when
+// every copy that counts is durable.
 func (s *Server) write(ctx context.Context, pool *clustermap.Pool, p *pgState, req *proto.Request) *proto.Response {
-	coll := req.PG.String()
 	l := s.lock(req.PG, req.Object)
 	l.Lock()
 	defer l.Unlock()
-
-	stale := false
-	if err := s.ensureObject(ctx, req.PG, p, req.Object, ensureAll); err != nil {
-		if req.Op != proto.OpDelete && errors.Is(err, objstore.ErrNoSpace) {
-			return s.fail(proto.StatusNoSpace, "pg %s: %q must first be copied to a member whose disk is full (%v): delete data, add OSDs, or mark the full OSD out", req.PG, req.Object, err)
-		}
-		if req.Op != proto.OpDelete {
-			return s.fail(proto.StatusUnavailable, "pg %s: recovering %q before writing it: %v", req.PG, req.Object, err)
-		}
-		// A delete needs no copy of the object (so it works on a full
-		// disk): it leaves every member without it, whatever each had.
-		// Only its existence is checked, on the authoritative copy if this
-		// one is stale. Clones of a stale copy are not known here: they
-		// stay behind as garbage, never as data a reader sees.
-		if r := s.checkExistsForDelete(ctx, p, req); r != nil {
-			return r
-		}
-		stale = p.isMissing(s.id, req.Object)
-	}
-	txn, touched, bad := s.buildTxn(coll, req, stale)
+	stale, bad := s.prepareObject(ctx, p, req)
 	if bad != nil {
 		return bad
 	}
+	w, bad := s.planWrite(pool, p, req, stale)
+	if bad != nil {
+		return bad
+	}
+	if bad := s.replicate(ctx, pool, p, req, w); bad != nil {
+		return bad
+	}
+	if req.Op == proto.OpDelete {
+		p.clearMissingAll(req.Object, w.interval)
+	}
+	r := s.ok()
+	r.Version = w.ver
+	r.Size = uint64(len(req.Data))
+	return r
+}
+
+// prepareObject brings the object up to date on every member before it is
+// written. It says whether this copy stays stale (a delete goes on without
+// the copy). The caller holds the object's lock.
+func (s *Server) prepareObject(ctx context.Context, p *pgState, req *proto.Request) (stale bool, bad *proto.Response) {
+	err := s.ensureObject(ctx, req.PG, p, req.Object, ensureAll)
+	switch {
+	case err == nil:
+		return false, nil
+	case req.Op != proto.OpDelete && errors.Is(err, objstore.ErrNoSpace):
+		return false, s.fail(proto.StatusNoSpace, "pg %s: %q must first be copied to a member whose disk is full (%v): delete data, add OSDs, or mark the full OSD out", req.PG, req.Object, err)
+	case req.Op != proto.OpDelete:
+		return false, s.fail(proto.StatusUnavailable, "pg %s: recovering %q before writing it: %v", req.PG, req.Object, err)
+	}
+	// A delete needs no copy of the object (so it works on a full disk):
+	// it leaves every member without it, whatever each had. Only its
+	// existence is checked, on the authoritative copy if this one is
+	// stale. Clones of a stale copy are not known here: they stay behind
+	// as garbage, never as data a reader sees.
+	if r := s.checkExistsForDelete(ctx, p, req); r != nil {
+		return false, r
+	}
+	return p.isMissing(s.id, req.Object), nil
+}
+
+// writePlan is a client write made ready to replicate: its transaction,
+// with the PG version it takes, for the interval and write set it was
+// ordered in.
+type writePlan struct {
+	txn      *objstore.Txn
+	ver      uint64
+	interval clustermap.Epoch
+	writeSet []clustermap.OSDID
+	acting   []clustermap.OSDID
+}
+
+// planWrite builds the write's transaction, refuses it if a member is full
+// or too few copies are up, and gives it the PG's next version.
+func (s *Server) planWrite(pool *clustermap.Pool, p *pgState, req *proto.Request, stale bool) (*writePlan, *proto.Response) {
+	coll := req.PG.String()
+	txn, touched, bad := s.buildTxn(coll, req, stale)
+	if bad != nil {
+		return nil, bad
+	}
 	p.mu.Lock()
-	interval, writeSet, acting := p.prim.Epoch, p.prim.WriteSet, p.prim.Acting
+	w := &writePlan{txn: txn, interval: p.prim.Epoch, writeSet: p.prim.WriteSet, acting: p.prim.Acting}
 	p.mu.Unlock()
 	if !freesSpace(req.Op) {
 		m := s.view.Map()
-		for _, o := range writeSet {
+		for _, o := range w.writeSet {
 			if osd, ok := m.OSD(o); ok && osd.Full {
-				return s.fail(proto.StatusNoSpace, "%s is full (over %.0f%% of its disk used): new writes to pg %s are refused until data is deleted or OSDs are added; reads and deletes go on",
+				return nil, s.fail(proto.StatusNoSpace, "%s is full (over %.0f%% of its disk used): new writes to pg %s are refused until data is deleted or OSDs are added; reads and deletes go on",
 					o, clustermap.FullRatio*100, req.PG)
 			}
 		}
 	}
-	if len(acting) < pool.MinSize {
-		return s.fail(proto.StatusUnavailable, "pg %s has %d of %d copies up, fewer than min_size %d: writes wait for an OSD to return",
-			req.PG, len(acting), pool.Size, pool.MinSize)
+	if len(w.acting) < pool.MinSize {
+		return nil, s.fail(proto.StatusUnavailable, "pg %s has %d of %d copies up, fewer than min_size %d: writes wait for an OSD to return",
+			req.PG, len(w.acting), pool.Size, pool.MinSize)
 	}
-	ver := p.nextVersion()
+	w.ver = p.nextVersion()
 	for _, name := range touched {
-		txn.SetXattr(coll, name, versionXattr, pg.EVersion{Epoch: uint64(interval), Version: ver}.Encode())
+		txn.SetXattr(coll, name, versionXattr, pg.EVersion{Epoch: uint64(w.interval), Version: w.ver}.Encode())
 	}
 	if !slices.Contains(touched, req.Object) {
 		// Its object is gone: the PG keeps the version (pglog.go).
-		txn.OmapSet(coll, pgMetaObject, keyDeleteVersion, encodeVersion(ver))
+		txn.OmapSet(coll, pgMetaObject, keyDeleteVersion, encodeVersion(w.ver))
 	}
-	t := s.view.Table()
-	replicate := func(t *placement.Table, txnBytes []byte) *proto.Request {
-		return &proto.Request{Op: proto.OpReplicate, Epoch: t.Map().Epoch, PG: req.PG, Object: req.Object, PGVersion: ver, Txn: txnBytes}
-	}
-	var shared *rpc.Shared
-	sharedTable := t
-	if slices.ContainsFunc(writeSet, func(o clustermap.OSDID) bool { return o != s.id }) {
-		sh, err := s.shareTxn(replicate(t, nil), req, txn)
-		if err != nil {
-			return s.failErr(err)
-		}
-		defer sh.Release() // every return below drains the senders first
-		shared = sh
-	}
+	return w, nil
+}
 
-	type result struct {
-		osd  clustermap.OSDID
-		resp *proto.Response
-		err  error
+// replicate applies the write here and on the other members of its write
+// set, and returns nil once every one of them has it durable. A member
+// that fails is sent it again in the same interval once the map says
+// where it stands; a new interval, a member that refuses the write, or
+// replicaWait without an answer fail it unacknowledged (the client
+// retries). No goroutine it starts outlives it.
+func (s *Server) replicate(ctx context.Context, pool *clustermap.Pool, p *pgState, req *proto.Request, w *writePlan) *proto.Response {
+	f, err := s.startFanout(ctx, req, w)
+	if err != nil {
+		return s.failErr(err)
 	}
-	results := make(chan result, len(writeSet))
-	send := func(t *placement.Table, osd clustermap.OSDID) {
-		o, ok := t.Map().OSD(osd)
-		if !ok {
-			results <- result{osd: osd, err: fmt.Errorf("%s not in map", osd)}
-			return
-		}
-		call := func() (*proto.Response, error) {
-			if t == sharedTable {
-				return s.peers.CallShared(ctx, o.Addr, shared)
-			}
-			// After a map change: encoded again, and copied into the
-			// frame (the request's bytes are ours only until we return).
-			return s.peers.Call(ctx, o.Addr, replicate(t, txn.Marshal()))
-		}
-		resp, err := call()
-		if err != nil && !isRefused(err) && ctx.Err() == nil && s.peerUp(osd) {
-			// The connection broke: dial again at once. A refused dial
-			// means the process is gone; say so rather than wait for its
-			// lease to run out.
-			resp, err = call()
-		}
-		if isRefused(err) {
-			s.suspect(osd, o.Addr)
-		}
-		results <- result{osd: osd, resp: resp, err: err}
-	}
-	// The first sends go out from this goroutine, before the local apply,
-	// so the replicas start at once (rpc's inline.go says why that
-	// matters). Their answers are collected after it.
-	pending := 0
-	type started struct {
-		osd  clustermap.OSDID
-		addr string
-		call rpc.Pending
-	}
-	var first []started
-	for _, r := range writeSet {
-		if r == s.id {
-			continue
-		}
-		pending++
-		o, ok := t.Map().OSD(r)
-		if !ok {
-			results <- result{osd: r, err: fmt.Errorf("%s not in map", r)}
-			continue
-		}
-		first = append(first, started{r, o.Addr, s.peers.StartShared(ctx, o.Addr, shared)})
-	}
-	collect := func() {
-		for _, f := range first {
-			resp, err := f.call.Wait(ctx)
-			if err != nil && !isRefused(err) && ctx.Err() == nil && s.peerUp(f.osd) {
-				// The connection broke: dial again at once, as send does.
-				resp, err = s.peers.CallShared(ctx, f.addr, shared)
-			}
-			if isRefused(err) {
-				s.suspect(f.osd, f.addr)
-			}
-			results <- result{osd: f.osd, resp: resp, err: err}
-		}
-		first = nil
-	}
-	drain := func() {
-		collect()
-		for ; pending > 0; pending-- {
-			<-results
-		}
-	}
-	if err := s.applyLocal(p, pool, req.PG, acting, txn); err != nil {
-		drain() // no goroutine outlives the request
+	defer f.release() // after every path below drained the senders
+	if err := s.applyLocal(p, pool, req.PG, w.acting, w.txn); err != nil {
+		f.drain()
 		if errors.Is(err, errIntervalChanged) {
 			return s.fail(proto.StatusUnavailable, "pg %s changed before the write applied; retry", req.PG)
 		}
 		return s.failErr(err)
 	}
-	collect()
+	f.collect()
 	deadline := time.Now().Add(replicaWait)
-	for pending > 0 {
-		res := <-results
-		pending--
+	for f.pending > 0 {
+		res := <-f.results
+		f.pending--
 		if res.err == nil && res.resp.Status == proto.StatusOK {
 			continue
 		}
-		if res.err == nil {
-			switch res.resp.Status {
-			case proto.StatusNoSpace, proto.StatusInvalid, proto.StatusIOError:
-				// This copy now differs from the others: recovery brings
-				// it back in line once it can take writes again.
-				p.markMissing(res.osd, req.Object, interval)
-				drain()
-				return s.fail(res.resp.Status, "replica %s: %s", res.osd, res.resp.Message)
-			}
+		if bad := s.replicaFailed(ctx, pool, p, req, w, f, res, deadline); bad != nil {
+			f.drain()
+			return bad
 		}
-		// The member failed or has another map. Wait for a map in which it
-		// is down (lease expired) or whose epoch it accepts.
-		epoch := t.Map().Epoch
-		if res.err == nil && res.resp.Status == proto.StatusWrongEpoch && res.resp.Epoch > epoch {
-			s.view.WaitFor(ctx, res.resp.Epoch, epochWait)
-		} else if res.err != nil {
-			s.view.WaitFor(ctx, epoch+1, time.Until(deadline))
-		}
-		if ctx.Err() != nil || time.Now().After(deadline) {
-			drain()
-			return s.fail(proto.StatusUnavailable, "member %s of pg %s did not take the write and was not marked down: %v", res.osd, req.PG, errOr(res))
-		}
-		t = s.view.Table()
-		if a := t.Acting(pool, req.PG); !slices.Equal(a, acting) {
-			// A new interval: the PG peers again and the client retries
-			// the write there. This attempt is not acknowledged.
-			drain()
-			return s.fail(proto.StatusUnavailable, "pg %s changed during the write (member %s failed); retry", req.PG, res.osd)
-		}
-		pending++
-		go send(t, res.osd)
 	}
-	if req.Op == proto.OpDelete {
-		p.clearMissingAll(req.Object, interval)
+	return nil
+}
+
+// replicaFailed decides what a member's failure means for the write: nil
+// if it was sent again (its new answer comes through f.results), else the
+// response that fails the write.
+func (s *Server) replicaFailed(ctx context.Context, pool *clustermap.Pool, p *pgState, req *proto.Request, w *writePlan, f *fanout, res replicaResult, deadline time.Time) *proto.Response {
+	if res.err == nil {
+		switch res.resp.Status {
+		case proto.StatusNoSpace, proto.StatusInvalid, proto.StatusIOError:
+			// This copy now differs from the others: recovery brings it
+			// back in line once it can take writes again.
+			p.markMissing(res.osd, req.Object, w.interval)
+			return s.fail(res.resp.Status, "replica %s: %s", res.osd, res.resp.Message)
+		}
 	}
-	r := s.ok()
-	r.Version = ver
-	r.Size = uint64(len(req.Data))
-	return r
+	// The member failed or has another map. Wait for a map in which it is
+	// down (lease expired) or whose epoch it accepts.
+	epoch := res.epoch
+	if res.err == nil && res.resp.Status == proto.StatusWrongEpoch && res.resp.Epoch > epoch {
+		s.view.WaitFor(ctx, res.resp.Epoch, epochWait)
+	} else if res.err != nil {
+		s.view.WaitFor(ctx, epoch+1, time.Until(deadline))
+	}
+	if ctx.Err() != nil || time.Now().After(deadline) {
+		return s.fail(proto.StatusUnavailable, "member %s of pg %s did not take the write and was not marked down: %v", res.osd, req.PG, res.errText())
+	}
+	t := s.view.Table()
+	if a := t.Acting(pool, req.PG); !slices.Equal(a, w.acting) {
+		// A new interval: the PG peers again and the client retries the
+		// write there. This attempt is not acknowledged.
+		return s.fail(proto.StatusUnavailable, "pg %s changed during the write (member %s failed); retry", req.PG, res.osd)
+	}
+	f.pending++
+	go f.send(t, res.osd)
+	return nil
 }
 
 // shareTxn encodes txn once for every replica (rpc.ShareParts): its large
@@ -405,17 +371,6 @@ func (s *Server) applyLocal(p *pgState, pool *clustermap.Pool, id clustermap.PGI
 		return errIntervalChanged
 	}
 	return s.apply(txn)
-}
-
-func errOr(r struct {
-	osd  clustermap.OSDID
-	resp *proto.Response
-	err  error
-}) string {
-	if r.err != nil {
-		return r.err.Error()
-	}
-	return r.resp.Message
 }
 
 // applyReplica applies a transaction the primary of a PG sent us: a client
