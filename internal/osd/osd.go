@@ -3,9 +3,10 @@
 // writes to the other OSDs of each group, and applies the writes its peers
 // replicate to it.
 //
-// It is one of the two places (with mon) that own goroutines and wire IO to
-// logic. It imports objstore, rpc, proto, placement, mapview and meta; no
-// package imports it.
+// It is the driver of package pg, which decides (peering, what each member
+// lacks, which copy scrub repairs from): osd owns the goroutines, the IO
+// and the locks around those decisions. It imports pg, objstore, rpc,
+// proto, placement, mapview and meta; no package imports it.
 package osd
 
 import (
