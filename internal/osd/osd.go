@@ -119,6 +119,7 @@ type pgState struct {
 	changed  chan struct{} // closed and replaced on every phase change
 	peering  bool          // a peering attempt is running
 	prim     pg.Primary
+	upHash   uint64 // when each member last came up, at peering (upHash)
 	poolSize int
 	nMissing atomic.Int64 // objects some member lacks; 0 lets the IO path skip the check
 	// Recovery of this PG (an object copy or its record) failed: it is

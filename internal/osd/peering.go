@@ -78,7 +78,8 @@ func (s *Server) checkPGs(ctx context.Context) {
 					p.setPrim(pg.Primary{})
 				}
 			case p.peering:
-			case p.phase == phaseIdle, !slices.Equal(p.prim.Acting, acting), p.phase == phaseDown:
+			case p.phase == phaseIdle, !slices.Equal(p.prim.Acting, acting), p.phase == phaseDown,
+				p.phase == phaseActive && p.upHash != upHash(m, acting):
 				s.startPeering(ctx, id, p)
 			}
 			p.mu.Unlock()
@@ -97,6 +98,23 @@ func (s *Server) checkPGs(ctx context.Context) {
 		}
 	}
 	s.pgMu.Unlock()
+}
+
+// upHash sums when each member of acting last came up. An interval ends
+// when a member goes down and comes up again, even if the acting set then
+// looks as before and this OSD never saw the maps in between (it was
+// frozen, or lost its lease while the others went on): a PG peered before
+// must peer again, or it would serve what it had then.
+func upHash(m *clustermap.Map, acting []clustermap.OSDID) uint64 {
+	h := uint64(14695981039346656037) // FNV-1a
+	for _, o := range acting {
+		var t int64
+		if osd, ok := m.OSD(o); ok {
+			t = osd.UpSince.UnixNano()
+		}
+		h = (h ^ uint64(t)) * 1099511628211
+	}
+	return h
 }
 
 // startPeering starts a peering attempt; the caller holds p.mu and has
@@ -128,7 +146,7 @@ func (p *pgState) setPhase(ph pgPhase) {
 func (s *Server) peer(ctx context.Context, id clustermap.PGID, p *pgState) {
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	ps, err := s.doPeer(pctx, id)
+	ps, up, err := s.doPeer(pctx, id)
 	defer s.kickStats()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -148,6 +166,7 @@ func (s *Server) peer(ctx context.Context, id clustermap.PGID, p *pgState) {
 		p.version = ps.LastUpdate
 	}
 	p.setPrim(ps.Primary)
+	p.upHash = up
 	if pool, ok := s.view.Map().Pool(id.Pool); ok {
 		p.poolSize = pool.Size
 	}
@@ -158,25 +177,26 @@ func (s *Server) peer(ctx context.Context, id clustermap.PGID, p *pgState) {
 	}
 }
 
-func (s *Server) doPeer(ctx context.Context, id clustermap.PGID) (pg.Peered, error) {
+func (s *Server) doPeer(ctx context.Context, id clustermap.PGID) (pg.Peered, uint64, error) {
 	t := s.view.Table()
 	m := t.Map()
 	var res pg.Peered
 	pool, ok := m.Pool(id.Pool)
 	if !ok {
-		return res, fmt.Errorf("pool %d is gone", id.Pool)
+		return res, 0, fmt.Errorf("pool %d is gone", id.Pool)
 	}
 	acting := t.Acting(pool, id)
 	res.Acting, res.Epoch = acting, m.Epoch
 	if len(acting) == 0 || acting[0] != s.id {
-		return res, errors.New("no longer primary")
+		return res, 0, errors.New("no longer primary")
 	}
+	up := upHash(m, acting)
 	rec, rev, err := s.meta.PGRecord(ctx, id.String())
 	if err != nil {
-		return res, err
+		return res, 0, err
 	}
 	if rec != nil && rec.Epoch > m.Epoch {
-		return res, fmt.Errorf("a primary with map epoch %d already peered it (this OSD has %d)", rec.Epoch, m.Epoch)
+		return res, 0, fmt.Errorf("a primary with map epoch %d already peered it (this OSD has %d)", rec.Epoch, m.Epoch)
 	}
 	probe := slices.Clone(acting)
 	if rec != nil {
@@ -207,18 +227,18 @@ func (s *Server) doPeer(ctx context.Context, id clustermap.PGID) (pg.Peered, err
 	wg.Wait()
 	for _, o := range acting {
 		if err := errs[o]; err != nil {
-			return res, fmt.Errorf("acting member %s did not answer: %v", o, err)
+			return res, 0, fmt.Errorf("acting member %s did not answer: %v", o, err)
 		}
 	}
 	res, err = pg.Decide(s.id, m.Epoch, acting, rec, lists)
 	if err != nil {
-		return res, err
+		return res, 0, err
 	}
 	newRec := pg.Record{Epoch: m.Epoch, Acting: acting, Complete: res.Complete}
 	if res.RecRev, err = s.meta.PutPGRecord(ctx, id.String(), newRec, rev); err != nil {
-		return res, err
+		return res, 0, err
 	}
-	return res, nil
+	return res, up, nil
 }
 
 // pgListPage bounds one OpPGList reply: objects, and bytes read when deep.
@@ -341,6 +361,9 @@ func (s *Server) activePG(ctx context.Context, id clustermap.PGID, acting []clus
 	for {
 		p.mu.Lock()
 		phase, ch, same, reason := p.phase, p.changed, slices.Equal(p.prim.Acting, acting), p.prim.Reason
+		if phase == phaseActive && p.upHash != upHash(s.view.Map(), acting) {
+			phase = phasePeering // a member went down and up since: about to peer again
+		}
 		p.mu.Unlock()
 		if same && phase == phaseActive {
 			return p, nil
@@ -385,7 +408,8 @@ func (s *Server) pgSummary() (map[string]int, map[string]string) {
 	for id, p := range s.pgs {
 		p.mu.Lock()
 		phase := p.phase
-		if pool, ok := t.Map().Pool(id.Pool); ok && phase != phaseIdle && !slices.Equal(p.prim.Acting, t.Acting(pool, id)) {
+		if pool, ok := t.Map().Pool(id.Pool); ok && phase != phaseIdle && (!slices.Equal(p.prim.Acting, t.Acting(pool, id)) ||
+			phase == phaseActive && p.upHash != upHash(t.Map(), p.prim.Acting)) {
 			phase = phasePeering // peered for an older acting set: about to peer again
 		}
 		switch phase {
