@@ -8,7 +8,6 @@ import (
 	"github.com/cairn-storage/cairn/internal/meta"
 	"github.com/cairn-storage/cairn/internal/proto"
 	"github.com/cairn-storage/cairn/internal/snapset"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Snapshots are copy-on-write at object granularity and belong to a set of
@@ -86,11 +85,7 @@ func (c *Client) SnapSeq(ctx context.Context, group string) (uint64, error) {
 // (/cairn/snapwriter/<group>/<lease>); a writer that vanished without
 // leaving counts until its lease runs out (10 s).
 func (c *Client) SnapWriters(ctx context.Context, group string) (int, error) {
-	resp, err := c.meta.Client().Get(ctx, "/cairn/snapwriter/"+group+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil {
-		return 0, fmt.Errorf("etcd: counting the writers of %s: %w", group, err)
-	}
-	return int(resp.Count), nil
+	return c.meta.SnapWriters(ctx, group)
 }
 
 // DeleteSnapGroup forgets a group whose objects are gone.

@@ -255,6 +255,16 @@ func (s *Store) NextSnap(ctx context.Context, group string, wait time.Duration) 
 	}
 }
 
+// SnapWriters counts the writers registered in a snapshot group; a writer
+// that vanished without leaving counts until its lease runs out.
+func (s *Store) SnapWriters(ctx context.Context, group string) (int, error) {
+	resp, err := s.cli.Get(ctx, prefixSnapWriter+group+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, fmt.Errorf("etcd: counting the writers of %s: %w", group, err)
+	}
+	return int(resp.Count), nil
+}
+
 // DeleteSnapGroup forgets a group (its volume was removed).
 func (s *Store) DeleteSnapGroup(ctx context.Context, group string) error {
 	_, err := s.cli.Delete(ctx, prefixSnapSeq+group)
