@@ -133,33 +133,9 @@ type pgState struct {
 
 // Run starts the OSD and serves until ctx ends.
 func Run(ctx context.Context, o Options) error {
-	if o.Logf == nil {
-		o.Logf = func(string, ...any) {}
-	}
-	if o.LeaseTTL <= 0 {
-		o.LeaseTTL = 10 * time.Second
-	}
-	if o.Class == "" {
-		o.Class = clustermap.ClassHDD
-	}
-	if !clustermap.ValidClass(o.Class) {
-		return fmt.Errorf("osd: unknown device class %q (want hdd, ssd or nvme)", o.Class)
-	}
-	if o.Weight == 0 {
-		o.Weight = 1
-	}
-	if o.RecoveryParallel <= 0 {
-		o.RecoveryParallel = 4
-	}
-	if o.ScrubInterval == 0 {
-		o.ScrubInterval = 24 * time.Hour
-	}
-	if o.DeepScrubInterval == 0 {
-		o.DeepScrubInterval = 7 * 24 * time.Hour
-	}
-	if o.Host == "" {
-		h, _ := os.Hostname()
-		o.Host = h
+	o, err := o.withDefaults()
+	if err != nil {
+		return err
 	}
 	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
 		return fmt.Errorf("osd: data dir: %w", err)
@@ -184,7 +160,6 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("%s: listen on %s: %w", id, o.Listen, err)
 	}
-	addr := ln.Addr().String()
 	view, err := mapview.Follow(ctx, ms)
 	if err != nil {
 		ln.Close()
@@ -207,7 +182,52 @@ func Run(ctx context.Context, o Options) error {
 	srv := rpc.NewServer(o.Conf.ClusterKey, s, rpc.ServerOptions{Logf: o.Logf})
 	go srv.Serve(ln)
 	defer srv.Close()
+	if err := s.serve(ctx, ln.Addr().String()); err != nil {
+		return err
+	}
+	if removed() {
+		return fmt.Errorf("%s was removed from the cluster map (cairn osd rm), so it stopped; wipe %s to add it again as a new OSD", id, o.DataDir)
+	}
+	return nil
+}
 
+// withDefaults fills in the options left zero and checks the device class.
+func (o Options) withDefaults() (Options, error) {
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = 10 * time.Second
+	}
+	if o.Class == "" {
+		o.Class = clustermap.ClassHDD
+	}
+	if !clustermap.ValidClass(o.Class) {
+		return o, fmt.Errorf("osd: unknown device class %q (want hdd, ssd or nvme)", o.Class)
+	}
+	if o.Weight == 0 {
+		o.Weight = 1
+	}
+	if o.RecoveryParallel <= 0 {
+		o.RecoveryParallel = 4
+	}
+	if o.ScrubInterval == 0 {
+		o.ScrubInterval = 24 * time.Hour
+	}
+	if o.DeepScrubInterval == 0 {
+		o.DeepScrubInterval = 7 * 24 * time.Hour
+	}
+	if o.Host == "" {
+		h, _ := os.Hostname()
+		o.Host = h
+	}
+	return o, nil
+}
+
+// serve registers the OSD as alive and up at addr, starts its background
+// workers, and keeps its lease until ctx ends; then it marks itself down.
+func (s *Server) serve(ctx context.Context, addr string) error {
+	o, ms, id := s.opts, s.meta, s.id
 	lease, err := ms.RegisterAlive(ctx, id, addr, o.LeaseTTL)
 	if err != nil {
 		return err
@@ -215,7 +235,7 @@ func Run(ctx context.Context, o Options) error {
 	if err := markUp(ctx, ms, id, addr, o); err != nil {
 		return err
 	}
-	o.Logf("%s: serving on %s (data %s, commit log segments of %d KiB)", id, addr, o.DataDir, st.LogSegmentBytes()>>10)
+	o.Logf("%s: serving on %s (data %s, commit log segments of %d KiB)", id, addr, o.DataDir, s.store.LogSegmentBytes()>>10)
 	go ms.RunKeeper(ctx, id.String(), o.Logf)
 	go s.peeringLoop(ctx)
 	go s.recoveryLoop(ctx)
@@ -239,16 +259,7 @@ func Run(ctx context.Context, o Options) error {
 		// map says we are up, peers and clients with the newer map do not
 		// send us work, and replicas refuse our writes from the older epoch.
 		o.Logf("%s: lost its etcd lease (etcd unreachable or slower than --lease-ttl %s); registering again", id, o.LeaseTTL)
-		for ctx.Err() == nil {
-			if lease, err = ms.RegisterAlive(ctx, id, addr, o.LeaseTTL); err == nil {
-				if err = markUp(ctx, ms, id, addr, o); err == nil {
-					o.Logf("%s: registered again", id)
-					break
-				}
-			}
-			o.Logf("%s: register: %v", id, err)
-			time.Sleep(500 * time.Millisecond)
-		}
+		lease = s.registerAgain(ctx, addr)
 	}
 	// Clean shutdown: say we are going before the lease runs out.
 	sctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -261,10 +272,26 @@ func Run(ctx context.Context, o Options) error {
 		osd.Up, osd.DownSince = false, time.Now().UTC()
 		return nil
 	})
-	lease.Revoke(sctx)
+	if lease != nil {
+		lease.Revoke(sctx)
+	}
 	o.Logf("%s: stopped", id)
-	if removed() {
-		return fmt.Errorf("%s was removed from the cluster map (cairn osd rm), so it stopped; wipe %s to add it again as a new OSD", id, o.DataDir)
+	return nil
+}
+
+// registerAgain takes a new lease and marks the OSD up, retrying until it
+// can or ctx ends (then it returns nil).
+func (s *Server) registerAgain(ctx context.Context, addr string) *meta.Lease {
+	for ctx.Err() == nil {
+		lease, err := s.meta.RegisterAlive(ctx, s.id, addr, s.opts.LeaseTTL)
+		if err == nil {
+			if err = markUp(ctx, s.meta, s.id, addr, s.opts); err == nil {
+				s.logf("%s: registered again", s.id)
+				return lease
+			}
+		}
+		s.logf("%s: register: %v", s.id, err)
+		time.Sleep(500 * time.Millisecond)
 	}
 	return nil
 }

@@ -93,22 +93,9 @@ func (s *Server) scrubPG(ctx context.Context, id clustermap.PGID, p *pgState, de
 		s.scrubs.mu.Unlock()
 	}()
 
-	t := s.view.Table()
-	lists := make([]*pg.Listing, len(members))
-	errs := make([]error, len(members))
-	var wg sync.WaitGroup
-	for i, o := range members {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			lists[i], errs[i] = s.listPG(ctx, t, o, id, scrubFlags(deep))
-		}()
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			return res, fmt.Errorf("listing %s: %w", members[i], err)
-		}
+	lists, err := s.listMembers(ctx, id, members, scrubFlags(deep))
+	if err != nil {
+		return res, err
 	}
 	names := map[string]struct{}{}
 	for _, l := range lists {
@@ -163,6 +150,28 @@ func (s *Server) scrubPG(ctx context.Context, id clustermap.PGID, p *pgState, de
 		s.logf("%s: pg %s %s: %d objects, %d inconsistent, %d repaired", s.id, id, kind, res.Objects, res.Errors, res.Repaired)
 	}
 	return res, nil
+}
+
+// listMembers lists the copy of the PG on every member, in parallel.
+func (s *Server) listMembers(ctx context.Context, id clustermap.PGID, members []clustermap.OSDID, flags uint32) ([]*pg.Listing, error) {
+	t := s.view.Table()
+	lists := make([]*pg.Listing, len(members))
+	errs := make([]error, len(members))
+	var wg sync.WaitGroup
+	for i, o := range members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lists[i], errs[i] = s.listPG(ctx, t, o, id, flags)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("listing %s: %w", members[i], err)
+		}
+	}
+	return lists, nil
 }
 
 func scrubFlags(deep bool) uint32 {
