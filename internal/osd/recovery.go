@@ -368,7 +368,6 @@ func (p *pgState) needsRecord() bool {
 	return p.phase == phaseActive && !p.prim.RecordComplete()
 }
 
-
 // isMissing reports whether osd's copy of name is stale.
 func (p *pgState) isMissing(osd clustermap.OSDID, name string) bool {
 	if p.nMissing.Load() == 0 {
