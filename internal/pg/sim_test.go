@@ -24,8 +24,9 @@ import (
 // A seed replays a run exactly: the run's trace is compared across two runs.
 
 type simCopy struct {
-	ver   EVersion
-	value uint64
+	ver    EVersion
+	value  uint64
+	rotten bool // its bytes no longer match their checksums
 }
 
 type simOSD struct {
@@ -224,7 +225,7 @@ func (s *sim) write(name string, del bool) {
 			delete(s.osds[o].objs, name)
 			s.osds[o].deleted = max(s.osds[o].deleted, s.version)
 		} else {
-			s.osds[o].objs[name] = simCopy{ver, val}
+			s.osds[o].objs[name] = simCopy{ver: ver, value: val}
 		}
 		s.osds[o].lastUpdate = max(s.osds[o].lastUpdate, s.version)
 	}
@@ -326,6 +327,52 @@ func (s *sim) check(step int) {
 	}
 }
 
+// rotAndScrub lets some copies of one object rot on their disks (never
+// all of them), then scrubs the PG as scrubObject does: the copies are
+// compared (a rotten one reports a checksum error), Choose picks the copy
+// to repair from, and the others are rewritten from it. Scrub runs only
+// when nothing is missing, as scrubPG does.
+func (s *sim) rotAndScrub(names []string) {
+	if s.prim == nil || s.prim.MissingCount() > 0 {
+		return
+	}
+	acting := s.prim.Acting
+	name := names[s.r.IntN(len(names))]
+	for _, o := range acting[:s.r.IntN(len(acting))] {
+		if c, ok := s.osds[o].objs[name]; ok {
+			c.rotten = true
+			s.osds[o].objs[name] = c
+			s.logf("rot %s on %s", name, o)
+		}
+	}
+	copies := make([]Copy, len(acting))
+	for i, o := range acting {
+		c, ok := s.osds[o].objs[name]
+		copies[i] = Copy{Present: ok, State: ObjState{Ver: c.ver, Meta: c.value, Data: c.value, Deep: true, Corrupt: c.rotten}}
+	}
+	good, same, ok := Choose(copies)
+	if same || !ok {
+		return
+	}
+	src := acting[good[0]]
+	if c, has := s.osds[src].objs[name]; has && c.rotten {
+		s.fatalf("scrub chose %s's rotten copy of %s to repair from", src, name)
+	}
+	for i, o := range acting {
+		if !slices.Contains(good, i) {
+			s.copyTo(name, src, o)
+		}
+	}
+	s.logf("scrub repaired %s from %s", name, src)
+	if a, acked := s.acked[name]; acked {
+		for _, o := range acting {
+			if c := s.osds[o].objs[name]; c.rotten || !holdsAcked(s.osds[o].objs, name, a) {
+				s.fatalf("after scrub %s's copy of %s is %+v, not acknowledged %s", o, name, c, a.ver)
+			}
+		}
+	}
+}
+
 func (s *sim) run(steps int) string {
 	s.mapChanged()
 	names := []string{"a", "b", "c", "d", "e", "f"}
@@ -333,8 +380,10 @@ func (s *sim) run(steps int) string {
 		switch k := s.r.IntN(100); {
 		case k < 55:
 			s.write(names[s.r.IntN(len(names))], s.r.IntN(8) == 0)
-		case k < 75:
+		case k < 72:
 			s.recoverOne()
+		case k < 75:
+			s.rotAndScrub(names)
 		case k < 83:
 			o := clustermap.OSDID(s.r.IntN(len(s.osds)))
 			if s.osds[o].up {
@@ -374,6 +423,9 @@ func (s *sim) run(steps int) string {
 		s.recoverOne()
 	}
 	s.check(steps)
+	for _, n := range names {
+		s.rotAndScrub([]string{n})
+	}
 	ref := s.osds[s.primID].objs
 	for _, o := range s.prim.Acting {
 		if !maps2Equal(ref, s.osds[o].objs) {
