@@ -2,8 +2,8 @@
 // bodies on both ends of a connection, object reads and the slabs of large
 // writes. A fresh multi-megabyte buffer costs page faults, zeroing and
 // garbage collection every time, more than the copy that fills it: under
-// 1 MiB reads, allocating the frame body was a quarter of the NBD gateway's
-// CPU and of an OSD's.
+// 1 MiB reads, allocating the frame body was a large part of the NBD
+// gateway's CPU and of an OSD's.
 //
 // Buffers come in power-of-two classes from MinSize to MaxSize, each
 // starting at an Align-aligned address (usable for O_DIRECT). The pool holds
@@ -12,12 +12,12 @@
 // Buffers of HugePage bytes or more start at a HugePage boundary and ask the
 // kernel for transparent huge pages. An O_DIRECT read or write then pins two
 // physically contiguous pieces per 4 MiB instead of up to 1,024 scattered
-// pages: the virtio disk measured here takes at most 254 segments per
-// request, so a 4 MiB read into scattered pages went out as four requests,
-// and 4 MiB object reads ran at 1.4-1.9 GB/s instead of 2.5. Under 4 MiB
-// writes the OSDs' CPU per GiB fell by a tenth (fewer faults, pins and TLB
-// misses). The slack before and after such a buffer costs address space;
-// the OSDs' resident memory after 4 MiB writes measured the same.
+// pages: a disk takes a bounded number of segments per request (a virtio
+// disk's max_segments), so a 4 MiB read into scattered pages can go out as
+// several requests, and large object reads run slower. Under 4 MiB writes
+// the OSDs also spend less CPU per GiB (fewer faults, pins and TLB misses).
+// The slack before and after such a buffer costs address space; the OSDs'
+// resident memory after 4 MiB writes did not grow from it.
 //
 // The rule that keeps this safe: a buffer is handed back (Put) exactly once,
 // by its last user, after which nothing may touch it. Tests can set

@@ -589,8 +589,8 @@ func (c *conn) flusher(done chan<- struct{}) {
 	defer close(done)
 	for range c.flushReq {
 		// Let the workers that are finishing queue their replies too: one
-		// write then carries several (a system call per reply cost a third
-		// of the gateway's CPU on 4 KiB reads).
+		// write then carries several (a system call per reply was a large
+		// part of the gateway's CPU on 4 KiB reads).
 		runtime.Gosched()
 		c.wmu.Lock()
 		err := c.w.Flush()

@@ -26,7 +26,7 @@ import (
 //     writes the batches queued behind it in one write, and applies them;
 //     the others only wait. Pebble's synced commit hands each batch to its
 //     WAL goroutine and back (two context switches), and under 4 KiB writes
-//     took 130-170 µs against 86 µs for a bare write and fdatasync here.
+//     took far longer than a bare write and fdatasync.
 //   - One system call per group. Segments are preallocated, zero-filled
 //     files written with O_DIRECT|O_DSYNC: the write returns durable, with
 //     no page-cache copy, no writeback and no inode change to commit.
@@ -65,8 +65,8 @@ import (
 // checkpointed), which is written to the log but not applied to the index:
 // at runtime nothing reads it, and in the index's memtable a 4 KiB journal
 // record and its deletion were two of the seven keys of a volume write,
-// and nine tenths of its bytes (keeping them out gave 8-11% more 4 KiB
-// volume writes per second). Replay applies every record of the log to
+// and nine tenths of its bytes (keeping them out lets an OSD take more
+// 4 KiB volume writes per second). Replay applies every record of the log to
 // the index, journal records too, so after Open they are where the
 // journal replay (Store.replayJournal) has always found them. The price is
 // a second condition on freeing a segment: besides the index flush, every

@@ -14,10 +14,10 @@ import (
 )
 
 // Large fresh extents (a new 4 MiB object, say) are written with O_DIRECT on
-// a real filesystem. Measured here with three writer processes on one ext4
-// disk: buffered writes into newly allocated blocks, racing with fdatasyncs,
-// cost the kernel 3-4 ms of CPU per 4 MiB and gave 1.2 GB/s together;
-// O_DIRECT cost 0.8 ms and gave 2.1 GB/s. The data is durable once the
+// a real filesystem. With three writer processes on one ext4 disk,
+// buffered writes into newly allocated blocks, racing with fdatasyncs, cost
+// the kernel several times the CPU of O_DIRECT writes and moved less data
+// together. The data is durable once the
 // file's fdatasync (for the block allocation) returns, as before.
 //
 // O_DIRECT needs block-aligned offsets, lengths and memory: the direct path
@@ -38,17 +38,17 @@ func aligned(b []byte) bool {
 // when it holds them (see cached), and otherwise with O_DIRECT the first time a region of
 // the file is read and through the cache the second time. Data written with
 // O_DIRECT is not in the cache; copying it through the cache on its way to
-// the client was 39% of an OSD's CPU under 4 MiB reads, so data read once
+// the client was the largest part of an OSD's CPU under 4 MiB reads, so data read once
 // (a backup, a scan, a sequential pass) should not go there. Data read again
 // is worth caching: the page cache is the OSD's read cache, as the ARC keeps
 // blocks seen twice. Reads of directOnlyMin or more (a whole object) are the
 // exception: they go direct every time the cache does not already hold them.
 // A cached read costs the OSD a kernel copy of every byte, and filling the
 // cache under memory pressure costs reclaim on top; a direct read costs
-// neither. With 14 GiB of the machine's memory taken by another process
+// neither. With much of the machine's memory taken by another process
 // (as the Ceph of the side-by-side comparison takes it), 4 MiB random
-// re-reads ran at 1,727-2,209 MB/s direct against 1,384-1,671 cached, on
-// 40% less OSD CPU; with memory free, both ran 2,040-2,170. Smaller reads
+// re-reads ran faster direct than cached, on less OSD CPU; with memory
+// free, both ran alike. Smaller reads
 // always use the cache, so hot 4 KiB blocks stay there. A file with deferred
 // writes waiting for a checkpoint (dirty pages of ours) is read through the
 // cache: a direct read would first have to write those pages back.

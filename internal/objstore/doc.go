@@ -123,13 +123,14 @@
 //     transaction changes data in one op, and checksums that came with it
 //     (Txn.PutSummed, UnmarshalTxnSummed: the rpc layer takes them as the
 //     bytes arrive) are used instead of reading it from memory again;
-//     together they took a tenth of the OSDs' CPU under 4 MiB writes. A Put over a large object writes a new file and removes the
+//     together they spare the OSDs a copy and a checksum pass over every
+//     large write. A Put over a large object writes a new file and removes the
 //     old one after the commit. On a real filesystem the extent is
 //     fallocated and written with O_DIRECT (directio.go): buffered writes
-//     into fresh blocks, racing with other files' syncs, cost ext4 several
-//     times the CPU. Into an existing file the write carries RWF_DSYNC, so it
+//     into fresh blocks, racing with other files' syncs, cost ext4 far more
+//     CPU. Into an existing file the write carries RWF_DSYNC, so it
 //     returns durable and the file needs no fdatasync: one blocking syscall
-//     instead of two (1 MiB overwrites ran 10-17% faster).
+//     instead of two.
 //   - Copy-on-write (an overwrite of at least 128 KiB of committed blocks,
 //     all in one slot, of a file with no pending journal records: a VM's
 //     large sequential writes): the data goes with O_DIRECT to the blocks'
@@ -137,7 +138,7 @@
 //     flips the blocks' slot bits with their new checksums. After the commit
 //     the old slot is punched out (fallocate PUNCH_HOLE), so the object
 //     still takes its size on disk. The data is written once, never through
-//     pebble; 1 MiB overwrites ran 1.7x faster than through the journal.
+//     pebble, so large overwrites run faster than through the journal.
 //
 // Reads of at least 128 KiB that the page cache does not hold use O_DIRECT
 // the first time a region is read, and the cache from the second time on
@@ -162,8 +163,8 @@
 // 256 KiB ones (a memtable flush under small writes was otherwise 16k
 // syscalls). Commit-log segments are zero-filled and synced when created,
 // so a commit's write changes the data alone, not also the inode of a
-// growing file (with pebble's WAL, zero-filling its files took QD1 4 KiB
-// writes, 3 copies, from p50 821 to 616 µs).
+// growing file (with pebble's WAL, zero-filling its files already shortened
+// every synced commit).
 //
 // Above pebble sits an index cache (indexcache.go) of object records and
 // checksum chunks, the lookups every read and write makes; in a 64 MiB
@@ -176,7 +177,8 @@
 // key, built by Open's scan of the records and added to by every batch
 // before it commits) answers the lookup of an object that does not exist
 // yet, which every create makes, without pebble: under 4 KiB creates that
-// lookup was 11% of an OSD's CPU, the filter costs under 1%.
+// lookup was a large part of an OSD's CPU, and the filter costs a small
+// fraction of it.
 //
 // # Crash consistency
 //
@@ -249,7 +251,7 @@
 // cache before the commit, where the filesystem reserves their space, so a
 // full disk fails the Apply with ErrNoSpace there; after the commit only
 // allocated blocks are rewritten, which cannot hit ENOSPC. (Reserving them
-// with fallocate instead cost 7% of an OSD's CPU under random 4 KiB
+// with fallocate instead cost an OSD more CPU under random 4 KiB
 // writes to a new volume.) A direct write that hits ENOSPC also fails the
 // Apply with ErrNoSpace and leaves the store unchanged.
 package objstore

@@ -15,15 +15,15 @@ import (
 // object looks up. A small write on an OSD looks up its object's record,
 // the record of its PG's metadata object and a checksum chunk; in pebble
 // each lookup is a seek through a 64 MiB memtable skiplist (nearly every
-// step a CPU cache miss) and a bloom probe per sstable, which took 15% of
-// an OSD's CPU under 4 KiB writes.
+// step a CPU cache miss) and a bloom probe per sstable: three of them per
+// small write added up to a large part of an OSD's CPU.
 //
 // The records of small objects hold their data, so the cache is also the
 // read cache of small objects (up to indexCacheMaxValue), in front of
 // pebble's block cache: a 4 KiB object read from here costs a map lookup
 // and a copy, from pebble a seek through the memtable and every level.
-// Caching them cut an OSD's CPU per 4 KiB random read by 31% and served
-// 33% more of them (records of at most 512 bytes were cached before). It
+// Caching them makes a small random read cost an OSD less CPU, so it serves
+// more of them (records of at most 512 bytes were cached before). It
 // is bounded in bytes, and takes half of the store's CacheBytes. A value
 // larger than smallValue enters on its key's second miss (seen), as the
 // ARC keeps blocks seen twice: a scan that reads every object once (a
@@ -49,8 +49,8 @@ type indexCache struct {
 	// numbers: a range tombstone over a file's chunks (deleting or
 	// truncating an object of more than pointDeleteMax chunks) then costs
 	// the chunks that file has cached, not a walk of every entry under the
-	// lock while each read and commit of the OSD waits (10 ms at 368k
-	// entries). Invariant: chunk c of file f is in chunks[f] iff
+	// lock while each read and commit of the OSD waits (long, in a large
+	// cache). Invariant: chunk c of file f is in chunks[f] iff
 	// csumKey(f, c) is in m.
 	chunks map[uint64]map[uint32]struct{}
 	// seen remembers the hashes of keys whose large value missed once,

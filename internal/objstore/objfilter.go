@@ -11,7 +11,8 @@ import (
 // that looking up an object that does not exist, which every write that
 // creates one does, seldom reaches pebble: in pebble a missing key is a seek
 // through the memtable's skiplist (a CPU cache miss nearly every step) and a
-// probe of each level, a tenth of an OSD's CPU under 4 KiB object creates.
+// probe of each level, a large part of an OSD's CPU under 4 KiB object
+// creates.
 //
 // Invariant: every object key in the index was added, so mayContain never
 // says no to a key that exists. It holds because

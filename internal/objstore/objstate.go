@@ -54,8 +54,8 @@ type objState struct {
 }
 
 // reserve sizes the dirty block maps of an object with none yet for n
-// blocks: grown one insert at a time, the maps of a 4 MiB write were
-// rehashed eight times, 5% of an OSD's CPU under 4 MiB writes. Such maps
+// blocks: grown one insert at a time, the maps of a 4 MiB write would be
+// rehashed eight times on every write. Such maps
 // are taken from blockMaps, and go back there when Apply returns.
 func (st *objState) reserve(n int) {
 	if len(st.dirty) != 0 || n <= 8 {
@@ -74,8 +74,7 @@ func (st *objState) reserve(n int) {
 
 // blockMaps recycles the dirty-block maps of large writes. A map for the
 // 1,024 blocks of a 4 MiB write, made afresh for each, came from fresh
-// pages: the kernel zeroing them was 1.7% of an OSD's CPU under 4 MiB
-// writes.
+// pages, which the kernel had to zero for every write.
 var blockMaps sync.Pool // of *blockMapPair
 
 type blockMapPair struct {
@@ -456,7 +455,7 @@ const pointDeleteMax = 256
 // object without xattrs, a small omap) are deleted one by one:
 // a range tombstone is cheap to write, but every one of them slows each later
 // read until compaction drops it, and deleting thousands of objects piled
-// them up until deletes ran at 55/s. Many keys, or keys this txn set itself
+// them up until deletes crawled. Many keys, or keys this txn set itself
 // (invisible to a scan of committed state), get one range tombstone.
 func (a *applyCtx) clearRange(lo, hi []byte, uncommittedKeys bool) {
 	if uncommittedKeys {

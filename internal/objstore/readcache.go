@@ -21,8 +21,8 @@ import (
 // that a read asked for again is answered from there: no disk read or
 // page-cache copy, no checksum pass (the block checksums are kept with the
 // data), and the reply is sent from the cached bytes as they lie. Under
-// 1 MiB volume reads from the page cache, the copy out of it was 29% of an
-// OSD's CPU and the checksums 12%; large reads that miss the page cache go
+// 1 MiB volume reads from the page cache, the copy out of it and the
+// checksums were the largest parts of an OSD's CPU; large reads that miss the page cache go
 // to the disk (directio.go), whatever the machine's free memory.
 //
 // An entry is the answer to one read: the same data file, offset and end.
@@ -38,16 +38,16 @@ import (
 //
 // Reserving (an OSD's store does). Memory a process touches for the first
 // time costs the kernel a zeroing of every page, and a VM whose host backs
-// guest memory lazily a trip through the hypervisor too: 1.1 to 3.3 s of
-// CPU per GiB here, more than reading the same data from the disk. Filling
+// guest memory lazily a trip through the hypervisor too: that can cost more
+// CPU than reading the same data from the disk. Filling
 // a gigabyte as reads came made the first random pass over 4 MiB objects
 // slower than reading them from the disk. A reserving cache maps its
 // buffers up to the bound, every page faulted in, whenever its store has
 // been idle for a moment, on a thread of idle priority, and keeps them for
 // the life of the process: its memory is taken once, predictably, soon
 // after the start, and never on the read path or in competition with the
-// store's own work (done alongside 4 MiB writes, it cost them a tenth of
-// their throughput). Under unbroken load the cache fills as reads come, as
+// store's own work (done alongside 4 MiB writes, it slowed them). Under
+// unbroken load the cache fills as reads come, as
 // without. A read's first miss fills the cache whenever a buffer is free,
 // at no cost (the read goes into that buffer instead of a pooled one), but
 // never evicts for it, so a single pass fills empty room and leaves what is
@@ -92,9 +92,8 @@ type readCache struct {
 	// everything once (a backup, a scrub of a volume, a sequential
 	// benchmark) then neither pushes out what is read again nor pays for
 	// memory it would not use: memory a process touches for the first
-	// time costs the kernel a zeroing of every page, here 1.1 s of CPU per
-	// GiB (2.6 s in huge pages) on a fresh VM, 0.35 s on memory it had
-	// used before.
+	// time costs the kernel a zeroing of every page, and a fresh VM more
+	// than memory it had used before.
 	seen     []atomic.Uint64
 	seenSeed maphash.Seed
 

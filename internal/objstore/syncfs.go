@@ -9,7 +9,7 @@ import (
 
 // A checkpoint makes the deferred writes of the last interval durable in
 // their data files. Random 4 KiB writes to a volume touch hundreds of files
-// an interval, and one fdatasync per file cost an OSD a seventh of its CPU
+// an interval, and one fdatasync per file cost an OSD much of its CPU
 // under 4 KiB NBD writes: each wrote the file's changed extent blocks and
 // inode one synchronous write at a time, and each ended in a cache flush of
 // the disk. From syncfsMinFiles files on, a checkpoint syncs the whole

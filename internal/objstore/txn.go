@@ -269,8 +269,8 @@ type TxnPart struct {
 // and returns the whole encoding as parts, in order: the data so left out
 // is a part of its own, as it lies (a primary sends a client's 4 MiB
 // write on to its replicas from the request it arrived in, rather than
-// copying it into the encoding: that copy was 6% of an OSD's CPU under
-// 4 MiB writes). The other parts point into the returned buffer.
+// copying every byte of it into the encoding). The other parts point into
+// the returned buffer.
 func (t *Txn) AppendMarshalParts(b []byte, external func(data []byte) bool) ([]byte, []TxnPart) {
 	if external == nil {
 		external = func([]byte) bool { return false }

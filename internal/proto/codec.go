@@ -20,8 +20,8 @@ const Version = 3
 // zero bytes pad the gap after the length, as many as the position
 // demands, so the encoding stays canonical. A receiver that reads the
 // message into an aligned buffer (rpc does) can hand the payload to
-// O_DIRECT as it lies (copying 4 MiB writes into aligned buffers was 6% of
-// the OSDs' CPU), and payload blocks are blocks of the frame's sum (see
+// O_DIRECT as it lies, instead of copying every large write into an aligned
+// buffer first, and payload blocks are blocks of the frame's sum (see
 // package rpc), so known block checksums serve both.
 const (
 	Align    = 4096

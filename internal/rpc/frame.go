@@ -23,8 +23,7 @@ import (
 // block checksums as the bytes arrive, while they are in the CPU cache, and
 // keeps them with a large body: the object store takes them as the
 // checksums of the blocks it writes (proto aligns large payloads to
-// blocks) instead of reading megabytes again from memory, which cost 11% of
-// the OSDs' CPU under 4 MiB writes.
+// blocks) instead of reading megabytes again from memory to checksum them.
 const (
 	frameMagic  = 0x43524e46 // "CRNF"
 	headerLen   = 24
@@ -128,8 +127,8 @@ type frameReader struct {
 // smallBody is the body size up to which a frame is read into a buffer of
 // its declared size at once. Frames only flow after the handshake proved the
 // cluster key, and cairn's own senders keep payloads at or below 16 MiB, so
-// that covers every real frame: growing the buffer as bytes arrive cost a
-// third of an OSD's CPU on 4 MiB writes (copies and zeroing). Larger bodies
+// that covers every real frame: growing the buffer as bytes arrive copies
+// and zeroes it again at every step, a large cost on 4 MiB writes. Larger bodies
 // still grow as bytes arrive, so a header that lies about its length cannot
 // make us allocate 65 MiB for nothing.
 const smallBody = 17 << 20
@@ -176,8 +175,8 @@ func (fr *frameReader) next() (kind byte, id uint64, body []byte, sums []uint32,
 			sum.sums = make([]uint32, 0, n/sumBlock+1)
 		}
 		// Summed piece by piece as it arrives, while each piece is still
-		// in the CPU cache: summing 4 MiB afterwards, from memory, cost
-		// 2.5 times as much.
+		// in the CPU cache: summing 4 MiB afterwards would read it all
+		// again from memory.
 		for off := 0; off < len(body); off += sumPiece {
 			p := body[off:min(off+sumPiece, len(body))]
 			if _, err := io.ReadFull(fr.r, p); err != nil {

@@ -12,15 +12,15 @@ import (
 // the frame over and waiting for that goroutine to be scheduled.
 //
 // Why: at one request in flight, every hand-over between goroutines is a
-// wake-up of an idle thread. On the virtual machines we measured, each took
-// 50-100 µs: a primary's replicate frames left 60 and 100 µs after the
-// write came in, longer than the network and the replica's parsing
-// together. A caller that writes its own frame sends it at once.
+// wake-up of an idle thread. In a virtual machine each can take longer than
+// the network and the replica's parsing together, so a primary's
+// replicate frames left well after the write came in. A caller that writes
+// its own frame sends it at once.
 //
 // Only frames up to inlineMax are written so. A large one takes long
 // enough to copy that the wake-up does not matter, and a primary that
 // copied megabytes to its replicas' sockets itself would start its own
-// write that much later (4 MiB writes measured 4% slower).
+// write that much later (large writes ran slower so).
 //
 // The write never blocks: it takes what the socket takes now. Whatever is
 // left of the frame goes to the writer goroutine, which writes it before
@@ -31,9 +31,9 @@ import (
 // wake the peer once (writeBatch). So a client writes inline only the one
 // call in flight on its connection, as a server does the reply to the only
 // request in flight: with 16 calls in flight, callers that each wrote their
-// own frame cost a gateway one writev per request, and 4 KiB random object
-// reads ran 13-17% slower on 15-18% more OSD CPU per read than when the
-// writer batched them.
+// own frame cost a gateway one writev per request, and small random object
+// reads ran slower, on more OSD CPU per read, than when the writer batched
+// them.
 type inlineWriter struct {
 	raw     syscall.RawConn
 	writeFn func(fd uintptr) bool // writeSome, bound once: a closure per write would allocate

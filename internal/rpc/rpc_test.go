@@ -830,7 +830,7 @@ func TestStalledPeerHoldsNoCaller(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	// A call whose deadline passes before its frame is queued is not sent
-	// (on a loaded machine encoding 1 MiB can take 20 ms); every frame
+	// (on a loaded machine encoding 1 MiB can outlast a short deadline); every frame
 	// queued must arrive, once and in order, and the queue must hold them
 	// all, so nearly all arrive.
 	if len(seen) < n/2 || seen[len(seen)-1] != n {

@@ -312,8 +312,8 @@ func (sc *serverConn) worker(ctx context.Context, j job) {
 }
 
 // sendInPlaceMin is the Data size from which a reply is sent from where its
-// data lies rather than copied into the frame: the copy was a tenth of an
-// OSD's CPU under 4 MiB reads.
+// data lies rather than copied into the frame: the copy would touch every
+// byte of a large read once more.
 const sendInPlaceMin = 64 << 10
 
 // inPlaceReply frames resp without copying its Data. The request body, which

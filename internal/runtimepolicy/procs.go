@@ -20,17 +20,16 @@ import (
 // waking a thread on the other CPU to look for that work; it finds none,
 // or steals the goroutine the current thread was about to run, and sleeps
 // again. In a VM such a wake-up is a trip through the hypervisor. Under
-// 4 KiB volume writes one at a time, with two processors, the NBD gateway
-// spent about 120 µs of CPU per write and the write took 643 µs (p50, four
-// runs); with one, 70 µs and 602 µs. Requests in parallel need the second
-// processor: with one, 4 KiB random reads at 16 in flight and 1 MiB reads
-// ran 7-13% slower.
+// 4 KiB volume writes one at a time, the NBD gateway spends less CPU per
+// write on one processor than on two, and each write returns sooner.
+// Requests in parallel need the second processor: with one, 4 KiB random
+// reads at 16 in flight and 1 MiB reads run slower.
 //
 // An OSD runs with spare processors (see spareProcs) while it writes
 // (threshold 0) and with one per CPU otherwise: its reads block little, and
-// the spare processors only gave its idle threads more to wake. NBD 4 KiB
-// random reads at 16 in flight ran 5-6% faster on two processors than on
-// four, on 8-11% less OSD CPU; 4 KiB writes ran 4-14% slower.
+// the spare processors only give its idle threads more to wake: NBD random
+// reads run faster on one processor per CPU than with spare ones, on less
+// OSD CPU, while writes run slower without the spares.
 type Load struct {
 	threshold int64
 	inFlight  atomic.Int64

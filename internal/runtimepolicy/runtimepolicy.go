@@ -28,7 +28,7 @@ const (
 // The collector runs less often than Go's default: a data-path daemon's
 // live heap is small, but every request allocates its payload, and at
 // GOGC=100 a stream of 1 MiB reads or writes started a collection every
-// few requests, a third of the NBD gateway's CPU. GOGC in the environment
+// few requests, a large share of the NBD gateway's CPU. GOGC in the environment
 // still wins.
 func ForDataPath(ctx context.Context) {
 	if os.Getenv("GOGC") == "" {
@@ -62,21 +62,20 @@ func ForStorage(ctx context.Context) *Load {
 // is in a syscall it keeps its P; when no other P is idle, the runtime's
 // monitor thread takes that P away after 20 µs and wakes another thread to
 // run it, and while it keeps doing so it polls every 20 µs instead of
-// sleeping. On two CPUs an OSD under 4 KiB volume writes slept and woke its
-// monitor 3,500 times a second and a quarter of its CPU samples were thread
-// switches. With spare Ps a blocked goroutine leaves an idle P behind and
-// nothing is handed off: 4 KiB NBD writes at 16 in flight went from 2,779 and
-// 2,819 to 3,121 to 3,284 IOPS, with 10% less OSD CPU per write. Four and
-// eight Ps on two CPUs measured the same; three was half way. A gateway
-// blocks in no disk syscall, and spare Ps only made it spin more: its CPU
-// per 4 KiB write fell about 10% without them.
+// sleeping. On a machine of few CPUs an OSD under 4 KiB volume writes then
+// wakes its monitor thousands of times a second and spends much of its CPU
+// switching threads. With spare Ps a blocked goroutine leaves an idle P
+// behind and nothing is handed off: more 4 KiB NBD writes a second, on less
+// OSD CPU per write. Twice the CPUs is enough (more Ps do no better; fewer
+// do less well). A gateway blocks in no disk syscall, and spare Ps only made
+// it spin more: it spends less CPU per 4 KiB write without them.
 //
 // This is the second half of taming the monitor: the scheduler trace that
 // long-running commands run with (internal/cli/sysmon.go) keeps syscalls
 // from waking it out of deep sleep; spare Ps keep it from handing off.
 // Syscalls longer than 10 ms (4 MiB writes behind a deep disk queue) are
 // still handed off, spare Ps or not; under 4 MiB writes the monitor's
-// polling that follows each is about 8% of an OSD's CPU.
+// polling that follows each remains a visible part of an OSD's CPU.
 //
 // Setting GOMAXPROCS turns off the runtime's tracking of a changing CPU
 // limit of the container: a daemon picks up a changed limit when restarted.
@@ -89,12 +88,12 @@ func spareProcs(cpus int) int {
 // allocating (at least allocated bytes since the last collection).
 //
 // At GOGC=400 a burst of large requests sets the next collection far away:
-// 4 MiB writes keep about 300 MiB of buffers live on an OSD, so its heap may
-// then grow to 1.5 GiB. When the load turns to small requests, the daemon
-// allocates that whole distance from fresh pages, each faulted in and zeroed
-// by the kernel, before any memory is reused: 14 page faults per 4 KiB
-// write on an OSD, where 2.5 is the norm, and in a VM whose host reclaims
-// free guest memory, 40% fewer writes per second. A collection brings the
+// 4 MiB writes keep hundreds of MiB of buffers live on an OSD, so its heap
+// may then grow to five times that. When the load turns to small requests,
+// the daemon allocates that whole distance from fresh pages, each faulted in
+// and zeroed by the kernel, before any memory is reused: several times the
+// usual page faults per 4 KiB write on an OSD, and in a VM whose host
+// reclaims free guest memory, far fewer writes per second. A collection brings the
 // goal down within two periods (pooled buffers left idle are let go after
 // two collections). A daemon that allocates little (large reads served
 // from pooled buffers) grows nothing and is left alone.
