@@ -72,6 +72,12 @@ func poolCmd(g *globals) *cobra.Command {
 			return tw.Flush()
 		},
 	}
+	cmd.AddCommand(create, ls, poolRmCmd(g))
+	return cmd
+}
+
+// poolRmCmd is `cairn pool rm`, which asks before it deletes data.
+func poolRmCmd(g *globals) *cobra.Command {
 	var confirm, force bool
 	rm := &cobra.Command{
 		Use:   "rm NAME --yes-i-really-mean-it [--force]",
@@ -102,8 +108,7 @@ too (those clones then lose the data they share: flatten them first).`,
 	}
 	rm.Flags().BoolVar(&confirm, "yes-i-really-mean-it", false, "confirm that every object of the pool is to be deleted")
 	rm.Flags().BoolVar(&force, "force", false, "remove the pool even though it holds volumes or other pools' clones depend on it")
-	cmd.AddCommand(create, ls, rm)
-	return cmd
+	return rm
 }
 
 // checkPoolRemovable refuses what an operator would not expect `pool rm` to

@@ -67,13 +67,26 @@ type Work struct {
 // Compute derives health from the map, the usage the OSDs publish and
 // the recorded events, as of now. Pure, so it is tested without a cluster.
 func Compute(m *clustermap.Map, stats map[clustermap.OSDID]report.OSDStats, reports []report.Event, now time.Time) Status {
-	st := Status{FSID: m.FSID, Epoch: uint64(m.Epoch), Health: OK, OSDs: len(m.OSDs), Pools: len(m.Pools)}
-	add := func(c Check) {
-		st.Checks = append(st.Checks, c)
-		if c.Severity == Err || st.Health == OK {
-			st.Health = c.Severity
-		}
+	st := &Status{FSID: m.FSID, Epoch: uint64(m.Epoch), Health: OK, OSDs: len(m.OSDs), Pools: len(m.Pools)}
+	t := placement.NewTable(m)
+	st.osdChecks(m, now)
+	st.placementChecks(m, t)
+	st.primaryChecks(m, t, stats, now)
+	st.spaceChecks(m, stats)
+	st.eventChecks(reports, now)
+	return *st
+}
+
+// add records a finding; the health is the worst of them.
+func (st *Status) add(c Check) {
+	st.Checks = append(st.Checks, c)
+	if c.Severity == Err || st.Health == OK {
+		st.Health = c.Severity
 	}
+}
+
+// osdChecks counts the OSDs and reports those down, and those up but out.
+func (st *Status) osdChecks(m *clustermap.Map, now time.Time) {
 	var down, upOut []string
 	for _, o := range m.OSDs {
 		if o.Up && !o.In {
@@ -94,16 +107,20 @@ func Compute(m *clustermap.Map, stats map[clustermap.OSDID]report.OSDStats, repo
 		}
 	}
 	if len(down) > 0 {
-		add(Check{Code: "OSD_DOWN", Severity: Warn,
+		st.add(Check{Code: "OSD_DOWN", Severity: Warn,
 			Summary: fmt.Sprintf("%d OSD(s) down: their placement groups are served by the remaining copies", len(down)),
 			Detail:  down})
 	}
 	if len(upOut) > 0 {
-		add(Check{Code: "OSD_OUT", Severity: Warn,
+		st.add(Check{Code: "OSD_OUT", Severity: Warn,
 			Summary: fmt.Sprintf("%d OSD(s) up but out: the cluster has less room and fewer copies to spread than it could", len(upOut)),
 			Detail:  upOut})
 	}
-	t := placement.NewTable(m)
+}
+
+// placementChecks reports, per pool, the PGs the map leaves with too few
+// copies up or too few failure domains.
+func (st *Status) placementChecks(m *clustermap.Map, t *placement.Table) {
 	for i := range m.Pools {
 		p := &m.Pools[i]
 		var degraded, inactive, undersized []string
@@ -124,21 +141,26 @@ func Compute(m *clustermap.Map, stats map[clustermap.OSDID]report.OSDStats, repo
 			}
 		}
 		if len(inactive) > 0 {
-			add(Check{Code: "PG_INACTIVE", Severity: Err,
+			st.add(Check{Code: "PG_INACTIVE", Severity: Err,
 				Summary: fmt.Sprintf("pool %q: %d pg(s) have fewer than min_size %d copies up: their writes are blocked until an OSD returns", p.Name, len(inactive), p.MinSize),
 				Detail:  clip(inactive)})
 		}
 		if len(degraded) > 0 {
-			add(Check{Code: "PG_DEGRADED", Severity: Warn,
+			st.add(Check{Code: "PG_DEGRADED", Severity: Warn,
 				Summary: fmt.Sprintf("pool %q: %d pg(s) degraded: fewer than %d copies up, data is at risk until the OSDs return", p.Name, len(degraded), p.Size),
 				Detail:  clip(degraded)})
 		}
 		if len(undersized) > 0 {
-			add(Check{Code: "PG_UNDERSIZED", Severity: Warn,
+			st.add(Check{Code: "PG_UNDERSIZED", Severity: Warn,
 				Summary: fmt.Sprintf("pool %q: %d pg(s) can be placed on fewer than %d distinct %ss: add OSDs or lower the pool size", p.Name, len(undersized), p.Size, p.FailureDomain),
 				Detail:  clip(undersized)})
 		}
 	}
+}
+
+// primaryChecks reports what the primaries say of their PGs (peering,
+// recovering, down, not reported yet) and their background work.
+func (st *Status) primaryChecks(m *clustermap.Map, t *placement.Table, stats map[clustermap.OSDID]report.OSDStats, now time.Time) {
 	// What the primaries say about their PGs: peering, recovery, down.
 	var downPGs []string
 	var recovering int
@@ -190,27 +212,32 @@ func Compute(m *clustermap.Map, stats map[clustermap.OSDID]report.OSDStats, repo
 		}
 	}
 	if reported < expected {
-		add(Check{Code: "PG_UNKNOWN", Severity: Warn,
+		st.add(Check{Code: "PG_UNKNOWN", Severity: Warn,
 			Summary: fmt.Sprintf("%d pg(s) not yet reported by their primaries for map epoch %d", expected-reported, m.Epoch)})
 	}
 	if len(downPGs) > 0 {
 		sort.Strings(downPGs)
-		add(Check{Code: "PG_DOWN", Severity: Err,
+		st.add(Check{Code: "PG_DOWN", Severity: Err,
 			Summary: fmt.Sprintf("%d pg(s) cannot go active: the OSDs holding their newest writes are down; their IO waits until one returns", len(downPGs)),
 			Detail:  clip(downPGs)})
 	}
 	if n := st.PGStates["peering"]; n > 0 {
-		add(Check{Code: "PG_PEERING", Severity: Warn, Summary: fmt.Sprintf("%d pg(s) peering: their IO waits a moment", n)})
+		st.add(Check{Code: "PG_PEERING", Severity: Warn, Summary: fmt.Sprintf("%d pg(s) peering: their IO waits a moment", n)})
 	}
 	if recovering > 0 {
-		add(Check{Code: "PG_RECOVERING", Severity: Warn,
+		st.add(Check{Code: "PG_RECOVERING", Severity: Warn,
 			Summary: fmt.Sprintf("%d pg(s) recovering: %d object copies left to bring up to date", recovering, left)})
 	}
 	if stalled := stalledRecovery(stats, now); len(stalled) > 0 {
-		add(Check{Code: "RECOVERY_STALLED", Severity: Warn,
+		st.add(Check{Code: "RECOVERY_STALLED", Severity: Warn,
 			Summary: fmt.Sprintf("recovery on %d OSD(s) has made no progress for over %s; it keeps retrying by itself, the detail says what fails", len(stalled), recoveryStallAfter),
 			Detail:  stalled})
 	}
+}
+
+// spaceChecks adds up the disks and reports OSDs nearly full, backfill-full
+// and full, as the OSDs count it (UsedRatio) or flagged it in the map.
+func (st *Status) spaceChecks(m *clustermap.Map, stats map[clustermap.OSDID]report.OSDStats) {
 	st.Used, st.Total = usageTotals(stats)
 	var full, bfull, nearfull []string
 	for id, s := range stats {
@@ -239,14 +266,19 @@ func Compute(m *clustermap.Map, stats map[clustermap.OSDID]report.OSDStats, repo
 	sort.Strings(bfull)
 	sort.Strings(nearfull)
 	if len(full) > 0 {
-		add(Check{Code: "OSD_FULL", Severity: Err, Summary: fmt.Sprintf("%d OSD(s) full: new writes to their placement groups are refused (reads and deletes go on); delete data, add OSDs, or mark a full OSD out", len(full)), Detail: full})
+		st.add(Check{Code: "OSD_FULL", Severity: Err, Summary: fmt.Sprintf("%d OSD(s) full: new writes to their placement groups are refused (reads and deletes go on); delete data, add OSDs, or mark a full OSD out", len(full)), Detail: full})
 	}
 	if len(bfull) > 0 {
-		add(Check{Code: "OSD_BACKFILLFULL", Severity: Warn, Summary: fmt.Sprintf("%d OSD(s) over %.0f%% full: recovery and backfill stop copying data to them, so their placement groups stay degraded; delete data, add OSDs, or mark one out", len(bfull), backfillFullRatio*100), Detail: bfull})
+		st.add(Check{Code: "OSD_BACKFILLFULL", Severity: Warn, Summary: fmt.Sprintf("%d OSD(s) over %.0f%% full: recovery and backfill stop copying data to them, so their placement groups stay degraded; delete data, add OSDs, or mark one out", len(bfull), backfillFullRatio*100), Detail: bfull})
 	}
 	if len(nearfull) > 0 {
-		add(Check{Code: "OSD_NEARFULL", Severity: Warn, Summary: fmt.Sprintf("%d OSD(s) nearly full (over %.0f%%): add capacity soon", len(nearfull), nearFullRatio*100), Detail: nearfull})
+		st.add(Check{Code: "OSD_NEARFULL", Severity: Warn, Summary: fmt.Sprintf("%d OSD(s) nearly full (over %.0f%%): add capacity soon", len(nearfull), nearFullRatio*100), Detail: nearfull})
 	}
+}
+
+// eventChecks reports the recorded health events not archived: index
+// damage, unrepaired corruption, and repairs of the last repairedShownFor.
+func (st *Status) eventChecks(reports []report.Event, now time.Time) {
 	var repaired, unrepaired, index []string
 	for _, r := range reports {
 		if !r.Archived.IsZero() {
@@ -274,17 +306,16 @@ func Compute(m *clustermap.Map, stats map[clustermap.OSDID]report.OSDStats, repo
 		}
 	}
 	if len(index) > 0 {
-		add(Check{Code: "OSD_INDEX_DAMAGED", Severity: Err,
+		st.add(Check{Code: "OSD_INDEX_DAMAGED", Severity: Err,
 			Summary: fmt.Sprintf("%d OSD(s) found damage in their index: their objects have other copies; replace each (cairn osd out N, wait for HEALTH_OK, cairn osd rm N, empty its data dir, start it again), then `cairn health archive`", len(index)),
 			Detail:  clip(index)})
 	}
 	if len(unrepaired) > 0 {
-		add(Check{Code: "OBJECT_CORRUPT", Severity: Err, Summary: fmt.Sprintf("%d object copy(ies) failed their checksum and could not be repaired: restore them from a backup, then `cairn health archive`", len(unrepaired)), Detail: clip(unrepaired)})
+		st.add(Check{Code: "OBJECT_CORRUPT", Severity: Err, Summary: fmt.Sprintf("%d object copy(ies) failed their checksum and could not be repaired: restore them from a backup, then `cairn health archive`", len(unrepaired)), Detail: clip(unrepaired)})
 	}
 	if len(repaired) > 0 {
-		add(Check{Code: "OBJECT_REPAIRED", Severity: Warn, Summary: fmt.Sprintf("%d object copy(ies) failed their checksum in the last %s; good copies were served from replicas and repaired, or left for scrub where noted: check the disks of the OSDs named, then `cairn health archive` (it also clears by itself after %s)", len(repaired), repairedShownFor, repairedShownFor), Detail: clip(repaired)})
+		st.add(Check{Code: "OBJECT_REPAIRED", Severity: Warn, Summary: fmt.Sprintf("%d object copy(ies) failed their checksum in the last %s; good copies were served from replicas and repaired, or left for scrub where noted: check the disks of the OSDs named, then `cairn health archive` (it also clears by itself after %s)", len(repaired), repairedShownFor, repairedShownFor), Detail: clip(repaired)})
 	}
-	return st
 }
 
 // usageTotals adds up the OSDs' disks, each filesystem once however many

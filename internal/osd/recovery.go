@@ -351,7 +351,12 @@ func (s *Server) putRecord(ctx context.Context, id clustermap.PGID, rec pg.Recor
 	if rerr != nil {
 		return 0, rerr
 	}
-	if cur != nil && cur.Epoch > rec.Epoch {
+	if cur == nil {
+		// Peering wrote it, so only a removed pool takes it away: do not
+		// bring it back.
+		return 0, fmt.Errorf("its record was removed (its pool too?)")
+	}
+	if cur.Epoch > rec.Epoch {
 		return 0, fmt.Errorf("a primary with map epoch %d recorded it since (this OSD has %d): waiting for the newer map", cur.Epoch, rec.Epoch)
 	}
 	return s.meta.PutPGRecord(ctx, id.String(), rec, curRev)
