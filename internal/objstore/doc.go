@@ -19,7 +19,9 @@
 //	read.go        the read path of object data; lookup.go everything else
 //	files.go       data file handles and slots; directio.go their O_DIRECT IO
 //	space.go       free-space checks (checkSpace, AdmitBelow) and Usage
-//	commitlog.go   the commit log; records.go and txn.go the encodings
+//	commitlog.go   the commit log: why, its state; logformat.go, logwriter.go,
+//	               logreplay.go, logsegments.go its format, group commit,
+//	               replay and segment files; records.go and txn.go the encodings
 //	invariants.go  checks compiled in by -tags invariants (make test)
 //	iofaults.go    where tests inject IO errors (iofaults_test.go)
 //
@@ -184,7 +186,7 @@
 //
 // The write of an Apply's batch to the commit log is its single commit
 // point. Open replays the log into the index before anything else (see
-// commitlog.go for why replaying batches the index already has is safe, and
+// logreplay.go for why replaying batches the index already has is safe, and
 // why a damaged log refuses to open instead of dropping commits).
 //
 //   - Before the commit nothing visible has changed: direct writes, and
