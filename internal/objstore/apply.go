@@ -50,15 +50,7 @@ func (s *Store) Apply(t *Txn) error {
 		return nil
 	}
 	s.rc.busy()
-	deleteOnly := true
-	for i := range t.ops {
-		switch t.ops[i].typ {
-		case opDelete, opRmXattr, opOmapRm, opOmapRmRange:
-		default:
-			deleteOnly = false
-		}
-	}
-	if err := s.checkSpace(2*int64(t.bytes)+4096, deleteOnly); err != nil {
+	if err := s.checkSpace(2*int64(t.bytes)+4096, deletesOnly(t)); err != nil {
 		return err
 	}
 	defer s.lockObjects(t)()
@@ -67,29 +59,7 @@ func (s *Store) Apply(t *Txn) error {
 		direct: map[uint64]*dataFile{}, unsynced: map[uint64]bool{}}
 	defer a.recycleMaps()
 	defer a.batch.Close()
-	// Before the objects' locks go, whatever the outcome (see readCache).
-	// File IDs start at 1: 0 is an object without a file (most of a small
-	// write's objects), which has nothing cached.
-	defer func() {
-		for _, st := range a.order {
-			if st.startFileID != 0 {
-				s.rc.dropFile(st.startFileID)
-			}
-			if !st.rec.inline && st.rec.fileID != 0 && st.rec.fileID != st.startFileID {
-				s.rc.dropFile(st.rec.fileID)
-			}
-		}
-	}()
-	defer func() {
-		if a.journal != nil {
-			a.journal.Close()
-		}
-		// Nothing outlives Apply that points into a slab: the batch and
-		// the journal hold copies.
-		for _, b := range a.slabs {
-			bufpool.Put(b)
-		}
-	}()
+	defer a.release()
 	err := a.run(t)
 	if err == nil {
 		err = a.finalize()
@@ -98,23 +68,8 @@ func (s *Store) Apply(t *Txn) error {
 		err = a.syncDirect()
 	}
 	if err == nil {
-		s.addToFilter(a.batch) // before the commit: see objFilter
-		a.pos, err = s.log.commitJournal(a.batch, a.journal, len(a.deferred))
-		if errors.Is(err, errCommitLog) {
-			// The batch may be in the log and come back at the next
-			// Open: leave everything it refers to in place.
-			s.idx.reset()
-			s.fail(err)
+		if err = a.commit(); errors.Is(err, errCommitLog) {
 			return err
-		}
-		if err != nil {
-			s.idx.reset()
-			err = fmt.Errorf("objstore: commit: %w", err)
-		} else {
-			s.idx.committed(a.batch)
-			if invariantsOn {
-				s.checkCommitted(a.batch)
-			}
 		}
 	}
 	if err != nil {
@@ -125,6 +80,68 @@ func (s *Store) Apply(t *Txn) error {
 		return err
 	}
 	a.afterCommit()
+	return nil
+}
+
+// deletesOnly says t only removes: the space check lets it use the
+// reserve, since removing is how a full disk gets room again.
+func deletesOnly(t *Txn) bool {
+	for i := range t.ops {
+		switch t.ops[i].typ {
+		case opDelete, opRmXattr, opOmapRm, opOmapRmRange:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// release hands back what the Apply took, whatever its outcome, before the
+// objects' locks go: the journal batch, the slabs (nothing outlives Apply
+// that points into one: the batch and the journal hold copies), and the
+// read cache's entries of every data file it touched (see readCache).
+func (a *applyCtx) release() {
+	if a.journal != nil {
+		a.journal.Close()
+	}
+	for _, b := range a.slabs {
+		bufpool.Put(b)
+	}
+	// File IDs start at 1: 0 is an object without a file (most of a small
+	// write's objects), which has nothing cached.
+	for _, st := range a.order {
+		if st.startFileID != 0 {
+			a.s.rc.dropFile(st.startFileID)
+		}
+		if !st.rec.inline && st.rec.fileID != 0 && st.rec.fileID != st.startFileID {
+			a.s.rc.dropFile(st.rec.fileID)
+		}
+	}
+}
+
+// commit writes the batch and journal records to the commit log, applies
+// the batch to the index and keeps the index cache equal to it. A commit-log
+// failure fails the store and is returned as it is: the batch may be in the
+// log and come back at the next Open, so the caller must leave everything
+// it refers to in place.
+func (a *applyCtx) commit() error {
+	s := a.s
+	s.addToFilter(a.batch) // before the commit: see objFilter
+	var err error
+	a.pos, err = s.log.commitJournal(a.batch, a.journal, len(a.deferred))
+	if errors.Is(err, errCommitLog) {
+		s.idx.reset()
+		s.fail(err)
+		return err
+	}
+	if err != nil {
+		s.idx.reset()
+		return fmt.Errorf("objstore: commit: %w", err)
+	}
+	s.idx.committed(a.batch)
+	if invariantsOn {
+		s.checkCommitted(a.batch)
+	}
 	return nil
 }
 

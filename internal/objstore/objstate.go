@@ -95,19 +95,14 @@ func (st *objState) verifyInline() error {
 	return nil
 }
 
+// do runs op o on st, the working copy of its object: the index changes go
+// into the batch, data into the record or, for a file, into the blocks
+// finalize lays out. An op that removes something from an object that does
+// not exist does nothing; any other creates the object first.
 func (a *applyCtx) do(st *objState, o *op) error {
 	switch o.typ {
 	case opDelete:
-		if !st.exists {
-			return nil
-		}
-		a.dropData(st)
-		id := st.rec.id
-		a.clearRange(idKey(tagXattr, id, nil), idKey(tagXattr, id+1, nil), st.keysSet)
-		a.clearRange(idKey(tagOmap, id, nil), idKey(tagOmap, id+1, nil), st.keysSet)
-		a.batch.Delete(st.key, nil)
-		st.exists = false
-		st.rec = objRec{}
+		a.delete(st)
 		return nil
 	case opRmXattr, opOmapRm, opOmapRmRange:
 		if !st.exists {
@@ -120,12 +115,40 @@ func (a *applyCtx) do(st *objState, o *op) error {
 	}
 	switch o.typ {
 	case opSetXattr, opRmXattr, opOmapSet, opOmapRm, opOmapRmRange:
-	default:
-		st.recChanged = true
+		// Keys only: the record, and its mtime, stay as they were.
+		a.keyOp(st, o)
+		return nil
 	}
+	st.recChanged = true
+	switch o.typ {
+	case opPut:
+		return a.put(st, o)
+	case opWrite:
+		return a.write(st, o)
+	case opTruncate:
+		return a.truncate(st, o.off)
+	}
+	return nil // opCreate: ensure did it
+}
+
+// delete removes st's object: its data, xattrs, omap and record.
+func (a *applyCtx) delete(st *objState) {
+	if !st.exists {
+		return
+	}
+	a.dropData(st)
+	id := st.rec.id
+	a.clearRange(idKey(tagXattr, id, nil), idKey(tagXattr, id+1, nil), st.keysSet)
+	a.clearRange(idKey(tagOmap, id, nil), idKey(tagOmap, id+1, nil), st.keysSet)
+	a.batch.Delete(st.key, nil)
+	st.exists = false
+	st.rec = objRec{}
+}
+
+// keyOp runs an xattr or omap op of st's existing object.
+func (a *applyCtx) keyOp(st *objState, o *op) {
 	id := st.rec.id
 	switch o.typ {
-	case opCreate:
 	case opSetXattr:
 		st.keysSet = true
 		a.batch.Set(idKey(tagXattr, id, o.key), o.data, nil)
@@ -145,40 +168,45 @@ func (a *applyCtx) do(st *objState, o *op) error {
 		if string(lo) < string(hi) {
 			a.clearRange(lo, hi, st.keysSet)
 		}
-	case opPut:
-		a.dropData(st)
-		if len(o.data) <= InlineMax {
-			st.rec.data = append([]byte{}, o.data...)
-			st.rec.size = uint64(len(o.data))
+	}
+}
+
+// put replaces st's data with o's: inline up to InlineMax, else in a file.
+func (a *applyCtx) put(st *objState, o *op) error {
+	a.dropData(st)
+	if len(o.data) <= InlineMax {
+		st.rec.data = append([]byte{}, o.data...)
+		st.rec.size = uint64(len(o.data))
+		return nil
+	}
+	if err := a.toFile(st); err != nil {
+		return err
+	}
+	return a.writeFile(st, 0, o.data, o.sums)
+}
+
+// write writes o's data at its offset: into an inline object while it
+// stays within InlineMax (its blocks checked first, since they are kept),
+// else into its file, moving an inline object to one.
+func (a *applyCtx) write(st *objState, o *op) error {
+	end := o.off + uint64(len(o.data))
+	if st.rec.inline {
+		if err := st.verifyInline(); err != nil {
+			return err
+		}
+		if end <= InlineMax {
+			if end > st.rec.size {
+				st.rec.data = append(st.rec.data, make([]byte, end-st.rec.size)...)
+				st.rec.size = end
+			}
+			copy(st.rec.data[o.off:], o.data)
 			return nil
 		}
 		if err := a.toFile(st); err != nil {
 			return err
 		}
-		return a.writeFile(st, 0, o.data, o.sums)
-	case opWrite:
-		end := o.off + uint64(len(o.data))
-		if st.rec.inline {
-			if err := st.verifyInline(); err != nil {
-				return err
-			}
-			if end <= InlineMax {
-				if end > st.rec.size {
-					st.rec.data = append(st.rec.data, make([]byte, end-st.rec.size)...)
-					st.rec.size = end
-				}
-				copy(st.rec.data[o.off:], o.data)
-				return nil
-			}
-			if err := a.toFile(st); err != nil {
-				return err
-			}
-		}
-		return a.writeFile(st, o.off, o.data, o.sums)
-	case opTruncate:
-		return a.truncate(st, o.off)
 	}
-	return nil
+	return a.writeFile(st, o.off, o.data, o.sums)
 }
 
 // writeFile writes data at off; sums, if not nil, are the crc32c of data's

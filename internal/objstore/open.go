@@ -26,33 +26,8 @@ func Open(o Options) (*Store, error) {
 		return nil, invalidf("objstore: Options.Dir is empty")
 	}
 	realFS := o.FS == nil
-	if realFS {
-		o.FS = vfs.Default
-		if testDefaultFS != nil {
-			o.FS = testDefaultFS
-		}
-	}
-	if o.MetaDir == "" {
-		o.MetaDir = o.FS.PathJoin(o.Dir, "meta")
-	}
-	if o.ReserveBytes == 0 {
-		o.ReserveBytes = defaultReserve
-	}
-	s := &Store{
-		opts:    o,
-		fs:      o.FS,
-		dataDir: o.FS.PathJoin(o.Dir, "data"),
-		files:   map[uint64]*dataFile{},
-		pending: map[uint64]int{},
-		ckKick:  make(chan struct{}, 1),
-		closing: make(chan struct{}),
-		ckDone:  make(chan struct{}),
-	}
-	s.directIO.Store(realFS)
-	s.slotBase = slotBaseReal
-	if !realFS {
-		s.slotBase = slotBaseMem
-	}
+	o = o.withDefaults()
+	s := newStore(o, realFS)
 	if err := s.makeDirs(); err != nil {
 		return nil, err
 	}
@@ -69,17 +44,80 @@ func Open(o Options) (*Store, error) {
 			s.fsSync.close()
 		}
 	}()
-	if o.CacheBytes <= 0 {
-		o.CacheBytes = DefaultCacheBytes
-	}
 	s.idx = newIndexCache(o.CacheBytes / 2)
 	if n := o.dataCacheBytes(); n > 0 {
 		s.rc = newReadCache(n)
 	}
+	if err := s.openIndexAndLog(realFS); err != nil {
+		return nil, err
+	}
+	if err := s.startChecked(); err != nil {
+		s.closeFiles()
+		s.log.close()
+		s.db.Close()
+		return nil, err
+	}
+	go s.checkpointer()
+	s.rm = newRemover(s.fs, s.spaceFreed)
+	opened = true
+	if o.ReserveDataCache {
+		s.rc.reserve()
+	}
+	return s, nil
+}
+
+// withDefaults fills in what o leaves to the store. A store on the real
+// file system (FS nil) uses vfs.Default, or the tests' testDefaultFS.
+func (o Options) withDefaults() Options {
+	if o.FS == nil {
+		o.FS = vfs.Default
+		if testDefaultFS != nil {
+			o.FS = testDefaultFS
+		}
+	}
+	if o.MetaDir == "" {
+		o.MetaDir = o.FS.PathJoin(o.Dir, "meta")
+	}
+	if o.ReserveBytes == 0 {
+		o.ReserveBytes = defaultReserve
+	}
+	if o.CacheBytes <= 0 {
+		o.CacheBytes = DefaultCacheBytes
+	}
+	return o
+}
+
+// newStore is a store of options o with nothing opened yet. On the real
+// file system it writes with O_DIRECT and a block's slot B lies
+// slotBaseReal past slot A; on a file system in memory, slotBaseMem.
+func newStore(o Options, realFS bool) *Store {
+	s := &Store{
+		opts:    o,
+		fs:      o.FS,
+		dataDir: o.FS.PathJoin(o.Dir, "data"),
+		files:   map[uint64]*dataFile{},
+		pending: map[uint64]int{},
+		ckKick:  make(chan struct{}, 1),
+		closing: make(chan struct{}),
+		ckDone:  make(chan struct{}),
+	}
+	s.directIO.Store(realFS)
+	s.slotBase = slotBaseReal
+	if !realFS {
+		s.slotBase = slotBaseMem
+	}
+	return s
+}
+
+// openIndexAndLog opens the index and its write-ahead log, the commit log,
+// which it replays into the index. On the real file system the log's
+// segments are the size of the index's memtables (see memTableSize).
+func (s *Store) openIndexAndLog(realFS bool) error {
+	o := s.opts
 	mt := memTableSize(s.fs, o.MetaDir)
 	db, err := s.openIndex(o.CacheBytes-o.CacheBytes/2, mt)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.db = db
 	segSize := testLogSegment
@@ -96,21 +134,9 @@ func Open(o Options) (*Store, error) {
 	s.log, s.logReplayed, err = openCommitLog(s.fs, o.MetaDir, segSize, realFS, apply, db.Flush, kick)
 	if err != nil {
 		db.Close()
-		return nil, err
+		return err
 	}
-	if err := s.startChecked(); err != nil {
-		s.closeFiles()
-		s.log.close()
-		db.Close()
-		return nil, err
-	}
-	go s.checkpointer()
-	s.rm = newRemover(s.fs, s.spaceFreed)
-	opened = true
-	if o.ReserveDataCache {
-		s.rc.reserve()
-	}
-	return s, nil
+	return nil
 }
 
 // makeDirs creates Dir and MetaDir, and makes their directory entries
