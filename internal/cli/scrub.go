@@ -2,13 +2,13 @@ package cli
 
 import (
 	"fmt"
-	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/cairn-storage/cairn/client"
 	"github.com/cairn-storage/cairn/internal/clustermap"
-	"github.com/spf13/cobra"
 )
 
 func scrubCmd(g *globals) *cobra.Command {
@@ -114,13 +114,4 @@ func scrubTargets(c *client.Client, arg string) (string, []uint32, error) {
 		}
 	}
 	return "", nil, fmt.Errorf("pg %s: pool %d does not exist", arg, id.Pool)
-}
-
-// bar draws a progress bar of width cells.
-func bar(done, total, width int) string {
-	if total <= 0 {
-		total = 1
-	}
-	n := min(width, done*width/total)
-	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
 }

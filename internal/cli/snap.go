@@ -5,21 +5,32 @@ import (
 	"fmt"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+
 	"github.com/cairn-storage/cairn/client"
 	"github.com/cairn-storage/cairn/internal/volume"
-	"github.com/spf13/cobra"
 )
 
 // snapCmd is `cairn volume snap`.
 func snapCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "snap", Short: "volume snapshots: create, list, remove, roll back"}
-	needSnap := func(arg, snap string) error {
-		if snap == "" {
-			return fmt.Errorf("%q: name the snapshot: POOL/NAME@SNAP", arg)
-		}
-		return nil
+	rm := snapWalkCmd(g, "rm POOL/NAME@SNAP", "remove a snapshot and the data only it kept", "snap rm", volume.SnapRemove, "removed snapshot")
+	rollback := snapWalkCmd(g, "rollback POOL/NAME@SNAP", "make a volume what it was at a snapshot (stop its writers first)", "rollback", volume.Rollback, "rolled back to")
+	cmd.AddCommand(snapCreateCmd(g), snapLsCmd(g), rm, rollback)
+	return cmd
+}
+
+// needSnap refuses a POOL/NAME where a command needs POOL/NAME@SNAP.
+func needSnap(arg, snap string) error {
+	if snap == "" {
+		return fmt.Errorf("%q: name the snapshot: POOL/NAME@SNAP", arg)
 	}
-	create := &cobra.Command{
+	return nil
+}
+
+// snapCreateCmd is `cairn volume snap create`.
+func snapCreateCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
 		Use:   "create POOL/NAME@SNAP",
 		Short: "take a snapshot (instant; later writes are copy-on-write)",
 		Args:  cobra.ExactArgs(1),
@@ -40,7 +51,11 @@ func snapCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	ls := &cobra.Command{
+}
+
+// snapLsCmd is `cairn volume snap ls`.
+func snapLsCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
 		Use:   "ls POOL/NAME",
 		Short: "list a volume's snapshots",
 		Args:  cobra.ExactArgs(1),
@@ -65,38 +80,30 @@ func snapCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	// Both walk every object of the volume, with a progress bar.
-	walk := func(use, short, what string, run func(context.Context, *client.Pool, string, string, volume.Progress) error, done string) *cobra.Command {
-		return &cobra.Command{
-			Use:   use,
-			Short: short,
-			Args:  cobra.ExactArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				return withVolumeSnap(cmd.Context(), g, args[0], func(p *client.Pool, name, snap string) error {
-					if err := needSnap(args[0], snap); err != nil {
-						return err
-					}
-					bar := newCountBar(g, what+" "+args[0])
-					if err := run(cmd.Context(), p, name, snap, bar.update); err != nil {
-						bar.abort()
-						return err
-					}
-					bar.finish()
-					fmt.Fprintf(g.out, "%s %s\n", done, args[0])
-					return nil
-				})
-			},
-		}
-	}
-	rm := walk("rm POOL/NAME@SNAP", "remove a snapshot and the data only it kept", "snap rm", volume.SnapRemove, "removed snapshot")
-	rollback := walk("rollback POOL/NAME@SNAP", "make a volume what it was at a snapshot (stop its writers first)", "rollback", volume.Rollback, "rolled back to")
-	cmd.AddCommand(create, ls, rm, rollback)
-	return cmd
 }
 
-// newCountBar is a progress bar over objects.
-func newCountBar(g *globals, what string) *byteBar {
-	b := newByteBar(g, what)
-	b.objects = true
-	return b
+// snapWalkCmd is a snapshot command that walks every object of the volume,
+// with a progress bar (rm, rollback): run does the work, done is what the
+// last line says.
+func snapWalkCmd(g *globals, use, short, what string, run func(context.Context, *client.Pool, string, string, volume.Progress) error, done string) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withVolumeSnap(cmd.Context(), g, args[0], func(p *client.Pool, name, snap string) error {
+				if err := needSnap(args[0], snap); err != nil {
+					return err
+				}
+				bar := newCountBar(g, what+" "+args[0])
+				if err := run(cmd.Context(), p, name, snap, bar.update); err != nil {
+					bar.abort()
+					return err
+				}
+				bar.finish()
+				fmt.Fprintf(g.out, "%s %s\n", done, args[0])
+				return nil
+			})
+		},
+	}
 }
