@@ -95,11 +95,65 @@ func (c *Cluster) Stop() {
 // DIR/dev.sock, and returns once every OSD is up. Its processes run until
 // Stop (or until this process dies).
 func Start(ctx context.Context, o Options) (c *Cluster, err error) {
+	if o, err = o.prepare(); err != nil {
+		return nil, err
+	}
+	confPath := filepath.Join(o.Dir, "cairn.conf")
+	cfg, err := loadConf(o, confPath)
+	if err != nil {
+		return nil, err
+	}
+	sup := newSupervisor(o.Self, o.Dir, confPath, cfg.EtcdEndpoints, o.AutoRestart, o.Logf)
+	closeSocket, err := sup.serve()
+	if err != nil {
+		return nil, err
+	}
+	c = &Cluster{FSID: cfg.FSID, Dir: o.Dir, Conf: confPath, sup: sup}
+	c.closers = append(c.closers, closeSocket, sup.stop)
+	defer func() {
+		if err != nil {
+			c.Stop()
+			c = nil
+		}
+	}()
+	if len(o.External) == 0 {
+		if err := c.startMon(o, cfg); err != nil {
+			return nil, err
+		}
+	}
+	ms, err := c.connectMeta(ctx, o, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.startOSDs(o); err != nil {
+		return nil, err
+	}
+	if err := waitOSDsUp(ctx, ms, o.Hosts*o.OSDsPerHost, o.Dir); err != nil {
+		return nil, err
+	}
+	sup.setRemoved(func(name string) string { return removedOSD(ctx, ms, name) })
+	if err := c.openDefaultPool(ctx, o, cfg); err != nil {
+		return nil, err
+	}
+	if o.NBDPort > 0 {
+		addr := fmt.Sprintf("%s:%d", o.Loopback(0), o.NBDPort)
+		if err := sup.start("nbd", addr, "", []string{"nbd", "--conf", confPath, "--listen", addr}); err != nil {
+			return nil, err
+		}
+		c.NBDAddr = addr
+	}
+	return c, nil
+}
+
+// prepare checks o and fills in what it leaves out: Out and Logf that
+// drop what they are given, Dir made absolute (and created), Self this
+// binary. Ports another process holds fail here, before anything starts.
+func (o Options) prepare() (Options, error) {
 	if o.Hosts < 1 || o.Hosts > 250 || o.OSDsPerHost < 1 || o.OSDsPerHost > 64 {
-		return nil, fmt.Errorf("dev: --hosts must be 1..250 and --osds-per-host 1..64")
+		return o, fmt.Errorf("dev: --hosts must be 1..250 and --osds-per-host 1..64")
 	}
 	if err := checkPorts(o); err != nil {
-		return nil, err
+		return o, err
 	}
 	if o.Out == nil {
 		o.Out = io.Discard
@@ -109,22 +163,30 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	}
 	dir, err := filepath.Abs(o.Dir)
 	if err != nil {
-		return nil, err
+		return o, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+		return o, err
 	}
-	self := o.Self
-	if self == "" {
-		if self, err = os.Executable(); err != nil {
-			return nil, err
+	o.Dir = dir
+	if o.Self == "" {
+		if o.Self, err = os.Executable(); err != nil {
+			return o, err
 		}
 	}
-	confPath := filepath.Join(dir, "cairn.conf")
-	cfg, err := conf.Load(confPath)
+	return o, nil
+}
+
+// loadConf reads the cluster's config at path: a cluster restarted from
+// its directory keeps its FSID and etcd endpoints. A new cluster gets a new
+// one, pointing at its own mon (with etcd authentication on) or at
+// o.External.
+func loadConf(o Options, path string) (*conf.Config, error) {
+	cfg, err := conf.Load(path)
 	switch {
 	case err == nil:
-		fmt.Fprintf(o.Out, "restarting cluster %s from %s\n", cfg.FSID, dir)
+		fmt.Fprintf(o.Out, "restarting cluster %s from %s\n", cfg.FSID, o.Dir)
+		return cfg, nil
 	case errors.Is(err, os.ErrNotExist):
 		eps := o.External
 		if len(eps) == 0 {
@@ -132,37 +194,28 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		}
 		cfg = conf.New(eps)
 		cfg.EtcdAuth = len(o.External) == 0 // our own mon: turn etcd auth on
-		if err := cfg.Save(confPath); err != nil {
+		if err := cfg.Save(path); err != nil {
 			return nil, err
 		}
+		return cfg, nil
 	default:
 		return nil, err
 	}
+}
 
-	sup := newSupervisor(self, dir, confPath, cfg.EtcdEndpoints, o.AutoRestart, o.Logf)
-	closeSocket, err := sup.serve()
-	if err != nil {
-		return nil, err
-	}
-	c = &Cluster{FSID: cfg.FSID, Dir: dir, Conf: confPath, sup: sup}
-	c.closers = append(c.closers, closeSocket, sup.stop)
-	defer func() {
-		if err != nil {
-			c.Stop()
-			c = nil
-		}
-	}()
-	start := sup.start
+// startMon starts the cluster's one mon, mon.a, on the first loopback
+// address.
+func (c *Cluster) startMon(o Options, cfg *conf.Config) error {
+	data := filepath.Join(c.Dir, "mon.a")
+	args := []string{"mon", "--conf", c.Conf, "--name", "a", "--data", data,
+		"--client-url", fmt.Sprintf("http://%s:%d", o.Loopback(0), o.EtcdPort),
+		"--peer-url", fmt.Sprintf("http://%s:%d", o.Loopback(0), o.EtcdPort+1)}
+	return c.sup.start("mon.a", cfg.EtcdEndpoints[0], data, args)
+}
 
-	if len(o.External) == 0 {
-		data := filepath.Join(dir, "mon.a")
-		args := []string{"mon", "--conf", confPath, "--name", "a", "--data", data,
-			"--client-url", fmt.Sprintf("http://%s:%d", o.Loopback(0), o.EtcdPort),
-			"--peer-url", fmt.Sprintf("http://%s:%d", o.Loopback(0), o.EtcdPort+1)}
-		if err := start("mon.a", cfg.EtcdEndpoints[0], data, args); err != nil {
-			return nil, err
-		}
-	}
+// connectMeta waits for etcd to answer, creates the cluster map if there
+// is none, and sets its down-out interval to o.DownOut (if given).
+func (c *Cluster) connectMeta(ctx context.Context, o Options, cfg *conf.Config) (*meta.Store, error) {
 	var ms *meta.Store
 	if err := waitFor(ctx, 60*time.Second, "etcd", func() error {
 		var err error
@@ -185,24 +238,35 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	}); err != nil {
 		return nil, err
 	}
+	return ms, nil
+}
 
-	total := o.Hosts * o.OSDsPerHost
+// startOSDs starts o.OSDsPerHost OSDs on each of o.Hosts hosts: host h
+// (named host<h+1>) on loopback address h, osd.N listening on port
+// o.OSDPort+N.
+func (c *Cluster) startOSDs(o Options) error {
 	for h := 0; h < o.Hosts; h++ {
 		ip := o.Loopback(h)
 		for j := 0; j < o.OSDsPerHost; j++ {
 			id := h*o.OSDsPerHost + j
 			name := "osd." + strconv.Itoa(id)
-			data := filepath.Join(dir, name)
+			data := filepath.Join(c.Dir, name)
 			addr := fmt.Sprintf("%s:%d", ip, o.OSDPort+id)
-			args := []string{"osd", "--conf", confPath, "--id", strconv.Itoa(id), "--data", data,
+			args := []string{"osd", "--conf", c.Conf, "--id", strconv.Itoa(id), "--data", data,
 				"--listen", addr, "--host", fmt.Sprintf("host%d", h+1), "--lease-ttl", o.LeaseTTL.String()}
 			args = append(args, o.OSDCacheArgs()...)
-			if err := start(name, addr, data, args); err != nil {
-				return nil, err
+			if err := c.sup.start(name, addr, data, args); err != nil {
+				return err
 			}
 		}
 	}
-	if err := waitFor(ctx, 90*time.Second, "OSDs", func() error {
+	return nil
+}
+
+// waitOSDsUp waits until the map has osd.0 to osd.<total-1> up; if they are
+// not within 90 s, the error points at their logs in dir.
+func waitOSDsUp(ctx context.Context, ms *meta.Store, total int, dir string) error {
+	return waitFor(ctx, 90*time.Second, "OSDs", func() error {
 		m, _, err := ms.Map(ctx)
 		if err != nil {
 			return err
@@ -217,15 +281,15 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 			return fmt.Errorf("%d of %d OSDs up (logs in %s)", up, total, dir)
 		}
 		return nil
-	}); err != nil {
-		return nil, err
-	}
+	})
+}
 
-	sup.setRemoved(func(name string) string { return removedOSD(ctx, ms, name) })
-
+// openDefaultPool connects a client and takes the pool "default", creating
+// it if missing with one copy per host, at most 3.
+func (c *Cluster) openDefaultPool(ctx context.Context, o Options, cfg *conf.Config) error {
 	cl, err := client.Dial(ctx, cfg)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	c.closers = append(c.closers, func() { cl.Close() })
 	pool, err := cl.Pool("default")
@@ -235,18 +299,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		size := min(3, o.Hosts)
 		c.Pool, err = cl.CreatePool(ctx, client.PoolSpec{Name: "default", Size: size, FailureDomain: clustermap.DomainHost})
 	}
-	if err != nil {
-		return nil, err
-	}
-
-	if o.NBDPort > 0 {
-		addr := fmt.Sprintf("%s:%d", o.Loopback(0), o.NBDPort)
-		if err := start("nbd", addr, "", []string{"nbd", "--conf", confPath, "--listen", addr}); err != nil {
-			return nil, err
-		}
-		c.NBDAddr = addr
-	}
-	return c, nil
+	return err
 }
 
 // checkPorts fails early, naming the port, when another process (often
