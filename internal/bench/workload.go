@@ -97,106 +97,159 @@ type Result struct {
 // means the run could not finish; failed operations are Result.Failed.
 func (w *Workload) Run(ctx context.Context) (*Result, error) {
 	c, p, o := w.c, w.p, w.o
-	mode, size, count, progress := o.Mode, o.ObjectSize, w.count, o.Progress
 	before := c.OSDStatuses(ctx)
-	data := make([]byte, size)
-	for i := range data {
-		data[i] = byte(i*7 + 1)
+	r := &run{w: w, data: make([]byte, o.ObjectSize)}
+	for i := range r.data {
+		r.data[i] = byte(i*7 + 1)
 	}
-	var (
-		next      atomic.Int64 // next object index
-		inFlight  atomic.Int64
-		secOps    atomic.Int64
-		secBytes  atomic.Int64
-		lastLatNs atomic.Int64
-		errCount  atomic.Int64
-		firstErr  atomic.Value
-		hists     = make([]*Histogram, o.Threads)
-		wg        sync.WaitGroup
-	)
-	runCtx, cancel := context.WithTimeout(ctx, o.Duration)
+	var cancel, opCancel context.CancelFunc
+	r.runCtx, cancel = context.WithTimeout(ctx, o.Duration)
 	defer cancel()
 	// One deadline for every operation of the run, about what each would
 	// get from the client on its own: a timer per operation costs the
 	// benchmark client, which shares the machine with the cluster it
 	// measures, CPU on every operation.
-	opCtx, opCancel := context.WithTimeout(ctx, o.Duration+c.OpTimeout)
+	r.opCtx, opCancel = context.WithTimeout(ctx, o.Duration+c.OpTimeout)
 	defer opCancel()
-	start := time.Now()
+	r.start = time.Now()
+	hists := make([]*Histogram, o.Threads)
+	var wg sync.WaitGroup
 	for t := 0; t < o.Threads; t++ {
-		h := NewHistogram()
-		hists[t] = h
+		hists[t] = NewHistogram()
 		wg.Add(1)
 		go func(t int) {
 			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(t), uint64(start.UnixNano())))
-			for runCtx.Err() == nil {
-				var i int64
-				switch mode {
-				case "write":
-					i = next.Add(1) - 1
-				case "seq":
-					i = next.Add(1) - 1
-					if i >= count {
-						return // every object read once, as rados bench seq does
-					}
-				case "rand":
-					i = r.Int64N(count)
-				}
-				inFlight.Add(1)
-				o.Begin()
-				t0 := time.Now()
-				var err error
-				// Operations started before the deadline finish (with
-				// opCtx, not runCtx), so every object index handed out
-				// exists.
-				if mode == "write" {
-					err = p.Put(opCtx, Object(o.RunName, i), data)
-				} else {
-					// Into a recycled buffer: the benchmark shares the
-					// machine with the cluster it measures.
-					got, objSize, release, rerr := p.ReadAtPooled(opCtx, Object(o.RunName, i), 0, uint64(size))
-					if err = rerr; err == nil && (int64(len(got)) != size || objSize != uint64(size)) {
-						err = fmt.Errorf("%s is %d bytes, want %d", Object(o.RunName, i), objSize, size)
-					}
-					release()
-				}
-				lat := time.Since(t0)
-				o.End()
-				inFlight.Add(-1)
-				if err != nil {
-					errCount.Add(1)
-					firstErr.CompareAndSwap(nil, err)
-					continue
-				}
-				h.Record(lat)
-				secOps.Add(1)
-				secBytes.Add(size)
-				lastLatNs.Store(int64(lat))
-			}
+			r.thread(t, hists[t])
 		}(t)
 	}
-	// One sample per second, printed as it happens.
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	samples := r.sample(done)
+	elapsed := time.Since(r.start)
+	total := NewHistogram()
+	for _, h := range hists {
+		total.Merge(h)
+	}
+	sum := Summarize(o.Mode, p.Name(), o.ObjectSize, o.Threads, elapsed, samples, total, r.errCount.Load())
+	sum.CPU = CPUDelta(before, c.OSDStatuses(ctx), sum.Bytes, sum.Ops)
+	if o.Baseline != nil {
+		sum.Efficiency = EfficiencyOf(o.Baseline, o.Mode, sum, poolCopies(c, p.Name()))
+	}
+	if o.Mode == "write" {
+		// Every index handed out was attempted.
+		if err := w.afterWrite(ctx, r.next.Load()); err != nil {
+			return nil, err
+		}
+	}
+	res := &Result{Summary: sum, Samples: samples, Latency: total}
+	if e, _ := r.firstErr.Load().(error); e != nil {
+		res.Failed = fmt.Errorf("bench: %d operations failed; first: %w", r.errCount.Load(), e)
+	}
+	return res, nil
+}
+
+// run is what one Run's threads and its sampler share.
+type run struct {
+	w      *Workload
+	data   []byte          // what a write run writes to every object
+	runCtx context.Context // ends when the run's duration is up
+	opCtx  context.Context // every operation's deadline
+	start  time.Time
+
+	next      atomic.Int64 // next object index
+	inFlight  atomic.Int64
+	secOps    atomic.Int64 // this second's operations and bytes
+	secBytes  atomic.Int64
+	lastLatNs atomic.Int64
+	errCount  atomic.Int64
+	firstErr  atomic.Value
+}
+
+// thread runs operations one after another until the run's duration is up
+// (or a seq run has read every object), recording their latencies in h.
+func (r *run) thread(t int, h *Histogram) {
+	o := &r.w.o
+	rnd := rand.New(rand.NewPCG(uint64(t), uint64(r.start.UnixNano())))
+	for r.runCtx.Err() == nil {
+		i, ok := r.pick(rnd)
+		if !ok {
+			return // every object read once, as rados bench seq does
+		}
+		r.inFlight.Add(1)
+		o.Begin()
+		t0 := time.Now()
+		err := r.op(i)
+		lat := time.Since(t0)
+		o.End()
+		r.inFlight.Add(-1)
+		if err != nil {
+			r.errCount.Add(1)
+			r.firstErr.CompareAndSwap(nil, err)
+			continue
+		}
+		h.Record(lat)
+		r.secOps.Add(1)
+		r.secBytes.Add(o.ObjectSize)
+		r.lastLatNs.Store(int64(lat))
+	}
+}
+
+// pick returns the index of the next object to work on: the next one for
+// write and seq, any of the written ones for rand. ok is false once a seq
+// run has handed out every object.
+func (r *run) pick(rnd *rand.Rand) (i int64, ok bool) {
+	switch r.w.o.Mode {
+	case "write":
+		return r.next.Add(1) - 1, true
+	case "seq":
+		i = r.next.Add(1) - 1
+		return i, i < r.w.count
+	case "rand":
+		return rnd.Int64N(r.w.count), true
+	}
+	return 0, true
+}
+
+// op writes or reads object i. Operations started before the deadline
+// finish (with opCtx, not runCtx), so every object index handed out
+// exists.
+func (r *run) op(i int64) error {
+	o, p, size := &r.w.o, r.w.p, r.w.o.ObjectSize
+	if o.Mode == "write" {
+		return p.Put(r.opCtx, Object(o.RunName, i), r.data)
+	}
+	// Into a recycled buffer: the benchmark shares the machine with the
+	// cluster it measures.
+	got, objSize, release, err := p.ReadAtPooled(r.opCtx, Object(o.RunName, i), 0, uint64(size))
+	if err == nil && (int64(len(got)) != size || objSize != uint64(size)) {
+		err = fmt.Errorf("%s is %d bytes, want %d", Object(o.RunName, i), objSize, size)
+	}
+	release()
+	return err
+}
+
+// sample takes one sample per second, printing each as it happens, until
+// done closes, and then one of the last partial second.
+func (r *run) sample(done <-chan struct{}) []Sample {
+	size, progress := r.w.o.ObjectSize, r.w.o.Progress
 	var samples []Sample
 	var totOps, totBytes int64
 	var latSum time.Duration
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	record := func(sec int) {
-		ops, bytes := secOps.Swap(0), secBytes.Swap(0)
-		last := time.Duration(lastLatNs.Load())
+		ops, bytes := r.secOps.Swap(0), r.secBytes.Swap(0)
+		last := time.Duration(r.lastLatNs.Load())
 		totOps += ops
 		totBytes += bytes
 		latSum += time.Duration(ops) * last
-		s := Sample{Second: sec, Ops: ops, Bytes: bytes, InFlight: int(inFlight.Load()), LastLatency: last}
+		s := Sample{Second: sec, Ops: ops, Bytes: bytes, InFlight: int(r.inFlight.Load()), LastLatency: last}
 		samples = append(samples, s)
 		var avg time.Duration
 		if totOps > 0 {
 			avg = latSum / time.Duration(totOps)
 		}
-		fmt.Fprintln(progress, ProgressLine(s, time.Since(start), totOps, totBytes, avg, size))
+		fmt.Fprintln(progress, ProgressLine(s, time.Since(r.start), totOps, totBytes, avg, size))
 	}
 	for sec := 1; ; sec++ {
 		select {
@@ -205,41 +258,25 @@ func (w *Workload) Run(ctx context.Context) (*Result, error) {
 			continue
 		case <-done:
 		}
-		if elapsed := time.Since(start); elapsed > time.Duration(sec-1)*time.Second+100*time.Millisecond {
+		if elapsed := time.Since(r.start); elapsed > time.Duration(sec-1)*time.Second+100*time.Millisecond {
 			record(sec) // the last partial second
 		}
-		break
+		return samples
 	}
-	elapsed := time.Since(start)
-	total := NewHistogram()
-	for _, h := range hists {
-		total.Merge(h)
+}
+
+// afterWrite ends a write run that wrote n objects: with NoCleanup it
+// records their count and size for seq and rand runs, else it removes
+// them.
+func (w *Workload) afterWrite(ctx context.Context, n int64) error {
+	o := w.o
+	if o.NoCleanup {
+		return w.p.OmapSet(ctx, metaObject(o.RunName), map[string][]byte{
+			"count": []byte(strconv.FormatInt(n, 10)), "size": []byte(strconv.FormatInt(o.ObjectSize, 10)),
+		})
 	}
-	sum := Summarize(mode, p.Name(), size, o.Threads, elapsed, samples, total, errCount.Load())
-	sum.CPU = CPUDelta(before, c.OSDStatuses(ctx), sum.Bytes, sum.Ops)
-	if o.Baseline != nil {
-		sum.Efficiency = EfficiencyOf(o.Baseline, mode, sum, poolCopies(c, p.Name()))
-	}
-	if mode == "write" {
-		n := next.Load() // every index handed out was attempted
-		if o.NoCleanup {
-			if err := p.OmapSet(ctx, metaObject(o.RunName), map[string][]byte{
-				"count": []byte(strconv.FormatInt(n, 10)), "size": []byte(strconv.FormatInt(size, 10)),
-			}); err != nil {
-				return nil, err
-			}
-		} else {
-			fmt.Fprintf(progress, "cleaning up %d objects...\n", n)
-			if err := deleteObjects(ctx, p, o.RunName, n, o.Threads); err != nil {
-				return nil, err
-			}
-		}
-	}
-	res := &Result{Summary: sum, Samples: samples, Latency: total}
-	if e, _ := firstErr.Load().(error); e != nil {
-		res.Failed = fmt.Errorf("bench: %d operations failed; first: %w", errCount.Load(), e)
-	}
-	return res, nil
+	fmt.Fprintf(o.Progress, "cleaning up %d objects...\n", n)
+	return deleteObjects(ctx, w.p, o.RunName, n, o.Threads)
 }
 
 // CPUDelta charges the CPU the OSDs used between two status snapshots.
