@@ -53,7 +53,7 @@ type chunkReader struct {
 
 func newChunkReader(body io.Reader, mode Payload, declaredLen int64, declared []string) *chunkReader {
 	return &chunkReader{
-		src:         bufio.NewReaderSize(body, readBufferSize),
+		src:         bufio.NewReaderSize(incomplete{body}, readBufferSize),
 		mode:        mode,
 		signed:      mode == PayloadStreamingSigned || mode == PayloadStreamingSignedTrailer,
 		trailed:     mode == PayloadStreamingSignedTrailer || mode == PayloadStreamingUnsignedTrailer,
@@ -152,9 +152,8 @@ func (c *chunkReader) header() error {
 			return err
 		}
 	} else {
-		// "\r\n" ends the body; a body that simply ends is taken too.
+		// An empty line ends the body.
 		switch line, err := c.line(2, true); {
-		case err == ErrIncompleteBody:
 		case err != nil:
 			return err
 		case line != "":
@@ -324,6 +323,18 @@ func (c *chunkReader) line(max int, crlf bool) (string, error) {
 		return "", malformedChunk("a line is too long or holds a CR")
 	}
 	return string(b), nil
+}
+
+// incomplete reports a body that ends before its Content-Length (net/http's
+// io.ErrUnexpectedEOF) as S3 does.
+type incomplete struct{ r io.Reader }
+
+func (i incomplete) Read(p []byte) (int, error) {
+	n, err := i.r.Read(p)
+	if err == io.ErrUnexpectedEOF {
+		err = ErrIncompleteBody
+	}
+	return n, err
 }
 
 func malformedChunk(why string) *Error {

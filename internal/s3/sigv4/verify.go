@@ -362,7 +362,7 @@ func (v *Verifier) finish(r *http.Request, s signed, query params, presigned boo
 	case PayloadSHA256:
 		var want [32]byte
 		hex.Decode(want[:], []byte(s.payload)) // checked by payloadMode
-		a.Body = &sha256Reader{r: body, h: sha256.New(), want: want}
+		a.Body = &sha256Reader{r: incomplete{body}, h: sha256.New(), want: want}
 	default:
 		if err := a.chunkedHeaders(r); err != nil {
 			return nil, err
