@@ -30,6 +30,8 @@ var forbidden = map[string][]string{
 	"internal/snapset":       {"internal/", "client"},
 	"internal/bufpool":       {"internal/", "client"},
 	"internal/runtimepolicy": {"internal/", "client"},
+	"internal/s3/sigv4":      {"internal/", "client"},
+	"internal/s3/checksum":   {"internal/", "client"},
 }
 
 // only lists, per package, the project packages it may depend on at all

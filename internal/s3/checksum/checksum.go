@@ -297,7 +297,7 @@ func (a Algorithm) Combine(sumA, sumB []byte, lenB int64) []byte {
 // gf2 is a reflected CRC polynomial with its table of x^(2^k) mod p, for
 // combining CRCs as zlib's crc32_combine does (in O(log n)).
 type gf2 struct {
-	poly, top uint64 // reflected polynomial; top is the bit of x^0
+	poly, top uint64     // reflected polynomial; top is the bit of x^0
 	x2n       [67]uint64 // x^(2^k) mod p: k up to 3+63 for any int64 byte count
 }
 

@@ -36,8 +36,8 @@ type chunkReader struct {
 
 	// Signing state (signed modes).
 	key       []byte
-	chunkPre  []byte // "AWS4-HMAC-SHA256-PAYLOAD\n" date "\n" scope "\n"
-	trailPre  []byte // "AWS4-HMAC-SHA256-TRAILER\n" date "\n" scope "\n"
+	chunkPre  []byte   // "AWS4-HMAC-SHA256-PAYLOAD\n" date "\n" scope "\n"
+	trailPre  []byte   // "AWS4-HMAC-SHA256-TRAILER\n" date "\n" scope "\n"
 	prev      [64]byte // hex of the previous signature
 	h         hash.Hash
 	want      [32]byte // the current chunk's signature as sent

@@ -522,8 +522,11 @@ func parseSignature(sig string, bad *Error, prefix string) ([32]byte, error) {
 
 // sha256Reader passes a body through and compares its SHA-256 at EOF.
 type sha256Reader struct {
-	r    io.Reader
-	h    interface{ Write([]byte) (int, error); Sum([]byte) []byte }
+	r io.Reader
+	h interface {
+		Write([]byte) (int, error)
+		Sum([]byte) []byte
+	}
 	want [32]byte
 	err  error
 }
