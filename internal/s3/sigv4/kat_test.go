@@ -138,3 +138,27 @@ func TestAWSDocGetObject(t *testing.T) {
 	}
 	_ = http.MethodGet
 }
+
+// TestSecretRotation: the signing-key cache never outlives a secret.
+func TestSecretRotation(t *testing.T) {
+	raw := []byte("GET /test.txt HTTP/1.1\r\n" +
+		"Host: examplebucket.s3.amazonaws.com\r\n" +
+		"Authorization: AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request,SignedHeaders=host;range;x-amz-content-sha256;x-amz-date,Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41\r\n" +
+		"Range: bytes=0-9\r\n" +
+		"x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\r\n" +
+		"x-amz-date: 20130524T000000Z\r\n\r\n")
+	secret := testSecret
+	v := &Verifier{Lookup: func(string) (string, string, bool) { return secret, "u", true }, Now: func() time.Time { return awsDocDate }}
+	for i := 0; i < 3; i++ {
+		if _, _, err := verifyAll(v, raw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	secret = "rotated"
+	_, _, err := verifyAll(v, raw)
+	wantCode(t, "after rotation", err, "SignatureDoesNotMatch")
+	secret = testSecret
+	if _, _, err := verifyAll(v, raw); err != nil {
+		t.Fatal(err)
+	}
+}
