@@ -52,7 +52,10 @@
 // chunk is signed too, and the trailer signature covers the final chunk's
 // signature and "name:value\n" of each trailer. Trailer lines may end in LF
 // alone and empty lines among them are skipped (minio-go writes both); the
-// trailers must be exactly those named in x-amz-trailer. AWS also refuses
+// trailers must be exactly those named in x-amz-trailer. An UNSIGNED-PAYLOAD
+// request whose Content-Encoding holds aws-chunked and which carries
+// x-amz-decoded-content-length is decoded as an unsigned aws-chunked body
+// too, as S3 does for the SDKs that send it so. AWS also refuses
 // non-final chunks under 8 KiB (InvalidChunkSizeError); this package takes
 // them, since streaming SDK clients send them and they cost nothing more.
 //

@@ -50,9 +50,7 @@ var (
 		"A chunk of the aws-chunked body is larger than 16 MiB."}
 	ErrMalformedTrailer = &Error{"MalformedTrailerError", http.StatusBadRequest,
 		"The request contained trailing data that was not well-formed or did not conform to our published schema."}
-	ErrInvalidRequest        = &Error{"InvalidRequest", http.StatusBadRequest, "Invalid Request"}
-	ErrInvalidArgument       = &Error{"InvalidArgument", http.StatusBadRequest, "Invalid Argument"}
-	ErrMissingSecurityHeader = &Error{"MissingSecurityHeader", http.StatusBadRequest,
-		"Your request is missing a required header."}
-	ErrInvalidURI = &Error{"InvalidURI", http.StatusBadRequest, "Couldn't parse the specified URI."}
+	ErrInvalidRequest  = &Error{"InvalidRequest", http.StatusBadRequest, "Invalid Request"}
+	ErrInvalidArgument = &Error{"InvalidArgument", http.StatusBadRequest, "Invalid Argument"}
+	ErrInvalidURI      = &Error{"InvalidURI", http.StatusBadRequest, "Couldn't parse the specified URI."}
 )

@@ -587,7 +587,7 @@ func TestMinioStreaming(t *testing.T) {
 		if err != nil {
 			t.Fatalf("seed %d mode %d len %d: %v\n%.2000s", seed, mode, len(body), err, raw)
 		}
-		if a.Payload != mode || !bytes.Equal(got, body) || a.DecodedLength != int64(len(body)) {
+		if a.Payload != mode || !a.Chunked || !bytes.Equal(got, body) || a.DecodedLength != int64(len(body)) {
 			t.Fatalf("seed %d: mode %d/%d, %d bytes of %d, decoded length %d", seed, a.Payload, mode, len(got), len(body), a.DecodedLength)
 		}
 		if mode != PayloadStreamingSigned {
@@ -663,4 +663,37 @@ func tamperStreaming(t *testing.T, seed uint64, v *Verifier, raw []byte, mode Pa
 	// A lying x-amz-decoded-content-length (signed, so the signature fails
 	// first); and the header check alone.
 	check("decoded length", bytes.Replace(raw, []byte("X-Amz-Decoded-Content-Length: "+strconv.Itoa(n)), []byte("X-Amz-Decoded-Content-Length: "+strconv.Itoa(n+1)), 1), "SignatureDoesNotMatch")
+}
+
+// TestUnsignedPayloadAWSChunked: an aws-chunked body under UNSIGNED-PAYLOAD
+// (as some SDKs send it), signed by the AWS SDK, is decoded; without
+// x-amz-decoded-content-length it is passed through as it is.
+func TestUnsignedPayloadAWSChunked(t *testing.T) {
+	sdk := awsv4.NewSigner(func(o *awsv4.SignerOptions) { o.DisableURIPathEscaping = true })
+	creds := aws.Credentials{AccessKeyID: testAK, SecretAccessKey: testSecret}
+	data := []byte("some object data")
+	body := []byte("10\r\nsome object data\r\n0\r\nx-amz-checksum-crc32:" + crc32b64(data) + "\r\n\r\n")
+	for _, declared := range []bool{true, false} {
+		req := newRequest(t, "PUT", "localhost:9000", "k", "", body, true)
+		req.Header.Set("X-Amz-Content-Sha256", UnsignedPayload)
+		req.Header.Set("Content-Encoding", "aws-chunked")
+		if declared {
+			req.Header.Set("X-Amz-Decoded-Content-Length", strconv.Itoa(len(data)))
+			req.Header.Set("X-Amz-Trailer", "x-amz-checksum-crc32")
+		}
+		when := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		if err := sdk.SignHTTP(context.Background(), creds, req, UnsignedPayload, "s3", "us-east-1", when); err != nil {
+			t.Fatal(err)
+		}
+		a, got, err := verifyAll(verifierAt(when), wire(t, req))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if declared && (!a.Chunked || !bytes.Equal(got, data) || a.Trailer().Get("X-Amz-Checksum-Crc32") != crc32b64(data)) {
+			t.Fatalf("decoded %q, chunked %v, trailer %v", got, a.Chunked, a.Trailer())
+		}
+		if !declared && (a.Chunked || !bytes.Equal(got, body)) {
+			t.Fatalf("undeclared: %q, chunked %v", got, a.Chunked)
+		}
+	}
 }

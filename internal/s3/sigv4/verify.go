@@ -124,6 +124,12 @@ type Auth struct {
 	// chunk's signature when its last byte has been read.
 	Body io.Reader
 
+	// Chunked reports an aws-chunked body, which Body decodes: the three
+	// STREAMING payloads, and UNSIGNED-PAYLOAD with Content-Encoding
+	// aws-chunked and x-amz-decoded-content-length. The gateway must then
+	// drop aws-chunked from the Content-Encoding it stores.
+	Chunked bool
+
 	// DecodedLength is x-amz-decoded-content-length for aws-chunked bodies
 	// (Body fails with IncompleteBody unless it yields exactly that many
 	// bytes), or -1 when absent or not aws-chunked.
@@ -393,6 +399,16 @@ func (v *Verifier) finish(r *http.Request, s signed, query params, presigned boo
 	switch mode {
 	case PayloadUnsigned:
 		a.Body = body
+		// Some SDKs (Java v2's among them) send an unsigned aws-chunked
+		// body under UNSIGNED-PAYLOAD; Content-Encoding and
+		// x-amz-decoded-content-length say so, and S3 decodes it.
+		if httpTokens(r.Header.Values("Content-Encoding"), "aws-chunked") && len(r.Header.Values("X-Amz-Decoded-Content-Length")) > 0 {
+			if err := a.chunkedHeaders(r); err != nil {
+				return nil, err
+			}
+			c := newChunkReader(body, PayloadStreamingUnsignedTrailer, a.DecodedLength, a.DeclaredTrailers)
+			a.chunked, a.Body, a.Chunked = c, c, true
+		}
 	case PayloadSHA256:
 		var want [32]byte
 		hex.Decode(want[:], []byte(s.payload)) // checked by payloadMode
@@ -405,8 +421,7 @@ func (v *Verifier) finish(r *http.Request, s signed, query params, presigned boo
 		if mode != PayloadStreamingUnsignedTrailer {
 			c.sign(key, s.amzDate, scopeStr, s.signature)
 		}
-		a.chunked = c
-		a.Body = c
+		a.chunked, a.Body, a.Chunked = c, c, true
 	}
 	return a, nil
 }
@@ -579,6 +594,18 @@ func (s *sha256Reader) Read(p []byte) (int, error) {
 		s.err = err
 	}
 	return n, err
+}
+
+// httpTokens reports whether a comma-separated header holds token.
+func httpTokens(values []string, token string) bool {
+	for _, v := range values {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func contains(list []string, s string) bool {
