@@ -453,6 +453,10 @@ func TestAWSSDKPresign(t *testing.T) {
 		}
 		_, _, err = verifyAll(verifierAt(when.Add(-MaxSkew-time.Minute)), raw)
 		wantCode(t, "not yet valid", err, "AccessDenied")
+		vr := verifierAt(at)
+		vr.Region = "elsewhere"
+		_, _, err = verifyAll(vr, raw)
+		wantCode(t, "presigned for another region", err, "AuthorizationQueryParametersError")
 		// Change a byte of the path, of X-Amz-Expires, of the signature.
 		for _, what := range []string{"path", "X-Amz-Expires=", "X-Amz-Signature=", "X-Amz-Credential="} {
 			var i int

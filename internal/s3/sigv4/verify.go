@@ -235,6 +235,9 @@ func (v *Verifier) verifyHeader(r *http.Request, authz []string, query params) (
 	} else {
 		return nil, ErrAccessDenied.with("AWS authentication requires a valid Date or x-amz-date header")
 	}
+	if len(r.Header.Values("X-Amz-Date")) == 0 && !contains(s.headers, "date") {
+		return nil, ErrAccessDenied.with("The Date header must be signed")
+	}
 	if err := v.checkScope(s.scope, s.amzDate, malformed, "The authorization header is malformed; "); err != nil {
 		return nil, err
 	}
