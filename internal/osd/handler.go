@@ -12,6 +12,7 @@ import (
 	"github.com/cairn-storage/cairn/internal/meta"
 	"github.com/cairn-storage/cairn/internal/objstore"
 	"github.com/cairn-storage/cairn/internal/placement"
+	"github.com/cairn-storage/cairn/internal/pg"
 	"github.com/cairn-storage/cairn/internal/proto"
 )
 
@@ -121,10 +122,10 @@ func (s *Server) failErr(err error) *proto.Response {
 func (s *Server) checkEpoch(ctx context.Context, e clustermap.Epoch) (*placement.Table, *proto.Response) {
 	t := s.view.Table()
 	mine := t.Map().Epoch
-	if e == mine {
+	switch pg.Admit(e, mine) {
+	case pg.Serve:
 		return t, nil
-	}
-	if e < mine {
+	case pg.Refuse:
 		return nil, s.fail(proto.StatusWrongEpoch, "sender has map epoch %d, %s has %d", e, s.id, mine)
 	}
 	if !s.view.WaitFor(ctx, e, epochWait) {

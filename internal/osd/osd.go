@@ -232,7 +232,7 @@ func (s *Server) serve(ctx context.Context, addr string) error {
 	if err != nil {
 		return err
 	}
-	if err := markUp(ctx, ms, id, addr, o); err != nil {
+	if err := markUp(ctx, ms, id, addr, o, true); err != nil {
 		return err
 	}
 	o.Logf("%s: serving on %s (data %s, commit log segments of %d KiB)", id, addr, o.DataDir, s.store.LogSegmentBytes()>>10)
@@ -285,7 +285,7 @@ func (s *Server) registerAgain(ctx context.Context, addr string) *meta.Lease {
 	for ctx.Err() == nil {
 		lease, err := s.meta.RegisterAlive(ctx, s.id, addr, s.opts.LeaseTTL)
 		if err == nil {
-			if err = markUp(ctx, s.meta, s.id, addr, s.opts); err == nil {
+			if err = markUp(ctx, s.meta, s.id, addr, s.opts, false); err == nil {
 				s.logf("%s: registered again", s.id)
 				return lease
 			}
@@ -314,8 +314,13 @@ func stopWhenRemoved(ctx context.Context, view *mapview.View, id clustermap.OSDI
 
 // markUp records the OSD's address and marks it up in the map, and in
 // again if the keeper marked it out only because it had been down (an
-// operator's `osd out` stays).
-func markUp(ctx context.Context, ms *meta.Store, id clustermap.OSDID, addr string, o Options) error {
+// operator's `osd out` stays). A process that just started (started) gets
+// a new up-since time even if the keeper never saw it down: the new map
+// begins a new interval for each PG it serves, so its members refuse the
+// messages of its previous life still on their way, which would otherwise
+// land after the writes of its new one (the pool simulation in
+// internal/pg found this).
+func markUp(ctx context.Context, ms *meta.Store, id clustermap.OSDID, addr string, o Options, started bool) error {
 	_, err := ms.Update(ctx, func(m *clustermap.Map) error {
 		m.UpsertHost(o.Host, o.Rack)
 		osd, ok := m.OSD(id)
@@ -323,11 +328,11 @@ func markUp(ctx context.Context, ms *meta.Store, id clustermap.OSDID, addr strin
 			return fmt.Errorf("%s was removed from the map", id)
 		}
 		back := osd.AutoOut && !osd.In // out only because it was down
-		if osd.Up && !back && osd.Addr == addr && osd.Host == o.Host && osd.Class == o.Class {
+		if osd.Up && !started && !back && osd.Addr == addr && osd.Host == o.Host && osd.Class == o.Class {
 			return meta.ErrNoChange
 		}
 		osd.Addr, osd.Host, osd.Class = addr, o.Host, o.Class
-		if !osd.Up {
+		if !osd.Up || started {
 			osd.Up, osd.UpSince, osd.DownSince = true, time.Now().UTC(), time.Time{}
 		}
 		if back {

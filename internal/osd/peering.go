@@ -195,8 +195,8 @@ func (s *Server) doPeer(ctx context.Context, id clustermap.PGID) (pg.Peered, uin
 	if err != nil {
 		return res, 0, err
 	}
-	if rec != nil && rec.Epoch > m.Epoch {
-		return res, 0, fmt.Errorf("a primary with map epoch %d already peered it (this OSD has %d)", rec.Epoch, m.Epoch)
+	if err := pg.Replaces(rec, m.Epoch); err != nil {
+		return res, 0, err
 	}
 	probe := slices.Clone(acting)
 	if rec != nil {

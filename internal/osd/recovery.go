@@ -356,10 +356,18 @@ func (s *Server) putRecord(ctx context.Context, id clustermap.PGID, rec pg.Recor
 		// bring it back.
 		return 0, fmt.Errorf("its record was removed (its pool too?)")
 	}
-	if cur.Epoch > rec.Epoch {
-		return 0, fmt.Errorf("a primary with map epoch %d recorded it since (this OSD has %d): waiting for the newer map", cur.Epoch, rec.Epoch)
+	if err := pg.Replaces(cur, rec.Epoch); err != nil {
+		return 0, err
 	}
 	return s.meta.PutPGRecord(ctx, id.String(), rec, curRev)
+}
+
+// activeIn reports whether the PG is active in the interval that began at
+// epoch, with no peering since.
+func (p *pgState) activeIn(epoch clustermap.Epoch) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.phase == phaseActive && p.prim.Epoch == epoch
 }
 
 // needsRecord reports whether an active PG with nothing missing still has a

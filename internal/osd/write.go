@@ -253,9 +253,11 @@ func (s *Server) replicaFailed(ctx context.Context, pool *clustermap.Pool, p *pg
 		return s.fail(proto.StatusUnavailable, "member %s of pg %s did not take the write and was not marked down: %v", res.osd, req.PG, res.errText())
 	}
 	t := s.view.Table()
-	if a := t.Acting(pool, req.PG); !slices.Equal(a, w.acting) {
+	if a := t.Acting(pool, req.PG); !slices.Equal(a, w.acting) || !p.activeIn(w.interval) {
 		// A new interval: the PG peers again and the client retries the
-		// write there. This attempt is not acknowledged.
+		// write there. This attempt is not acknowledged. An acting set
+		// that changed and changed back is a new interval too: a peering
+		// in between may have listed the members without this write.
 		return s.fail(proto.StatusUnavailable, "pg %s changed during the write (member %s failed); retry", req.PG, res.osd)
 	}
 	f.pending++
@@ -398,13 +400,13 @@ func (s *Server) applyReplica(t *placement.Table, req *proto.Request) *proto.Res
 			return s.fail(proto.StatusNoSpace, "%v", err)
 		}
 	}
-	pg, err := s.pg(req.PG)
+	p, err := s.pg(req.PG)
 	if err != nil {
 		return s.failErr(err)
 	}
-	pg.fence.RLock()
-	defer pg.fence.RUnlock()
-	if e := s.view.Epoch(); req.Epoch < e {
+	p.fence.RLock()
+	defer p.fence.RUnlock()
+	if e := s.view.Epoch(); pg.Admit(req.Epoch, e) == pg.Refuse {
 		// A newer map arrived while this waited: a newer primary may
 		// already have listed this copy, so it must not change behind it.
 		return s.fail(proto.StatusWrongEpoch, "sender has map epoch %d, %s has %d", req.Epoch, s.id, e)
@@ -412,6 +414,6 @@ func (s *Server) applyReplica(t *placement.Table, req *proto.Request) *proto.Res
 	if err := s.apply(txn); err != nil {
 		return s.failErr(err)
 	}
-	pg.noteVersion(req.PGVersion)
+	p.noteVersion(req.PGVersion)
 	return s.ok()
 }

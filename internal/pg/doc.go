@@ -3,15 +3,22 @@
 // how one copy of an object is summarised (ObjState), how peering picks the
 // authoritative copy and what each member lacks (Decide), how the primary
 // keeps that bookkeeping while recovery and client writes bring members up
-// to date (Primary), and how scrub picks the copy to repair from (Choose).
+// to date (Primary), how scrub picks the copy to repair from (Choose), and
+// the two rules that keep a primary with an old map from acknowledging
+// what a newer one cannot see (Admit, Replaces; epoch.go).
 //
 // It does no IO, starts no goroutine, reads no clock and draws no random
 // number: it imports only clustermap and the standard library's pure
 // packages (imports_test.go says which). The OSD (internal/osd) is its
 // driver: it lists copies, writes records to etcd, copies objects and
 // serialises calls on one PG's state; this package decides. So the seeded
-// simulation in sim_test.go drives exactly the code the OSD runs, through
-// crashes, returns, outs and writes that reach only some copies.
+// simulation in sim_test.go drives exactly the code the OSD runs: a pool of
+// several PGs on 5 to 9 OSDs whose maps arrive in different orders, through
+// crashes, restarts, lapsed leases, outs, writes whose messages reach some
+// members, arrive late or are refused, peering interleaved with all of
+// that, recovery and scrub of rotten copies (`go test ./internal/pg -seed N`
+// replays one run and prints its history). The scenario scripts in
+// testdata/ tell the stories a reviewer wants to read.
 //
 // # Use it for / do not use it for
 //

@@ -89,7 +89,8 @@ func (ps *Primary) MarkMissing(osd clustermap.OSDID, name string) bool {
 		set = map[string]struct{}{}
 		ps.Missing[osd] = set
 	}
-	ps.Complete = slices.DeleteFunc(ps.Complete, func(o clustermap.OSDID) bool { return o == osd })
+	// A new slice: the old one may be shared with the record last written.
+	ps.Complete = slices.DeleteFunc(slices.Clone(ps.Complete), func(o clustermap.OSDID) bool { return o == osd })
 	if _, ok := set[name]; ok {
 		return false
 	}

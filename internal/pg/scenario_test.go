@@ -28,7 +28,8 @@ import (
 //	peer self=N epoch=E acting=A,B,C up=...  N peers: every up OSD of the acting set and
 //	                                         the record's complete ones answer
 //	recover osd=N obj=NAME            the primary copies NAME from the authoritative copy to N
-//	settle                            the primary writes what recovery achieved into the record
+//	settle                            the primary writes what recovery achieved into the record,
+//	                                  unless a primary with a newer map recorded it since
 var rewrite = flag.Bool("rewrite", false, "write the scenario outputs anew")
 
 type scenario struct {
@@ -118,6 +119,10 @@ func (sc *scenario) run(t *testing.T, line string) string {
 func (sc *scenario) peer(t *testing.T, args map[string]string) string {
 	self, acting, up := osdArg(t, args["self"]), osdsArg(t, args["acting"]), osdsArg(t, args["up"])
 	epoch := clustermap.Epoch(num(t, args["epoch"]))
+	if err := Replaces(sc.rec, epoch); err != nil {
+		sc.primary = nil
+		return "down: " + err.Error()
+	}
 	probe := slices.Clone(acting)
 	if sc.rec != nil {
 		probe = append(probe, sc.rec.Complete...)
@@ -160,6 +165,9 @@ func (sc *scenario) settle() string {
 	complete, writeSet, allActing, changed := sc.primary.AfterRecovery()
 	if !changed {
 		return "record unchanged"
+	}
+	if err := Replaces(sc.rec, sc.primary.Epoch); err != nil {
+		return "record not updated: " + err.Error()
 	}
 	sc.primary.Complete, sc.primary.WriteSet = complete, writeSet
 	sc.rec = &Record{Epoch: sc.primary.Epoch, Acting: sc.primary.Acting, Complete: complete}
