@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-storage/cairn/internal/clustermap"
 	"github.com/cairn-storage/cairn/internal/conf"
 	"github.com/cairn-storage/cairn/internal/meta"
 )
@@ -405,4 +406,65 @@ func TestRecoveryGoesOnWhileAnOSDIsFrozen(t *testing.T) {
 	})
 	exp.verify(t, p, "with osd.1 back")
 	c.requireNoCrash("after the freeze")
+}
+
+// TestQuickRestartBeginsNewInterval: an OSD killed and started again before
+// its lease ran out (so the keeper never marked it down) still changes the
+// map when it comes back, with a new up-since time: each of its PGs begins
+// a new interval, and members refuse the messages of its previous life
+// that may still be on their way (the pool simulation in internal/pg shows
+// the acknowledged write they could otherwise undo). Every object written
+// before and after reads back.
+func TestQuickRestartBeginsNewInterval(t *testing.T) {
+	c := startCluster(t, clusterOpts{leaseTTL: 30 * time.Second})
+	ctx := context.Background()
+	p := c.pool("default")
+	exp := newExpected()
+	for i := range 50 {
+		name, data := fmt.Sprintf("before-%02d", i), payload("before", i, 4096)
+		if err := p.Put(ctx, name, data); err != nil {
+			t.Fatal(err)
+		}
+		exp.put(name, data, nil)
+	}
+	ms := c.metaStore()
+	upSince := func() (time.Time, clustermap.Epoch) {
+		m, _, err := ms.Map(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, ok := m.OSD(1)
+		if !ok || !o.Up {
+			t.Fatalf("osd.1 is not up in map epoch %d", m.Epoch)
+		}
+		return o.UpSince, m.Epoch
+	}
+	before, epoch := upSince()
+	c.kill("osd.1")
+	c.restart("osd.1")
+	deadline := time.Now().Add(15 * time.Second) // half the lease: the keeper cannot have seen it gone
+	for {
+		now, e := upSince()
+		if now.After(before) {
+			t.Logf("osd.1 up since %s at epoch %d (was %s at epoch %d)", now.Format(time.RFC3339Nano), e, before.Format(time.RFC3339Nano), epoch)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("osd.1 restarted but the map still says it is up since %s (epoch %d): its PGs did not begin a new interval", before, e)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for i := range 50 {
+		name, data := fmt.Sprintf("after-%02d", i), payload("after", i, 4096)
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := p.Put(wctx, name, data)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		exp.put(name, data, nil)
+	}
+	c.waitHealthy(60*time.Second, "after osd.1 came back")
+	exp.verify(t, p, "after the quick restart")
+	c.requireNoCrash("after the quick restart")
 }
