@@ -89,7 +89,7 @@ func newIndexCache(maxBytes int64) *indexCache {
 // secondMiss reports whether key missed before (and remembers that it did).
 func (c *indexCache) secondMiss(key []byte) bool {
 	h := maphash.Bytes(c.seenSeed, key)
-	slot := &c.seen[(h>>32)%seenSlots]
+	slot := &c.seen[c.seenSlot(h)]
 	h |= 1 // 0 marks an empty slot
 	if slot.Load() == h {
 		return true
@@ -97,6 +97,10 @@ func (c *indexCache) secondMiss(key []byte) bool {
 	slot.Store(h)
 	return false
 }
+
+// seenSlot is where the hash h of a key is remembered: keys that share a
+// slot forget each other's first miss.
+func (c *indexCache) seenSlot(h uint64) uint64 { return (h >> 32) % seenSlots }
 
 func cachedKey(k []byte) bool {
 	return len(k) > 0 && (k[0] == tagObject || k[0] == tagCsum)
