@@ -1,6 +1,7 @@
 package internal_test
 
 import (
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -79,6 +80,53 @@ func TestImportGraph(t *testing.T) {
 					t.Errorf("%s depends on %s, which the architecture forbids (%s)", pkg, rel, ban)
 				}
 			}
+		}
+	}
+}
+
+// TestCodeMapListsEveryPackage keeps ARCHITECTURE.md's code map true: it
+// has a row for every package of the module and none for a package that
+// is gone, and every package but the command wiring and the tests has
+// import rules above.
+func TestCodeMapListsEveryPackage(t *testing.T) {
+	const mod = "github.com/cairn-storage/cairn"
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{len .GoFiles}}", mod+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		path, files, _ := strings.Cut(line, " ")
+		rel := strings.TrimPrefix(strings.TrimPrefix(path, mod), "/")
+		if files != "0" || rel == "e2e" {
+			pkgs = append(pkgs, rel)
+		}
+	}
+	doc, err := os.ReadFile("../ARCHITECTURE.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, line := range strings.Split(string(doc), "\n") {
+		if name, ok := strings.CutPrefix(line, "| `"); ok {
+			if name, _, ok = strings.Cut(name, "`"); ok {
+				rows = append(rows, name)
+			}
+		}
+	}
+	for _, p := range pkgs {
+		if !slices.Contains(rows, p) {
+			t.Errorf("package %s has no row in ARCHITECTURE.md's code map: add what it owns and what it must not import", p)
+		}
+		_, f := forbidden[p]
+		_, o := only[p]
+		if !f && !o && !slices.Contains([]string{"cmd/cairn", "internal/cli", "e2e"}, p) {
+			t.Errorf("package %s has no import rules in lint_test.go (forbidden or only)", p)
+		}
+	}
+	for _, r := range rows {
+		if !slices.Contains(pkgs, r) {
+			t.Errorf("ARCHITECTURE.md's code map has a row for %s, which is not a package of the module", r)
 		}
 	}
 }
