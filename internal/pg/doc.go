@@ -20,6 +20,13 @@
 // replays one run and prints its history). The scenario scripts in
 // testdata/ tell the stories a reviewer wants to read.
 //
+// Its shape is a set of decisions (Decide, Choose, Admit, Replaces,
+// AfterRecovery) over values the caller keeps (Record, Primary), not one
+// event loop: an OSD runs client writes, recovery copies and scrub of one
+// PG at once, each under its object's lock, and only the bookkeeping they
+// share is serialised (by the caller's lock on Primary). A single step
+// function would serialise the IO too.
+//
 // # Use it for / do not use it for
 //
 // Use it for every decision about which copy of a PG is right and what must
