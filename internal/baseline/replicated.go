@@ -511,6 +511,43 @@ func (p *copyProc) stop() {
 // measures replicated 4 KiB writes one at a time (Write4KQD1), then 4 MiB
 // writes ReplicatedInFlight at a time and the copies' CPU per GiB (Write4M).
 func runReplicated(ctx context.Context, o Options, dir string, r *Result) error {
+	if err := checkReplSpace(dir); err != nil {
+		return err
+	}
+	rr := &replRun{ctx: ctx, o: o}
+	defer rr.stop()
+	if err := rr.startCopies(dir); err != nil {
+		return err
+	}
+	primary := rr.copies[len(rr.copies)-1]
+	fc, err := dialFrames(ctx, primary.addr)
+	if err != nil {
+		return err
+	}
+	defer fc.close()
+	stop := context.AfterFunc(ctx, func() { fc.c.SetDeadline(time.Now()) })
+	defer stop()
+	rr.fc = fc
+	rr.body = alignedBuf(ReplicatedWriteSize)
+	fillRandom(rr.body, rand.New(rand.NewPCG(seed, 1<<36)))
+
+	m, err := rr.measure(blockSize, 1)
+	if err != nil {
+		return err
+	}
+	m.CPUPerGiB = 0 // per GiB means little for 4 KiB writes one at a time
+	m.Note += "; the latency of the replicated-write bound's work, done by processes that wake for it"
+	r.Replicated.Write4KQD1 = m
+	if m, err = rr.measure(ReplicatedWriteSize, ReplicatedInFlight); err != nil {
+		return err
+	}
+	m.Note += "; CPU of the copies' processes per GiB the client wrote"
+	r.Replicated.Write4M = m
+	return nil
+}
+
+// checkReplSpace refuses to start when dir cannot hold every copy's ring.
+func checkReplSpace(dir string) error {
 	var sfs unix.Statfs_t
 	if err := unix.Statfs(dir, &sfs); err != nil {
 		return fmt.Errorf("statfs %s: %v", dir, err)
@@ -519,110 +556,109 @@ func runReplicated(ctx context.Context, o Options, dir string, r *Result) error 
 	if free := int64(sfs.Bavail) * int64(sfs.Bsize); free < need {
 		return fmt.Errorf("not enough free space in %s: need %s, %s free", dir, mib(need), mib(free))
 	}
+	return nil
+}
+
+// replRun is one measurement of replicated writes through copy processes.
+type replRun struct {
+	ctx    context.Context
+	o      Options
+	copies []*copyProc // the primary last
+	fc     *frameConn
+	body   []byte
+}
+
+// startCopies starts the copy processes: the others first, then the
+// primary, which forwards to them.
+func (rr *replRun) startCopies(dir string) error {
 	tag := strconv.FormatInt(int64(os.Getpid()), 10) + "-" + strconv.FormatUint(rand.Uint64()%1e6, 10)
-	var copies []*copyProc
-	defer func() {
-		for _, p := range copies {
-			p.stop()
-		}
-	}()
 	var peers []string
-	for i := SharedCopies - 1; i >= 0; i-- { // the others first, then the primary
+	for i := SharedCopies - 1; i >= 0; i-- {
 		file := filepath.Join(dir, fmt.Sprintf(".cairn-baseline-copy%d-%s.tmp", i, tag))
 		var pp []string
 		if i == 0 {
 			pp = peers
 		}
-		p, err := startCopy(ctx, o.CopyCommand, file, pp)
+		p, err := startCopy(rr.ctx, rr.o.CopyCommand, file, pp)
 		if err != nil {
 			return err
 		}
-		copies = append(copies, p)
+		rr.copies = append(rr.copies, p)
 		peers = append(peers, p.addr)
 	}
-	primary := copies[len(copies)-1]
-	fc, err := dialFrames(ctx, primary.addr)
-	if err != nil {
-		return err
-	}
-	defer fc.close()
-	stop := context.AfterFunc(ctx, func() { fc.c.SetDeadline(time.Now()) })
-	defer stop()
-
-	body := alignedBuf(ReplicatedWriteSize)
-	fillRandom(body, rand.New(rand.NewPCG(seed, 1<<36)))
-	usage := func() (time.Duration, error) {
-		var t time.Duration
-		for _, p := range copies {
-			c, err := p.cpu()
-			if err != nil {
-				return 0, fmt.Errorf("asking copy %s for its CPU time: %w", filepath.Base(p.file), err)
-			}
-			t += c
-		}
-		return t, nil
-	}
-	// measure writes size bytes with inFlight in flight for o.Duration,
-	// after about two unmeasured writes per slot in flight, which bring the
-	// copies' buffers and the connections' windows to their working sizes.
-	measure := func(size, inFlight int) (Measure, error) {
-		b := body[:size]
-		sum := crc32.Checksum(b, castagnoli)
-		write := func(*worker) error {
-			if st := <-fc.send(b, sum); st != replOK {
-				if st == replBadSum {
-					return errors.New("a copy found the write's checksum wrong")
-				}
-				return errors.New("a copy failed to write, sync or forward a write")
-			}
-			return nil
-		}
-		if _, err := run(ctx, time.Hour, inFlight, int64(size), func(w *worker) error {
-			if w.ops >= 2 {
-				return errDone
-			}
-			return write(w)
-		}, nil); err != nil || ctx.Err() != nil {
-			return Measure{}, ctxErr(ctx, cmp.Or(err, ctx.Err()))
-		}
-		before, err := usage()
-		if err != nil {
-			return Measure{}, err
-		}
-		m, err := run(ctx, o.Duration, inFlight, int64(size), write, nil)
-		if err == nil {
-			err = ctx.Err() // run stops without an error when ctx ends
-		}
-		if err != nil {
-			return Measure{}, ctxErr(ctx, err)
-		}
-		after, err := usage()
-		if err != nil {
-			return Measure{}, err
-		}
-		if gib := float64(m.Ops) * float64(size) / (1 << 30); gib > 0 {
-			m.CPUPerGiB = (after - before).Seconds() / gib
-		}
-		m.Note = fmt.Sprintf("%d copies (processes), %s writes, %d in flight", SharedCopies, mib(int64(size)), inFlight)
-		for _, p := range copies {
-			if !p.direct {
-				m.Note += "; no O_DIRECT here: buffered writes"
-				break
-			}
-		}
-		return m, nil
-	}
-	m, err := measure(blockSize, 1)
-	if err != nil {
-		return err
-	}
-	m.CPUPerGiB = 0 // per GiB means little for 4 KiB writes one at a time
-	m.Note += "; the latency of the replicated-write bound's work, done by processes that wake for it"
-	r.Replicated.Write4KQD1 = m
-	if m, err = measure(ReplicatedWriteSize, ReplicatedInFlight); err != nil {
-		return err
-	}
-	m.Note += "; CPU of the copies' processes per GiB the client wrote"
-	r.Replicated.Write4M = m
 	return nil
+}
+
+func (rr *replRun) stop() {
+	for _, p := range rr.copies {
+		p.stop()
+	}
+}
+
+// usage is the CPU time the copy processes used so far.
+func (rr *replRun) usage() (time.Duration, error) {
+	var t time.Duration
+	for _, p := range rr.copies {
+		c, err := p.cpu()
+		if err != nil {
+			return 0, fmt.Errorf("asking copy %s for its CPU time: %w", filepath.Base(p.file), err)
+		}
+		t += c
+	}
+	return t, nil
+}
+
+// write sends one write through the copies and waits for its answer.
+func (rr *replRun) write(b []byte, sum uint32) error {
+	if st := <-rr.fc.send(b, sum); st != replOK {
+		if st == replBadSum {
+			return errors.New("a copy found the write's checksum wrong")
+		}
+		return errors.New("a copy failed to write, sync or forward a write")
+	}
+	return nil
+}
+
+// measure writes size bytes with inFlight in flight for o.Duration,
+// after about two unmeasured writes per slot in flight, which bring the
+// copies' buffers and the connections' windows to their working sizes.
+func (rr *replRun) measure(size, inFlight int) (Measure, error) {
+	ctx := rr.ctx
+	b := rr.body[:size]
+	sum := crc32.Checksum(b, castagnoli)
+	write := func(*worker) error { return rr.write(b, sum) }
+	if _, err := run(ctx, time.Hour, inFlight, int64(size), func(w *worker) error {
+		if w.ops >= 2 {
+			return errDone
+		}
+		return write(w)
+	}, nil); err != nil || ctx.Err() != nil {
+		return Measure{}, ctxErr(ctx, cmp.Or(err, ctx.Err()))
+	}
+	before, err := rr.usage()
+	if err != nil {
+		return Measure{}, err
+	}
+	m, err := run(ctx, rr.o.Duration, inFlight, int64(size), write, nil)
+	if err == nil {
+		err = ctx.Err() // run stops without an error when ctx ends
+	}
+	if err != nil {
+		return Measure{}, ctxErr(ctx, err)
+	}
+	after, err := rr.usage()
+	if err != nil {
+		return Measure{}, err
+	}
+	if gib := float64(m.Ops) * float64(size) / (1 << 30); gib > 0 {
+		m.CPUPerGiB = (after - before).Seconds() / gib
+	}
+	m.Note = fmt.Sprintf("%d copies (processes), %s writes, %d in flight", SharedCopies, mib(int64(size)), inFlight)
+	for _, p := range rr.copies {
+		if !p.direct {
+			m.Note += "; no O_DIRECT here: buffered writes"
+			break
+		}
+	}
+	return m, nil
 }

@@ -342,16 +342,8 @@ func (v *Verifier) checkScope(s scope, amzDate string, bad *Error, prefix string
 // finish looks the key up, checks the signature and builds the body reader.
 func (v *Verifier) finish(r *http.Request, s signed, query params, presigned bool) (*Auth, error) {
 	mode, _ := payloadMode(s.payload) // checked by the callers
-	if !contains(s.headers, "host") {
-		return nil, ErrAccessDenied.with("The host header must be signed")
-	}
-	// Every x-amz-* header sent must be signed, as S3 requires: an unsigned
-	// one (x-amz-copy-source, x-amz-meta-*, x-amz-content-sha256, ...) could
-	// have been added or changed by anyone on the way.
-	for name := range r.Header {
-		if len(name) > 6 && strings.EqualFold(name[:6], "x-amz-") && !contains(s.headers, strings.ToLower(name)) {
-			return nil, ErrAccessDenied.with("There were headers present in the request which were not signed: " + strings.ToLower(name))
-		}
+	if err := checkSignedHeaders(r, s); err != nil {
+		return nil, err
 	}
 	path := r.URL.Path
 	raw := rawPath(r)
@@ -364,28 +356,9 @@ func (v *Verifier) finish(r *http.Request, s signed, query params, presigned boo
 	}
 	key := v.keys.get(secret, s.scope.date, s.scope.region)
 	scopeStr := s.scope.String()
-	canonQuery := canonicalQuery(query, presigned)
-
-	// S3 encodes the decoded path once; a client that signed the path
-	// exactly as it sent it (with characters escaped another way, or an
-	// escaped '/') is accepted too: both name the same key.
-	uris := []string{canonicalURI(path)}
-	if raw != uris[0] {
-		uris = append(uris, raw)
-	}
-	match := false
-	for _, uri := range uris {
-		cr := canonicalRequest(r, uri, canonQuery, s.headers, s.payload)
-		sig := signature(key, stringToSign(s.amzDate, scopeStr, cr))
-		if hmac.Equal(sig[:], s.signature[:]) {
-			match = true
-			break
-		}
-	}
-	if !match {
+	if !signatureMatches(r, path, raw, canonicalQuery(query, presigned), s, key, scopeStr) {
 		return nil, ErrSignatureDoesNotMatch
 	}
-
 	a := &Auth{
 		AccessKey:     s.scope.accessKey,
 		User:          user,
@@ -395,6 +368,50 @@ func (v *Verifier) finish(r *http.Request, s signed, query params, presigned boo
 		Payload:       mode,
 		DecodedLength: -1,
 	}
+	if err := a.setBody(r, mode, s, key, scopeStr); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// checkSignedHeaders requires the host and every x-amz-* header sent to be
+// signed, as S3 does: an unsigned one (x-amz-copy-source, x-amz-meta-*,
+// x-amz-content-sha256, ...) could have been added or changed by anyone on
+// the way.
+func checkSignedHeaders(r *http.Request, s signed) error {
+	if !contains(s.headers, "host") {
+		return ErrAccessDenied.with("The host header must be signed")
+	}
+	for name := range r.Header {
+		if len(name) > 6 && strings.EqualFold(name[:6], "x-amz-") && !contains(s.headers, strings.ToLower(name)) {
+			return ErrAccessDenied.with("There were headers present in the request which were not signed: " + strings.ToLower(name))
+		}
+	}
+	return nil
+}
+
+// signatureMatches computes the request's signature and compares it. S3
+// encodes the decoded path once; a client that signed the path exactly as
+// it sent it (with characters escaped another way, or an escaped '/') is
+// accepted too: both name the same key.
+func signatureMatches(r *http.Request, path, raw, canonQuery string, s signed, key []byte, scopeStr string) bool {
+	uris := []string{canonicalURI(path)}
+	if raw != uris[0] {
+		uris = append(uris, raw)
+	}
+	for _, uri := range uris {
+		cr := canonicalRequest(r, uri, canonQuery, s.headers, s.payload)
+		sig := signature(key, stringToSign(s.amzDate, scopeStr, cr))
+		if hmac.Equal(sig[:], s.signature[:]) {
+			return true
+		}
+	}
+	return false
+}
+
+// setBody gives a the reader of the request's body that checks what the
+// payload mode promises as the body streams.
+func (a *Auth) setBody(r *http.Request, mode Payload, s signed, key []byte, scopeStr string) error {
 	body := io.Reader(r.Body)
 	if r.Body == nil {
 		body = http.NoBody
@@ -407,7 +424,7 @@ func (v *Verifier) finish(r *http.Request, s signed, query params, presigned boo
 		// x-amz-decoded-content-length say so, and S3 decodes it.
 		if httpTokens(r.Header.Values("Content-Encoding"), "aws-chunked") && len(r.Header.Values("X-Amz-Decoded-Content-Length")) > 0 {
 			if err := a.chunkedHeaders(r); err != nil {
-				return nil, err
+				return err
 			}
 			c := newChunkReader(body, PayloadStreamingUnsignedTrailer, a.DecodedLength, a.DeclaredTrailers)
 			a.chunked, a.Body, a.Chunked = c, c, true
@@ -418,7 +435,7 @@ func (v *Verifier) finish(r *http.Request, s signed, query params, presigned boo
 		a.Body = &sha256Reader{r: incomplete{body}, h: sha256.New(), want: want}
 	default:
 		if err := a.chunkedHeaders(r); err != nil {
-			return nil, err
+			return err
 		}
 		c := newChunkReader(body, mode, a.DecodedLength, a.DeclaredTrailers)
 		if mode != PayloadStreamingUnsignedTrailer {
@@ -426,7 +443,7 @@ func (v *Verifier) finish(r *http.Request, s signed, query params, presigned boo
 		}
 		a.chunked, a.Body, a.Chunked = c, c, true
 	}
-	return a, nil
+	return nil
 }
 
 // chunkedHeaders reads x-amz-decoded-content-length and x-amz-trailer.
