@@ -1,8 +1,13 @@
 package internal_test
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -128,5 +133,41 @@ func TestCodeMapListsEveryPackage(t *testing.T) {
 		if !slices.Contains(pkgs, r) {
 			t.Errorf("ARCHITECTURE.md's code map has a row for %s, which is not a package of the module", r)
 		}
+	}
+}
+
+// maxFuncLines bounds a function's length (non-test code): one that does
+// not fit on a screen does more than one thing.
+const maxFuncLines = 90
+
+// TestFunctionsFitOnAScreen keeps every function of the product short
+// enough to read at once.
+func TestFunctionsFitOnAScreen(t *testing.T) {
+	fset := token.NewFileSet()
+	err := filepath.WalkDir("..", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && p != ".." {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, p, nil, 0)
+		if err != nil {
+			return err
+		}
+		for _, decl := range f.Decls {
+			if fn, ok := decl.(*ast.FuncDecl); ok && fn.Body != nil {
+				if n := fset.Position(fn.End()).Line - fset.Position(fn.Pos()).Line + 1; n > maxFuncLines {
+					t.Errorf("%s: %s is %d lines; split it into named steps (at most %d)", fset.Position(fn.Pos()), fn.Name.Name, n, maxFuncLines)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
