@@ -50,10 +50,15 @@ func Static(m *clustermap.Map) *View {
 }
 
 func (v *View) set(m *clustermap.Map) {
-	if old := v.cur.Load(); old != nil && old.Map().Epoch >= m.Epoch {
+	old := v.cur.Load()
+	if old != nil && old.Map().Epoch >= m.Epoch {
 		return
 	}
-	v.cur.Store(placement.NewTable(m))
+	if old != nil {
+		v.cur.Store(old.Next(m)) // keeps the placements the change did not move
+	} else {
+		v.cur.Store(placement.NewTable(m))
+	}
 	v.mu.Lock()
 	close(v.changed)
 	v.changed = make(chan struct{})
