@@ -121,6 +121,7 @@ func (st *Status) osdChecks(m *clustermap.Map, now time.Time) {
 // placementChecks reports, per pool, the PGs the map leaves with too few
 // copies up or too few failure domains.
 func (st *Status) placementChecks(m *clustermap.Map, t *placement.Table) {
+	lastCopy := map[clustermap.OSDID][]string{} // the PGs each OSD holds the only copy up of
 	for i := range m.Pools {
 		p := &m.Pools[i]
 		var degraded, inactive, undersized []string
@@ -129,11 +130,14 @@ func (st *Status) placementChecks(m *clustermap.Map, t *placement.Table) {
 			st.PGs++
 			placed := t.Place(p, pg)
 			acting := t.Acting(p, pg)
+			if len(acting) == 1 && p.Size > 1 {
+				lastCopy[acting[0]] = append(lastCopy[acting[0]], pg.String())
+			}
 			switch {
 			case len(acting) < p.MinSize:
-				inactive = append(inactive, fmt.Sprintf("%s (%d of %d copies up)", pg, len(acting), p.Size))
+				inactive = append(inactive, fmt.Sprintf("%s (%s)", pg, risk(acting, p)))
 			case len(acting) < p.Size && len(placed) == p.Size:
-				degraded = append(degraded, fmt.Sprintf("%s (%d of %d copies up)", pg, len(acting), p.Size))
+				degraded = append(degraded, fmt.Sprintf("%s (%s)", pg, risk(acting, p)))
 			case len(placed) < p.Size:
 				undersized = append(undersized, pg.String())
 			default:
@@ -156,6 +160,65 @@ func (st *Status) placementChecks(m *clustermap.Map, t *placement.Table) {
 				Detail:  clip(undersized)})
 		}
 	}
+	st.lastCopyCheck(m, lastCopy)
+}
+
+// risk says how many more failures a PG with these copies up can take:
+// until its writes stop, and until its data is lost, and on which OSDs.
+func risk(acting []clustermap.OSDID, p *clustermap.Pool) string {
+	up := fmt.Sprintf("%d of %d copies up", len(acting), p.Size)
+	if len(acting) == 0 {
+		return up + ": no copy is reachable"
+	}
+	on := make([]string, len(acting))
+	for i, o := range acting {
+		on[i] = o.String()
+	}
+	where := strings.Join(on, ", ")
+	if len(acting) < p.MinSize {
+		return fmt.Sprintf("%s, on %s: writes wait for another copy; %s", up, where, lossAfter(len(acting)))
+	}
+	return fmt.Sprintf("%s, on %s: writes stop after %d more failure(s) among them; %s", up, where, len(acting)-p.MinSize+1, lossAfter(len(acting)))
+}
+
+func lossAfter(copies int) string {
+	if copies == 1 {
+		return "its data is lost if that OSD fails"
+	}
+	return fmt.Sprintf("its data is lost only if all %d fail", copies)
+}
+
+// lastCopyCheck names the OSDs whose failure now would lose data: those
+// holding the only copy up of some PG, most PGs first.
+func (st *Status) lastCopyCheck(m *clustermap.Map, lastCopy map[clustermap.OSDID][]string) {
+	if len(lastCopy) == 0 {
+		return
+	}
+	ids := make([]clustermap.OSDID, 0, len(lastCopy))
+	total := 0
+	for o, pgs := range lastCopy {
+		ids = append(ids, o)
+		total += len(pgs)
+	}
+	sort.Slice(ids, func(a, b int) bool {
+		if na, nb := len(lastCopy[ids[a]]), len(lastCopy[ids[b]]); na != nb {
+			return na > nb
+		}
+		return ids[a] < ids[b]
+	})
+	var detail []string
+	for _, o := range ids {
+		host := "?"
+		if osd, ok := m.OSD(o); ok {
+			host = osd.Host
+		}
+		pgs := lastCopy[o]
+		detail = append(detail, fmt.Sprintf("%s on host %s holds the only copy up of %d pg(s) (%s): keep it running until the other copies return or recovery ends",
+			o, host, len(pgs), strings.Join(clip(pgs), ", ")))
+	}
+	st.add(Check{Code: "PG_LAST_COPY", Severity: Err,
+		Summary: fmt.Sprintf("%d pg(s) have a single copy up: one more failure among %d OSD(s) loses their data; bring the down OSDs back", total, len(ids)),
+		Detail:  clip(detail)})
 }
 
 // primaryChecks reports what the primaries say of their PGs (peering,

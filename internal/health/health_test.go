@@ -113,8 +113,21 @@ func TestStatusOSDDownDegraded(t *testing.T) {
 	if c == nil || !strings.Contains(c.Detail[0], "osd.3 on host h2") || !strings.Contains(c.Detail[0], "1m30s ago") {
 		t.Fatalf("OSD_DOWN check does not name osd.3, its host and since when: %+v", c)
 	}
-	if d := find(st, "PG_DEGRADED"); d == nil || st.PGsOK+countPGs(d) != 64 {
+	d := find(st, "PG_DEGRADED")
+	if d == nil || st.PGsOK+countPGs(d) != 64 {
 		t.Fatalf("degraded pgs not accounted: %+v ok=%d", d, st.PGsOK)
+	}
+	// Each degraded PG says what it can still take, and on which OSDs.
+	for _, line := range d.Detail {
+		if strings.HasPrefix(line, "... and ") {
+			continue
+		}
+		if !strings.Contains(line, "2 of 3 copies up, on osd.") || !strings.Contains(line, "writes stop after 1 more failure(s) among them; its data is lost only if all 2 fail") {
+			t.Fatalf("degraded pg does not say its risk: %q", line)
+		}
+	}
+	if find(st, "PG_LAST_COPY") != nil {
+		t.Fatal("PG_LAST_COPY with two copies of every PG up")
 	}
 }
 
@@ -135,6 +148,35 @@ func TestStatusInactiveIsError(t *testing.T) {
 	st := Compute(m, nil, nil, time.Now())
 	if st.Health != Err || find(st, "PG_INACTIVE") == nil {
 		t.Fatalf("two hosts of three down must be HEALTH_ERR with PG_INACTIVE: %+v", st)
+	}
+	// Every PG is down to the copy on osd.4 or osd.5: status names both,
+	// most PGs first, and their counts add up to every PG.
+	c := find(st, "PG_LAST_COPY")
+	if c == nil || c.Severity != Err || len(c.Detail) != 2 || !strings.HasPrefix(c.Summary, "64 pg(s) have a single copy up: one more failure among 2 OSD(s)") {
+		t.Fatalf("PG_LAST_COPY: %+v", c)
+	}
+	sum := 0
+	for i, line := range c.Detail {
+		var id, n int
+		var host string
+		if _, err := fmt.Sscanf(line, "osd.%d on host %s holds the only copy up of %d pg(s)", &id, &host, &n); err != nil || (id != 4 && id != 5) || host != "h3" {
+			t.Fatalf("PG_LAST_COPY detail %q: %v", line, err)
+		}
+		if i > 0 && n > sum {
+			t.Fatalf("PG_LAST_COPY not sorted by PGs held: %v", c.Detail)
+		}
+		sum += n
+	}
+	if sum != 64 {
+		t.Fatalf("PG_LAST_COPY counts %d pgs, want 64: %v", sum, c.Detail)
+	}
+	for _, line := range find(st, "PG_INACTIVE").Detail {
+		if strings.HasPrefix(line, "... and ") {
+			continue
+		}
+		if !strings.Contains(line, "1 of 3 copies up, on osd.") || !strings.Contains(line, "its data is lost if that OSD fails") {
+			t.Fatalf("inactive pg does not say its risk: %q", line)
+		}
 	}
 }
 
