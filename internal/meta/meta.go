@@ -1,11 +1,13 @@
 // Package meta is the only importer of etcd. It stores the cluster map as one
 // JSON document changed by compare-and-swap on its epoch, holds OSD liveness
-// leases, per-OSD usage and health reports, and drives the keeper: its
-// election and the watch of the leases (what the keeper changes in the map
-// is package keeper's pure policy).
+// leases, per-OSD usage and health reports, snapshot groups, and S3 users
+// with their access keys, and drives the keeper: its election and the watch
+// of the leases (what the keeper changes in the map is package keeper's pure
+// policy).
 //
 // Nothing here is on the IO path: clients and OSDs read the map once and then
-// follow a watch.
+// follow a watch, and S3 gateways likewise keep every access key in memory
+// (S3Credentials).
 package meta
 
 import (
