@@ -2,7 +2,8 @@
 // calls Main. It is command wiring: each command's flags, what it prints,
 // and the package that does the work. Data commands go through the public
 // client package; admin views (status, osd tree) read the map, stats and
-// health events from meta, and status judges them with package health.
+// health events from meta, and status judges them with package health;
+// cairn s3 user and key keep S3 users and access keys through meta.
 // cairn dev runs package devcluster, cairn nbd package nbdgw, cairn bench
 // package bench's workload driver.
 //
