@@ -13,12 +13,14 @@ import (
 //
 //   - when only Up/Down (or addresses, flags) changed, every PG keeps its
 //     placement and only its acting set is filtered again;
-//   - when OSDs only left a view (out, weight lowered, a domain gone), a
-//     PG keeps its placement unless it holds an OSD of a domain that
-//     changed: every other domain's straw2 score is the same and the
-//     changed ones only score lower, so none of them can enter it;
-//   - anything else (an OSD in again, a weight raised, a pool's rule
-//     changed) starts that view's PGs afresh.
+//   - when OSDs left or joined a view (out, in, a weight changed, a host
+//     added), a PG keeps its placement unless it holds an OSD of a domain
+//     that changed, or a domain that is new or grew now scores at or above
+//     the lowest score among the PG's domains: every other domain's straw2
+//     score is the same, and one that shrank only scores lower. That is one
+//     draw per PG and grown domain instead of one per domain;
+//   - a pool whose rule changed, or more than a few grown domains at once,
+//     start afresh.
 //
 // The result is exactly NewTable(m)'s; next_test.go checks it over random
 // changes.
@@ -36,7 +38,7 @@ func (t *Table) Next(m *clustermap.Map) *Table {
 		if keep == nil {
 			continue
 		}
-		pools[id] = nextPoolCache(pc, nv, keep, up)
+		pools[id] = nextPoolCache(id, pc, nv, keep, up)
 	}
 	nt.pools.Store(&pools)
 	return nt
@@ -57,35 +59,54 @@ func upByID(m *clustermap.Map) []bool {
 
 // keepPlacement compares a view with its next one. It returns nil if
 // placements must be computed afresh, else a func saying whether a PG
-// placed on the given OSDs keeps its placement.
-func keepPlacement(old, nv *view) func(place []clustermap.OSDID) bool {
+// keeps its placement: it holds no OSD of a domain that changed, and no
+// domain that is new or grew scores at or above the PG's lowest chosen
+// score (the others score as before, and one that shrank or left only
+// scores lower).
+func keepPlacement(old, nv *view) func(pg clustermap.PGID, e *entry) bool {
 	if old == nil {
 		return nil
 	}
-	changed := map[clustermap.OSDID]bool{} // the members of domains that changed
-	j := 0
+	before := make(map[uint64]*domain, len(old.domains))
 	for i := range old.domains {
-		od := &old.domains[i]
-		if j < len(nv.domains) && nv.domains[j].key == od.key {
-			nd := &nv.domains[j]
-			j++
-			if sameDomain(od, nd) {
-				continue
+		before[old.domains[i].key] = &old.domains[i]
+	}
+	changed := map[clustermap.OSDID]bool{} // the members of domains that changed
+	var grown []*domain                     // domains that may now enter a PG
+	for i := range nv.domains {
+		nd := &nv.domains[i]
+		od := before[nd.key]
+		delete(before, nd.key)
+		switch {
+		case od == nil:
+			grown = append(grown, nd)
+		case sameDomain(od, nd):
+		default:
+			for _, mb := range od.osds {
+				changed[mb.id] = true
 			}
 			if !shrunk(od, nd) {
-				return nil
+				grown = append(grown, nd)
 			}
 		}
+	}
+	for _, od := range before { // gone from the view
 		for _, mb := range od.osds {
 			changed[mb.id] = true
 		}
 	}
-	if j != len(nv.domains) {
-		return nil // a domain is new, or the order changed
+	if len(grown) > len(nv.domains)/4 {
+		return nil // about as cheap to place afresh as to draw for each
 	}
-	return func(place []clustermap.OSDID) bool {
-		for _, o := range place {
+	return func(pg clustermap.PGID, e *entry) bool {
+		for _, o := range e.place {
 			if changed[o] {
+				return false
+			}
+		}
+		pgk := pgKey(pg)
+		for _, d := range grown {
+			if lnUnit(drawHash(pgk, d.key, selDomain))/d.w >= e.floor {
 				return false
 			}
 		}
@@ -126,12 +147,12 @@ func shrunk(a, b *domain) bool {
 // nextPoolCache carries the computed entries of pc whose placement holds
 // into a cache over the next view: the same entry when no member's Up
 // changed, else the acting set filtered again.
-func nextPoolCache(pc *poolCache, nv *view, keep func([]clustermap.OSDID) bool, up []bool) *poolCache {
+func nextPoolCache(id clustermap.PoolID, pc *poolCache, nv *view, keep func(clustermap.PGID, *entry) bool, up []bool) *poolCache {
 	npc := &poolCache{size: pc.size, pgNum: pc.pgNum, class: pc.class, level: pc.level, v: nv,
 		ents: make([]atomic.Pointer[entry], len(pc.ents))}
 	for i := range pc.ents {
 		e := pc.ents[i].Load()
-		if e == nil || !keep(e.place) {
+		if e == nil || !keep(clustermap.PGID{Pool: id, Seed: uint32(i)}, e) {
 			continue
 		}
 		if !sameUp(e, up) {
@@ -141,7 +162,7 @@ func nextPoolCache(pc *poolCache, nv *view, keep func([]clustermap.OSDID) bool, 
 					acting = append(acting, o)
 				}
 			}
-			e = &entry{place: e.place, acting: acting}
+			e = &entry{place: e.place, acting: acting, floor: e.floor}
 		}
 		npc.ents[i].Store(e)
 	}

@@ -57,7 +57,14 @@ func randomChange(r *rand.Rand, m *clustermap.Map) (*clustermap.Map, string) {
 	n := m.Clone()
 	n.Epoch++
 	o := &n.OSDs[r.IntN(len(n.OSDs))]
-	switch k := r.IntN(9); k {
+	switch k := r.IntN(10); k {
+	case 9:
+		id := n.NextOSDID
+		n.NextOSDID++
+		host := fmt.Sprintf("host-%02d", 20+r.IntN(3))
+		n.UpsertHost(host, fmt.Sprintf("rack-%d", r.IntN(4)))
+		n.UpsertOSD(clustermap.OSD{ID: id, Host: host, Class: clustermap.ClassHDD, Weight: 1, Up: true, In: true})
+		return n, fmt.Sprintf("%s added on %s", id, host)
 	case 0, 1:
 		o.Up = !o.Up
 		return n, fmt.Sprintf("%s up=%v", o.ID, o.Up)

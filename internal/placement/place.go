@@ -174,8 +174,17 @@ const maxPicks = clustermap.MaxPoolSize
 
 // place computes Place and Acting from a view into one allocation.
 func (v *view) place(pg clustermap.PGID, size int) (place, acting []clustermap.OSDID) {
+	place, acting, _ = v.placeFloor(pg, size)
+	return place, acting
+}
+
+// placeFloor is place that also returns the lowest score among the
+// chosen domains, or -Inf when fewer than size were chosen: a domain that
+// does not score above it cannot enter the PG (Table.Next).
+func (v *view) placeFloor(pg clustermap.PGID, size int) (place, acting []clustermap.OSDID, floor float64) {
+	floor = math.Inf(-1)
 	if size <= 0 {
-		return nil, nil
+		return nil, nil, floor
 	}
 	var buf [maxPicks]pick
 	var sbuf [maxPicks]float64
@@ -186,6 +195,9 @@ func (v *view) place(pg clustermap.PGID, size int) (place, acting []clustermap.O
 		ps, scores = make([]pick, size), make([]float64, size)
 	}
 	n := v.choose(pg, ps, scores)
+	if n == size {
+		floor = scores[n-1]
+	}
 	ids := make([]clustermap.OSDID, n, 2*n)
 	for i, p := range ps[:n] {
 		ids[i] = v.domains[p.dom].osds[p.osd].id
@@ -196,7 +208,7 @@ func (v *view) place(pg clustermap.PGID, size int) (place, acting []clustermap.O
 			acting = append(acting, mb.id)
 		}
 	}
-	return ids[:n:n], acting
+	return ids[:n:n], acting, floor
 }
 
 // Place returns the ordered OSDs that should hold pg: up to pool.Size OSDs,

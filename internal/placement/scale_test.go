@@ -94,7 +94,7 @@ func placeEveryWith(t *Table) scaleRun {
 type scaleChange struct {
 	what                   string
 	actingChanged          int // PGs that peer again: one record write each
-	copiesMoved, ideal     int // PG copies placed elsewhere; those the failed OSDs held
+	copiesMoved, ideal     int // PG copies placed elsewhere; those the failed (or returning) OSDs held (take)
 	applyDecode, applyRest time.Duration
 	applyNext              time.Duration // Table.Next from the previous table, then every PG
 }
@@ -134,6 +134,9 @@ func change(t *testing.T, m *clustermap.Map, prev *Table, before scaleRun, what 
 		for _, o := range after.up[i] {
 			if !contains(before.up[i], o) {
 				c.copiesMoved++
+			}
+			if osd, _ := m.OSD(o); !osd.In {
+				c.ideal++ // back in: it takes its share again
 			}
 		}
 	}
@@ -175,11 +178,28 @@ func TestScale(t *testing.T) {
 		hosts[h.Name] = h.Rack
 	}
 	inRack := func(o *clustermap.OSD) bool { return hosts[o.Host] == rack }
+	// The way back: from the map with the host (rack) out, placed in full,
+	// to the one with it up and in again.
+	back := func(match func(o *clustermap.OSD) bool, what string) scaleChange {
+		out := m.Clone()
+		mark(false, match)(out)
+		outTable := NewTable(out)
+		outRun := placeEveryWith(outTable)
+		return change(t, out, outTable, outRun, what, func(n *clustermap.Map) {
+			for i := range n.OSDs {
+				if match(&n.OSDs[i]) {
+					n.OSDs[i].Up, n.OSDs[i].In = true, true
+				}
+			}
+		})
+	}
 	changes := []scaleChange{
 		change(t, m, prev, base, "one host down (10 OSDs)", mark(true, onHost)),
 		change(t, m, prev, base, "that host out", mark(false, onHost)),
+		back(onHost, "that host back in"),
 		change(t, m, prev, base, "one rack down", mark(true, inRack)),
 		change(t, m, prev, base, "that rack out", mark(false, inRack)),
+		back(inRack, "that rack back in"),
 	}
 
 	var b strings.Builder
@@ -188,7 +208,7 @@ func TestScale(t *testing.T) {
 	fmt.Fprintf(&b, "map: %d bytes JSON, encode %s, decode+validate %s; placing every PG: %s (%.2f µs a PG)\n",
 		len(enc), encTook.Round(time.Millisecond), decTook.Round(time.Millisecond), base.took.Round(time.Millisecond),
 		float64(base.took.Microseconds())/float64(len(base.up)))
-	fmt.Fprintf(&b, "| change | PGs peering again (record writes) | etcd bytes (map + records) | copies moved | ideal | moved/ideal | apply: decode | apply: place every PG afresh | apply: Table.Next, every PG |\n|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| change | PGs peering again (record writes) | etcd bytes (map + records) | copies moved | ideal (copies of the OSDs going out or coming in) | moved/ideal | apply: decode | apply: place every PG afresh | apply: Table.Next, every PG |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range changes {
 		ratio := "-"
 		if c.ideal > 0 {

@@ -38,6 +38,7 @@ type poolCache struct {
 
 type entry struct {
 	place, acting []clustermap.OSDID
+	floor         float64 // the lowest score among place's domains (placeFloor)
 }
 
 // NewTable returns an empty cache over m. m must not change afterwards: a
@@ -88,8 +89,8 @@ func (t *Table) lookup(pool *clustermap.Pool, pg clustermap.PGID) *entry {
 	if e := slot.Load(); e != nil {
 		return e
 	}
-	p, a := pc.v.place(pg, pc.size)
-	e := &entry{place: p, acting: a}
+	p, a, floor := pc.v.placeFloor(pg, pc.size)
+	e := &entry{place: p, acting: a, floor: floor}
 	if slot.CompareAndSwap(nil, e) {
 		return e
 	}
