@@ -38,6 +38,7 @@ var forbidden = map[string][]string{
 	"internal/runtimepolicy": {"internal/", "client"},
 	"internal/s3/sigv4":      {"internal/", "client"},
 	"internal/s3/checksum":   {"internal/", "client"},
+	"internal/s3gw":          {"internal/osd", "internal/mon", "internal/objstore", "internal/cli", "internal/meta", "internal/rpc", "client"},
 }
 
 // only lists, per package, the project packages it may depend on at all

@@ -1,0 +1,300 @@
+package s3gw
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// bucketRec is a bucket's record in the registry (s3.buckets): its id,
+// which names its index shards and data, its owner, and its shard map.
+type bucketRec struct {
+	Name    string       `json:"-"`
+	ID      string       `json:"id"`
+	Owner   string       `json:"owner"`
+	Created time.Time    `json:"created"`
+	Shards  []shardRange `json:"shards"`
+	raw     []byte
+}
+
+// shardRange is one index shard: it holds the keys from From up to the
+// next range's From. Today every bucket has one, from "" (see
+// ARCHITECTURE.md for how ranges will split).
+type shardRange struct {
+	From string `json:"from"`
+	N    int    `json:"n"`
+}
+
+func decodeBucket(name string, raw []byte) (*bucketRec, error) {
+	b := &bucketRec{Name: name, raw: raw}
+	if err := json.Unmarshal(raw, b); err != nil || b.ID == "" || len(b.Shards) == 0 {
+		return nil, fmt.Errorf("s3: the registry record of bucket %q is damaged: %v", name, err)
+	}
+	return b, nil
+}
+
+// shard returns the index shard object that holds key.
+func (b *bucketRec) shard(key string) string {
+	s := b.Shards[0]
+	for _, r := range b.Shards[1:] {
+		if key >= r.From {
+			s = r
+		}
+	}
+	return shardObject(b.ID, s.N)
+}
+
+// bucketCache keeps bucket records briefly: a record never changes while
+// its bucket lives, and a request that finds its bucket's shard closed
+// drops the cached record and looks again.
+type bucketCache struct {
+	mu sync.Mutex
+	m  map[string]cachedBucket
+}
+
+type cachedBucket struct {
+	rec *bucketRec
+	at  time.Time
+}
+
+const bucketCacheTTL = 2 * time.Second
+
+func (c *bucketCache) get(name string, now time.Time) *bucketRec {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.m[name]; ok && now.Sub(e.at) < bucketCacheTTL {
+		return e.rec
+	}
+	return nil
+}
+
+func (c *bucketCache) put(b *bucketRec, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) > 10000 {
+		c.m = map[string]cachedBucket{}
+	}
+	c.m[b.Name] = cachedBucket{b, now}
+}
+
+func (c *bucketCache) drop(name string) {
+	c.mu.Lock()
+	delete(c.m, name)
+	c.mu.Unlock()
+}
+
+// lookupBucket returns the record of bucket name, or nil if there is none.
+func (g *Gateway) lookupBucket(ctx context.Context, name string) (*bucketRec, error) {
+	if b := g.buckets.get(name, g.now()); b != nil {
+		return b, nil
+	}
+	vals, err := g.cfg.Store.OmapGet(ctx, registryObject, name)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	raw, ok := vals[name]
+	if !ok {
+		return nil, nil
+	}
+	b, err := decodeBucket(name, raw)
+	if err != nil {
+		return nil, err
+	}
+	g.buckets.put(b, g.now())
+	return b, nil
+}
+
+// ownBucket returns the request's bucket if it exists and the request's
+// user owns it: NoSuchBucket, else AccessDenied.
+func (rq *request) ownBucket() (*bucketRec, error) {
+	b, err := rq.g.lookupBucket(rq.ctx, rq.bucket)
+	if err != nil {
+		return nil, err
+	}
+	if b == nil {
+		return nil, ErrNoSuchBucket.with("The specified bucket %q does not exist.", rq.bucket)
+	}
+	if b.Owner != rq.user {
+		return nil, ErrAccessDenied
+	}
+	return b, nil
+}
+
+type createBucketConfig struct {
+	XMLName  xml.Name `xml:"CreateBucketConfiguration"`
+	Location string   `xml:"LocationConstraint"`
+}
+
+// createBucket makes the bucket's index shard (open) and then registers
+// the bucket with a guard that the name is free; the loser of a race
+// removes its shard. A crash between the two leaves one empty shard
+// object with a random id, never a bucket half made.
+func (rq *request) createBucket() error {
+	g := rq.g
+	if !validBucketName(rq.bucket) {
+		return ErrInvalidBucketName.with("The specified bucket %q is not valid.", rq.bucket)
+	}
+	if rq.r.ContentLength != 0 {
+		var cfg createBucketConfig
+		if err := rq.readXML(&cfg); err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+	}
+	b := &bucketRec{Name: rq.bucket, ID: newID(), Owner: rq.user, Created: g.now().UTC(), Shards: []shardRange{{From: "", N: 0}}}
+	raw, _ := json.Marshal(b)
+	shard := shardObject(b.ID, 0)
+	if err := g.cfg.Store.OmapApply(rq.ctx, shard, Txn{Create: true, Set: map[string][]byte{keyOpen: openValue}}); err != nil {
+		return err
+	}
+	err := g.cfg.Store.OmapApply(rq.ctx, registryObject, Txn{Create: true,
+		If: []Cond{{Key: rq.bucket, Absent: true}}, Set: map[string][]byte{rq.bucket: raw}})
+	if errors.Is(err, ErrPrecondition) {
+		g.cfg.Store.Delete(rq.ctx, shard)
+		var pe *PreconditionError
+		if errors.As(err, &pe) {
+			if other, derr := decodeBucket(rq.bucket, pe.Value); derr == nil && other.Owner == rq.user {
+				return ErrBucketAlreadyOwned
+			}
+		}
+		return ErrBucketAlreadyExists
+	}
+	if err != nil {
+		return err
+	}
+	rq.w.Header().Set("Location", "/"+rq.bucket)
+	rq.w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+func (rq *request) headBucket() error {
+	if _, err := rq.ownBucket(); err != nil {
+		return err
+	}
+	rq.w.Header().Set("x-amz-bucket-region", rq.region())
+	rq.w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+func (rq *request) region() string {
+	if rq.g.cfg.Region != "" {
+		return rq.g.cfg.Region
+	}
+	return "us-east-1"
+}
+
+func (rq *request) bucketLocation() error {
+	if _, err := rq.ownBucket(); err != nil {
+		return err
+	}
+	type loc struct {
+		XMLName xml.Name `xml:"LocationConstraint"`
+		NS      string   `xml:"xmlns,attr"`
+		Value   string   `xml:",chardata"`
+	}
+	v := ""
+	if r := rq.region(); r != "us-east-1" {
+		v = r
+	}
+	return rq.writeXML(http.StatusOK, loc{NS: s3NS, Value: v})
+}
+
+// deleteBucket removes an empty bucket. It first closes the index shard
+// (removes its open key, guarded on its presence): from then on every
+// commit into the shard fails its guard on that key, so no PUT can land
+// after the emptiness check. Then, if the shard holds no object, the
+// registry entry goes (guarded on the record read) and a dead-bucket key
+// tells the collector to reclaim the shard and whatever data it still
+// names once the grace has passed; if it does hold objects, the shard is
+// opened again and the answer is BucketNotEmpty.
+func (rq *request) deleteBucket() error {
+	g := rq.g
+	b, err := rq.ownBucket()
+	if err != nil {
+		return err
+	}
+	shard := shardObject(b.ID, b.Shards[0].N)
+	st := g.cfg.Store
+	err = st.OmapApply(rq.ctx, shard, Txn{If: []Cond{{Key: keyOpen, Value: openValue}}, Rm: []string{keyOpen}})
+	if errors.Is(err, ErrPrecondition) || errors.Is(err, ErrNotFound) {
+		g.buckets.drop(rq.bucket)
+		return ErrNoSuchBucket
+	}
+	if err != nil {
+		return err
+	}
+	l, err := st.OmapListDelim(rq.ctx, shard, "", "", "", 1)
+	if err == nil && len(l.Entries) > 0 {
+		err = ErrBucketNotEmpty
+	}
+	if err != nil {
+		if rerr := st.OmapApply(rq.ctx, shard, Txn{Set: map[string][]byte{keyOpen: openValue}}); rerr != nil {
+			g.cfg.Logf("s3: bucket %s stays closed after a failed delete: %v", rq.bucket, rerr)
+		}
+		return err
+	}
+	w := &enc{}
+	w.varint(g.now().UnixNano())
+	err = st.OmapApply(rq.ctx, registryObject, Txn{If: []Cond{{Key: rq.bucket, Value: b.raw}},
+		Rm: []string{rq.bucket}, Set: map[string][]byte{prefixDead + b.ID: w.b}})
+	g.buckets.drop(rq.bucket)
+	if err != nil {
+		return err
+	}
+	rq.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+type listBucketsResult struct {
+	XMLName xml.Name    `xml:"ListAllMyBucketsResult"`
+	NS      string      `xml:"xmlns,attr"`
+	Owner   owner       `xml:"Owner"`
+	Buckets []bucketXML `xml:"Buckets>Bucket"`
+}
+
+type owner struct {
+	ID          string `xml:"ID"`
+	DisplayName string `xml:"DisplayName"`
+}
+
+type bucketXML struct {
+	Name         string `xml:"Name"`
+	CreationDate string `xml:"CreationDate"`
+}
+
+// maxBuckets bounds a registry scan: far more than one user should own.
+const maxBuckets = 100000
+
+func (rq *request) listBuckets() error {
+	res := listBucketsResult{NS: s3NS, Owner: owner{rq.user, rq.user}}
+	start := "\x01" // past the bookkeeping keys
+	for n := 0; n < maxBuckets; {
+		kvs, more, err := rq.g.cfg.Store.OmapList(rq.ctx, registryObject, start, "", 1000)
+		if errors.Is(err, ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		for _, kv := range kvs {
+			b, err := decodeBucket(kv.Key, kv.Value)
+			if err == nil && b.Owner == rq.user {
+				res.Buckets = append(res.Buckets, bucketXML{b.Name, isoTime(b.Created)})
+			}
+		}
+		n += len(kvs)
+		if !more || len(kvs) == 0 {
+			break
+		}
+		start = kvs[len(kvs)-1].Key + "\x00"
+	}
+	return rq.writeXML(http.StatusOK, res)
+}

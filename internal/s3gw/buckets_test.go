@@ -1,0 +1,94 @@
+package s3gw
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+func TestBuckets(t *testing.T) {
+	env := newEnv(t)
+	ctx := context.Background()
+	env.mkBucket(env.alice, "photos")
+	env.mkBucket(env.bob, "bobs")
+	_, err := env.alice.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("photos")})
+	wantCode(t, "create own bucket again", err, "BucketAlreadyOwnedByYou")
+	_, err = env.bob.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("photos")})
+	wantCode(t, "create alice's bucket as bob", err, "BucketAlreadyExists")
+	for _, bad := range []string{"ab", "Photos", "a..b", "-ab", "ab-", "192.168.1.1", "xn--abc", strings.Repeat("a", 64), "a_b"} {
+		resp, body := env.raw("PUT", "/"+bad, nil, nil)
+		if resp.StatusCode != 400 || !strings.Contains(string(body), "<Code>InvalidBucketName</Code>") {
+			t.Errorf("create bucket %q: %d %s, want 400 InvalidBucketName", bad, resp.StatusCode, body)
+		}
+	}
+	out, err := env.alice.ListBuckets(ctx, &s3.ListBucketsInput{})
+	if err != nil || len(out.Buckets) != 1 || *out.Buckets[0].Name != "photos" {
+		t.Fatalf("alice's ListBuckets: %+v %v, want only photos", out, err)
+	}
+	if _, err := env.alice.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String("photos")}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = env.bob.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String("photos")})
+	if !strings.Contains(err.Error(), "403") {
+		t.Fatalf("bob's HEAD of alice's bucket: %v, want 403", err)
+	}
+	_, err = env.bob.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("photos"), Key: aws.String("x"), Body: strings.NewReader("x")})
+	wantCode(t, "bob's PUT into alice's bucket", err, "AccessDenied")
+	_, err = env.alice.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String("nothere")})
+	if !strings.Contains(err.Error(), "404") {
+		t.Fatalf("HEAD of a missing bucket: %v, want 404", err)
+	}
+	_, err = env.alice.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("nothere")})
+	wantCode(t, "list a missing bucket", err, "NoSuchBucket")
+
+	env.put("photos", "cat.jpg", []byte("meow"))
+	_, err = env.alice.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String("photos")})
+	wantCode(t, "delete a bucket holding an object", err, "BucketNotEmpty")
+	env.put("photos", "dog.jpg", []byte("woof")) // the failed delete opened it again
+	for _, k := range []string{"cat.jpg", "dog.jpg"} {
+		if _, err := env.alice.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("photos"), Key: aws.String(k)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := env.alice.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String("photos")}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = env.alice.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("photos"), Key: aws.String("x"), Body: strings.NewReader("x")})
+	wantCode(t, "PUT into a deleted bucket", err, "NoSuchBucket")
+	// The name is free again, for anyone.
+	env.mkBucket(env.bob, "photos")
+	_, err = env.alice.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("photos"), Key: aws.String("cat.jpg")})
+	wantCode(t, "alice's GET in bob's new photos", err, "AccessDenied")
+}
+
+func TestAnonymousAndBadSignature(t *testing.T) {
+	env := newEnv(t)
+	env.mkBucket(env.alice, "bk1")
+	resp, err := http.Get(env.srv.URL + "/bk1/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 403 {
+		t.Fatalf("anonymous GET: %d, want 403", resp.StatusCode)
+	}
+	wrong := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(env.srv.URL), UsePathStyle: true, RetryMaxAttempts: 1,
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: "AKALICE", SecretAccessKey: "wrong"}, nil
+		})})
+	_, err = wrong.ListBuckets(context.Background(), &s3.ListBucketsInput{})
+	wantCode(t, "wrong secret", err, "SignatureDoesNotMatch")
+}
+
+func TestNotImplementedAnswersS3Error(t *testing.T) {
+	env := newEnv(t)
+	env.mkBucket(env.alice, "bk1")
+	resp, body := env.raw("GET", "/bk1?versioning", nil, nil)
+	if resp.StatusCode != 501 || !strings.Contains(string(body), "<Code>NotImplemented</Code>") {
+		t.Fatalf("GET ?versioning: %d %s", resp.StatusCode, body)
+	}
+}

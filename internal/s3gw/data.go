@@ -1,0 +1,180 @@
+package s3gw
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"net/http"
+	"sync"
+)
+
+// writeAhead is how many stripes a write has in flight to the cluster
+// while it reads the next one from the client.
+const writeAhead = 2
+
+// writeData streams exactly size bytes of body into the stripes of data
+// id under bucket, feeding every byte to hashes in the same pass. It
+// returns when every stripe is durable, or with the first error (the
+// caller then removes what was written: removeData). A body shorter than
+// size is IncompleteBody; one longer, or whose own check fails at its end
+// (a signature, a SHA-256), fails with that error.
+func (g *Gateway) writeData(ctx context.Context, bucketID, dataID string, body io.Reader, size uint64, hashes []hash.Hash) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+			cancel()
+		}
+		mu.Unlock()
+	}
+	sem := make(chan struct{}, writeAhead)
+	for n, off := uint64(0), uint64(0); off < size; n++ {
+		bp := g.bufs.Get().(*[]byte)
+		chunk := (*bp)[:min(uint64(stripeSize), size-off)]
+		if _, err := io.ReadFull(body, chunk); err != nil {
+			g.bufs.Put(bp)
+			fail(bodyErr(err))
+			break
+		}
+		for _, h := range hashes {
+			h.Write(chunk)
+		}
+		off += uint64(len(chunk))
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			g.bufs.Put(bp)
+			fail(ctx.Err())
+			break
+		}
+		wg.Add(1)
+		go func(name string) {
+			defer wg.Done()
+			defer func() { <-sem; g.bufs.Put(bp) }()
+			if err := g.cfg.Store.Put(ctx, name, chunk); err != nil {
+				fail(fmt.Errorf("writing %s: %w", name, err))
+			}
+		}(dataObject(bucketID, dataID, n))
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	// Reading to the end makes the body check what protects it (the
+	// payload's SHA-256, the final chunk signature, the trailers).
+	var one [1]byte
+	switch n, err := io.ReadFull(body, one[:]); {
+	case n > 0:
+		return ErrIncompleteBody.with("The body holds more than the %d bytes declared.", size)
+	case err != io.EOF:
+		return bodyErr(err)
+	}
+	return nil
+}
+
+// bodyErr names a failure reading the client's body.
+func bodyErr(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return ErrIncompleteBody
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return ErrEntityTooLarge
+	}
+	return err
+}
+
+// removeData deletes the stripes of data written for size bytes (absent
+// stripes are fine: removal is idempotent, so it may run twice).
+func (g *Gateway) removeData(ctx context.Context, bucketID, dataID string, size uint64, stripe uint32) error {
+	for n := uint64(0); n < stripes(size, stripe); n++ {
+		if err := g.cfg.Store.Delete(ctx, dataObject(bucketID, dataID, n)); err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+	}
+	return nil
+}
+
+// readAhead is how many stripes a GET fetches ahead of what it sends.
+const readAhead = 4
+
+// piece is one read of a stripe: which stripe object, the range in it.
+type piece struct {
+	name     string
+	off, len uint64
+}
+
+// pieces maps [off, off+length) of an entry onto its stripes.
+func pieces(bucketID string, e *Entry, off, length uint64) []piece {
+	var out []piece
+	stripe := uint64(e.Stripe)
+	base := uint64(0)
+	for _, p := range e.Parts {
+		if length == 0 {
+			break
+		}
+		if off >= base+p.Size {
+			base += p.Size
+			continue
+		}
+		for in := off - base; in < p.Size && length > 0; {
+			n := in / stripe
+			sOff := in % stripe
+			l := min(stripe-sOff, p.Size-in, length)
+			out = append(out, piece{dataObject(bucketID, p.DataID, n), sOff, l})
+			in += l
+			off += l
+			length -= l
+		}
+		base += p.Size
+	}
+	return out
+}
+
+// streamData writes [off, off+length) of an entry's data to w, fetching
+// up to readAhead stripes in parallel and sending them in order.
+func (g *Gateway) streamData(ctx context.Context, w io.Writer, bucketID string, e *Entry, off, length uint64) error {
+	ps := pieces(bucketID, e, off, length)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		data []byte
+		err  error
+	}
+	results := make([]chan result, len(ps))
+	fetch := func(i int) {
+		results[i] = make(chan result, 1)
+		go func(p piece, ch chan result) {
+			data, _, err := g.cfg.Store.ReadAt(ctx, p.name, p.off, p.len)
+			if err == nil && uint64(len(data)) != p.len {
+				err = fmt.Errorf("s3: stripe %s holds %d bytes at %d, the index says %d", p.name, len(data), p.off, p.len)
+			}
+			ch <- result{data, err}
+		}(ps[i], results[i])
+	}
+	for i := 0; i < min(readAhead, len(ps)); i++ {
+		fetch(i)
+	}
+	for i := range ps {
+		r := <-results[i]
+		if r.err != nil {
+			return r.err
+		}
+		if i+readAhead < len(ps) {
+			fetch(i + readAhead)
+		}
+		if _, err := w.Write(r.data); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,319 @@
+package s3gw
+
+import (
+	"context"
+	"encoding/xml"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/cairn-storage/cairn/internal/s3/sigv4"
+)
+
+// Config describes a gateway.
+type Config struct {
+	// Store is the pool the gateway keeps everything in. Required.
+	Store Store
+	// Lookup resolves access keys to secrets and users. Required.
+	Lookup sigv4.Credentials
+	// Region, if set, is the only region requests may be signed for.
+	Region string
+	// Domains are host names under which <bucket>.<domain> addresses a
+	// bucket (virtual-host style); path style always works.
+	Domains []string
+	// GCGrace is how long replaced or deleted data stays readable for
+	// GETs in flight before the collector deletes it (default 15 min).
+	GCGrace time.Duration
+	// IntentTimeout is how old a write's intent must be before the
+	// collector takes its writer for dead and reclaims its data (default 1 h).
+	IntentTimeout time.Duration
+	// Logf receives what an operator should see (internal errors, the
+	// collector's work); nil: nothing.
+	Logf func(format string, args ...any)
+	// Now is the clock; nil: time.Now.
+	Now func() time.Time
+}
+
+// Gateway serves the S3 API over a Store. It holds no state of its own but
+// a short-lived cache of bucket records, so several gateways may serve
+// one pool at once. It is an http.Handler, safe for concurrent use.
+type Gateway struct {
+	cfg      Config
+	verifier *sigv4.Verifier
+	buckets  bucketCache
+	bufs     sync.Pool // stripe buffers
+}
+
+// New returns a gateway; Run its collector alongside it.
+func New(cfg Config) *Gateway {
+	if cfg.GCGrace <= 0 {
+		cfg.GCGrace = 15 * time.Minute
+	}
+	if cfg.IntentTimeout <= 0 {
+		cfg.IntentTimeout = time.Hour
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	g := &Gateway{cfg: cfg}
+	g.verifier = &sigv4.Verifier{Lookup: cfg.Lookup, Region: cfg.Region}
+	g.bufs.New = func() any { b := make([]byte, stripeSize); return &b }
+	return g
+}
+
+func (g *Gateway) now() time.Time { return g.cfg.Now() }
+
+// request is one S3 request being served.
+type request struct {
+	g      *Gateway
+	w      http.ResponseWriter
+	r      *http.Request
+	ctx    context.Context
+	id     string
+	auth   *sigv4.Auth
+	user   string
+	bucket string
+	key    string
+	query  url.Values
+}
+
+// Bounds of a request, beyond the header size http.Server enforces.
+const (
+	maxKeyBytes  = 1024
+	maxMetaBytes = 2 << 10
+	maxXMLBytes  = 1 << 20
+	maxPutSize   = 5 << 30
+)
+
+// ServeHTTP authenticates a request, routes it to its operation and writes
+// the operation's answer or its S3 error.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rq := &request{g: g, w: w, r: r, ctx: r.Context(), id: newID()}
+	h := w.Header()
+	h.Set("x-amz-request-id", rq.id)
+	h.Set("x-amz-id-2", rq.id)
+	h.Set("Server", "cairn")
+	if err := rq.serve(); err != nil {
+		e, known := asS3(err)
+		if !known {
+			g.cfg.Logf("s3: %s %s: %v (request %s)", r.Method, r.URL.Path, err, rq.id)
+		}
+		writeError(w, r, e, rq.id)
+	}
+}
+
+func (rq *request) serve() error {
+	q, err := url.ParseQuery(rq.r.URL.RawQuery)
+	if err != nil {
+		return ErrInvalidArgument.with("The query string is malformed.")
+	}
+	rq.query = q
+	if err := rq.route(); err != nil {
+		return err
+	}
+	auth, err := rq.g.verifier.Verify(rq.r)
+	if err != nil {
+		return err
+	}
+	if auth.Anonymous {
+		return ErrAccessDenied.with("Anonymous access is not allowed; sign the request.")
+	}
+	rq.auth, rq.user = auth, auth.User
+	return rq.dispatch()
+}
+
+// route finds the bucket and key: virtual-host style when the Host is
+// <bucket>.<domain> of a configured domain, else path style
+// /<bucket>/<key>. The key is the decoded path as sent: '/' runs and a
+// trailing '/' are part of it.
+func (rq *request) route() error {
+	path := rq.r.URL.Path
+	if !strings.HasPrefix(path, "/") {
+		return ErrInvalidArgument.with("The request path must start with '/'.")
+	}
+	host := rq.r.Host
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
+		host = host[:i]
+	}
+	for _, d := range rq.g.cfg.Domains {
+		if b, ok := strings.CutSuffix(host, "."+d); ok && b != "" {
+			rq.bucket, rq.key = b, path[1:]
+			return rq.checkKey()
+		}
+	}
+	rq.bucket, rq.key, _ = strings.Cut(path[1:], "/")
+	return rq.checkKey()
+}
+
+func (rq *request) checkKey() error {
+	switch {
+	case len(rq.key) > maxKeyBytes:
+		return ErrKeyTooLong.with("Your key is %d bytes; the limit is %d.", len(rq.key), maxKeyBytes)
+	case strings.IndexByte(rq.key, 0) >= 0:
+		return ErrInvalidArgument.with("Object keys may not contain a NUL character.")
+	case !utf8.ValidString(rq.key):
+		return ErrInvalidArgument.with("Object keys must be UTF-8.")
+	}
+	return nil
+}
+
+// unsupported are the subresources of S3 this gateway does not serve: a
+// request naming one is NotImplemented, never served as something else.
+var unsupported = []string{"acl", "policy", "cors", "lifecycle", "tagging", "versioning", "website",
+	"replication", "encryption", "logging", "notification", "object-lock", "retention", "legal-hold",
+	"torrent", "restore", "select", "accelerate", "requestPayment", "ownershipControls",
+	"publicAccessBlock", "analytics", "inventory", "metrics", "intelligent-tiering", "attributes",
+	"versions", "policyStatus", "renameObject", "session"}
+
+func (rq *request) subresource() string {
+	for _, s := range unsupported {
+		if rq.query.Has(s) {
+			return s
+		}
+	}
+	if v := rq.query.Get("versionId"); rq.query.Has("versionId") && v != "null" {
+		return "versionId"
+	}
+	return ""
+}
+
+func (rq *request) dispatch() error {
+	if s := rq.subresource(); s != "" {
+		return ErrNotImplemented.with("The %q subresource is not implemented by this gateway.", s)
+	}
+	m := rq.r.Method
+	switch {
+	case rq.bucket == "":
+		if m == http.MethodGet {
+			return rq.listBuckets()
+		}
+	case rq.key == "":
+		return rq.bucketOp(m)
+	default:
+		return rq.objectOp(m)
+	}
+	return ErrMethodNotAllowed
+}
+
+func (rq *request) bucketOp(m string) error {
+	switch m {
+	case http.MethodPut:
+		return rq.createBucket()
+	case http.MethodHead:
+		return rq.headBucket()
+	case http.MethodDelete:
+		return rq.deleteBucket()
+	case http.MethodGet:
+		switch {
+		case rq.query.Has("location"):
+			return rq.bucketLocation()
+		case rq.query.Has("uploads"):
+			return rq.listUploads()
+		case rq.query.Get("list-type") == "2":
+			return rq.listObjects(true)
+		case rq.query.Has("list-type"):
+			return ErrInvalidArgument.with("list-type must be 2.")
+		}
+		return rq.listObjects(false)
+	case http.MethodPost:
+		if rq.query.Has("delete") {
+			return rq.deleteObjects()
+		}
+	}
+	return ErrMethodNotAllowed
+}
+
+func (rq *request) objectOp(m string) error {
+	upload := rq.query.Has("uploadId")
+	switch m {
+	case http.MethodPut:
+		switch {
+		case upload && rq.r.Header.Get("x-amz-copy-source") != "":
+			return ErrNotImplemented.with("UploadPartCopy is not implemented yet.")
+		case upload || rq.query.Has("partNumber"):
+			return rq.uploadPart()
+		case rq.r.Header.Get("x-amz-copy-source") != "":
+			return rq.copyObject()
+		}
+		return rq.putObject()
+	case http.MethodGet, http.MethodHead:
+		if upload && m == http.MethodGet {
+			return rq.listParts()
+		}
+		if rq.query.Has("partNumber") {
+			return ErrNotImplemented.with("GET and HEAD of one part (partNumber) are not implemented yet.")
+		}
+		return rq.getObject(m == http.MethodHead)
+	case http.MethodDelete:
+		if upload {
+			return rq.abortUpload()
+		}
+		return rq.deleteObject()
+	case http.MethodPost:
+		switch {
+		case rq.query.Has("uploads"):
+			return rq.createUpload()
+		case upload:
+			return rq.completeUpload()
+		}
+	}
+	return ErrMethodNotAllowed
+}
+
+// writeXML answers status with v as an XML document.
+func (rq *request) writeXML(status int, v any) error {
+	body, err := xml.Marshal(v)
+	if err != nil {
+		return err
+	}
+	h := rq.w.Header()
+	h.Set("Content-Type", "application/xml")
+	h.Set("Content-Length", strconv.Itoa(len(xml.Header)+len(body)))
+	rq.w.WriteHeader(status)
+	rq.w.Write([]byte(xml.Header))
+	rq.w.Write(body)
+	return nil
+}
+
+// readXML reads a request's XML body (at most maxXMLBytes) into v.
+func (rq *request) readXML(v any) error {
+	b, err := readAllBounded(rq.auth.Body, maxXMLBytes)
+	if err != nil {
+		return err
+	}
+	if err := xml.Unmarshal(b, v); err != nil {
+		return ErrMalformedXML
+	}
+	return nil
+}
+
+func readAllBounded(r io.Reader, limit int) ([]byte, error) {
+	var buf []byte
+	chunk := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(chunk)
+		buf = append(buf, chunk[:n]...)
+		if len(buf) > limit {
+			return nil, ErrMaxMessageLength.with("The XML body is larger than %d bytes.", limit)
+		}
+		if err != nil {
+			if err == io.EOF {
+				return buf, nil
+			}
+			return nil, err
+		}
+	}
+}
+
+const s3NS = "http://s3.amazonaws.com/doc/2006-03-01/"
+
+// isoTime formats times as S3's XML does.
+func isoTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }

@@ -1,0 +1,161 @@
+package s3gw
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/cairn-storage/cairn/internal/s3/checksum"
+)
+
+func countData(st *MemStore) int {
+	n := 0
+	for _, o := range st.Objects() {
+		if strings.HasPrefix(o, "s3d.") {
+			n++
+		}
+	}
+	return n
+}
+
+func TestMultipart(t *testing.T) {
+	env := newEnv(t)
+	ctx := context.Background()
+	c := env.alice
+	env.mkBucket(c, "mpu")
+	cr, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("mpu"), Key: aws.String("big"),
+		ContentType: aws.String("video/mp4"), Metadata: map[string]string{"m": "1"}, ChecksumAlgorithm: types.ChecksumAlgorithmCrc32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := cr.UploadId
+	p1, p2 := randBytes(minPartSize, 1), randBytes(1234, 2)
+	var etags []string
+	var md5s [][]byte
+	for i, p := range [][]byte{p1, p2, []byte("left out")} {
+		out, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String("mpu"), Key: aws.String("big"), UploadId: id,
+			PartNumber: aws.Int32(int32(i + 1)), Body: bytes.NewReader(p), ChecksumAlgorithm: types.ChecksumAlgorithmCrc32})
+		if err != nil {
+			t.Fatal(err)
+		}
+		etags = append(etags, *out.ETag)
+		s := md5.Sum(p)
+		md5s = append(md5s, s[:])
+	}
+	dataBefore := countData(env.store)
+	lp, err := c.ListParts(ctx, &s3.ListPartsInput{Bucket: aws.String("mpu"), Key: aws.String("big"), UploadId: id})
+	if err != nil || len(lp.Parts) != 3 || *lp.Parts[1].Size != 1234 || *lp.Parts[0].ETag != etags[0] {
+		t.Fatalf("ListParts: %+v %v", lp, err)
+	}
+	lu, err := c.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: aws.String("mpu")})
+	if err != nil || len(lu.Uploads) != 1 || *lu.Uploads[0].UploadId != *id || *lu.Uploads[0].Key != "big" {
+		t.Fatalf("ListMultipartUploads: %+v %v", lu, err)
+	}
+	complete := func(parts ...int) (*s3.CompleteMultipartUploadOutput, error) {
+		var cp []types.CompletedPart
+		for _, n := range parts {
+			cp = append(cp, types.CompletedPart{PartNumber: aws.Int32(int32(n)), ETag: aws.String(etags[n-1])})
+		}
+		return c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String("mpu"), Key: aws.String("big"),
+			UploadId: id, MultipartUpload: &types.CompletedMultipartUpload{Parts: cp}})
+	}
+	_, err = complete(2, 3)
+	wantCode(t, "complete with a small first part", err, "EntityTooSmall")
+	_, err = c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String("mpu"), Key: aws.String("big"), UploadId: id,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: aws.String(`"0123"`)}}}})
+	wantCode(t, "complete with a wrong ETag", err, "InvalidPart")
+	resp, body := env.raw("POST", "/mpu/big?uploadId="+*id, nil, []byte("<CompleteMultipartUpload><Part><PartNumber>2</PartNumber><ETag>x</ETag></Part><Part><PartNumber>1</PartNumber><ETag>y</ETag></Part></CompleteMultipartUpload>"))
+	if resp.StatusCode != 400 || !strings.Contains(string(body), "InvalidPartOrder") {
+		t.Fatalf("parts out of order: %d %s", resp.StatusCode, body)
+	}
+	out, err := complete(1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"` + checksum.MultipartETag(md5s[:2]) + `"`; *out.ETag != want {
+		t.Fatalf("multipart ETag %s, want %s", *out.ETag, want)
+	}
+	if countData(env.store) != dataBefore {
+		t.Fatalf("complete copied data: %d data objects before, %d after", dataBefore, countData(env.store))
+	}
+	again, err := complete(1, 2)
+	if err != nil || *again.ETag != *out.ETag {
+		t.Fatalf("a repeated complete: %+v %v", again, err)
+	}
+	got, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("mpu"), Key: aws.String("big"), ChecksumMode: types.ChecksumModeEnabled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := new(bytes.Buffer)
+	b.ReadFrom(got.Body)
+	if !bytes.Equal(b.Bytes(), append(append([]byte{}, p1...), p2...)) || *got.ContentType != "video/mp4" || got.Metadata["m"] != "1" {
+		t.Fatalf("GET of the completed object: %d bytes, %s %v", b.Len(), *got.ContentType, got.Metadata)
+	}
+	if got.ChecksumCRC32 == nil || !strings.HasSuffix(*got.ChecksumCRC32, "-2") {
+		t.Fatalf("composite CRC32: %v", got.ChecksumCRC32)
+	}
+	_, err = c.ListParts(ctx, &s3.ListPartsInput{Bucket: aws.String("mpu"), Key: aws.String("big"), UploadId: id})
+	wantCode(t, "ListParts after complete", err, "NoSuchUpload")
+	// The left-out part 3 goes to the collector with the grace.
+	env.clock.offset += 2 * env.gw.cfg.GCGrace
+	if _, err := env.gw.Collect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := countData(env.store); n != 3 {
+		t.Fatalf("%d data objects after collecting the left-out part, want 3 (5 MiB in 2 stripes + 1234 bytes)", n)
+	}
+}
+
+func TestMultipartAbort(t *testing.T) {
+	env := newEnv(t)
+	ctx := context.Background()
+	c := env.alice
+	env.mkBucket(c, "mpu")
+	cr, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("mpu"), Key: aws.String("k")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		if _, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String("mpu"), Key: aws.String("k"), UploadId: cr.UploadId,
+			PartNumber: aws.Int32(int32(i)), Body: strings.NewReader(fmt.Sprint("part", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = c.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String("mpu"), Key: aws.String("k"), UploadId: aws.String("nope"),
+		PartNumber: aws.Int32(1), Body: strings.NewReader("x")})
+	wantCode(t, "part of an unknown upload", err, "NoSuchUpload")
+	if _, err := c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String("mpu"), Key: aws.String("k"), UploadId: cr.UploadId}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String("mpu"), Key: aws.String("k"), UploadId: cr.UploadId})
+	wantCode(t, "abort twice", err, "NoSuchUpload")
+	env.clock.offset += 2 * env.gw.cfg.GCGrace
+	if _, err := env.gw.Collect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := countData(env.store); n != 0 {
+		t.Fatalf("%d data objects after an abort and the grace", n)
+	}
+}
+
+func FuzzCompleteXML(f *testing.F) {
+	f.Add([]byte("<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>\"a\"</ETag></Part></CompleteMultipartUpload>"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		req, err := parseComplete(b)
+		if err != nil {
+			return
+		}
+		for i, p := range req.Parts {
+			if p.PartNumber < 1 || p.PartNumber > maxPartNum || i > 0 && p.PartNumber <= req.Parts[i-1].PartNumber {
+				t.Fatalf("accepted parts %+v", req.Parts)
+			}
+		}
+	})
+}

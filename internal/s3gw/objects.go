@@ -1,0 +1,261 @@
+package s3gw
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"hash"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// bodyLength is the size of the object data a request carries: the
+// decoded length of an aws-chunked body, else Content-Length. S3 requires
+// one (MissingContentLength).
+func (rq *request) bodyLength() (uint64, error) {
+	n := rq.r.ContentLength
+	if rq.auth.Chunked {
+		n = rq.auth.DecodedLength
+	}
+	if n < 0 {
+		return 0, ErrMissingContentLength
+	}
+	return uint64(n), nil
+}
+
+// cleanupTimeout bounds the removal of a failed write's data, which runs
+// after the client may have gone.
+const cleanupTimeout = 30 * time.Second
+
+// storeBody writes a request body as new data of the bucket under an
+// intent: the intent (0x00 p <data id>) commits first, so that if this
+// gateway dies while writing, the collector finds and removes the data.
+// It returns the data id, the intent's guard for the commit, and a
+// cleanup that removes the data and the intent if the commit does not
+// happen.
+func (rq *request) storeBody(b *bucketRec, body io.Reader, size uint64, hashes []hash.Hash) (dataID string, guard Cond, cleanup func(), err error) {
+	g := rq.g
+	dataID = newID()
+	shard := b.shard(rq.key)
+	pk := pendingKey(dataID)
+	iv := intent{Start: g.now(), Size: size}.encode()
+	err = g.cfg.Store.OmapApply(rq.ctx, shard, Txn{If: []Cond{{Key: keyOpen, Value: openValue}}, Set: map[string][]byte{pk: iv}})
+	var pe *PreconditionError
+	if errors.As(err, &pe) || errors.Is(err, ErrNotFound) {
+		g.buckets.drop(b.Name)
+		return "", Cond{}, nil, ErrNoSuchBucket
+	}
+	if err != nil {
+		return "", Cond{}, nil, err
+	}
+	cleanup = func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		if err := g.removeData(ctx, b.ID, dataID, size, stripeSize); err != nil {
+			g.cfg.Logf("s3: removing the data of a failed write in bucket %s: %v (the collector will)", b.Name, err)
+			return
+		}
+		g.cfg.Store.OmapApply(ctx, shard, Txn{If: []Cond{{Key: pk, Value: iv}}, Rm: []string{pk}})
+	}
+	if err = g.writeData(rq.ctx, b.ID, dataID, body, size, hashes); err != nil {
+		cleanup()
+		return "", Cond{}, nil, err
+	}
+	return dataID, Cond{Key: pk, Value: iv}, cleanup, nil
+}
+
+// commitGuardErr turns a failed intent guard into what the client sees:
+// the collector took this write for dead.
+func commitGuardErr(err error, guard Cond) error {
+	var pe *PreconditionError
+	if errors.As(err, &pe) && pe.Key == guard.Key {
+		return ErrInternal.with("The upload took longer than the gateway's intent timeout; retry it.")
+	}
+	return err
+}
+
+func (rq *request) putObject() error {
+	b, err := rq.ownBucket()
+	if err != nil {
+		return err
+	}
+	size, err := rq.bodyLength()
+	if err != nil {
+		return err
+	}
+	if size > maxPutSize {
+		return ErrEntityTooLarge
+	}
+	std, meta, err := objectHeaders(rq.r.Header)
+	if err != nil {
+		return err
+	}
+	conds, err := parseConditions(rq.r.Header, "")
+	if err != nil {
+		return err
+	}
+	in, err := rq.integrity()
+	if err != nil {
+		return err
+	}
+	if conds.any() { // fail early, before the body is stored
+		if err := rq.checkWrite(b, conds); err != nil {
+			return err
+		}
+	}
+	dataID, guard, cleanup, err := rq.storeBody(b, rq.auth.Body, size, in.hashes())
+	if err != nil {
+		return err
+	}
+	md5sum, sum, err := in.verify(rq)
+	if err != nil {
+		cleanup()
+		return err
+	}
+	e := &Entry{Size: size, ETag: hex.EncodeToString(md5sum), MTime: rq.g.now().UTC(), Headers: std, Meta: meta,
+		Checksum: Checksum{Alg: in.alg, Sum: sum}, Stripe: stripeSize, Parts: []Part{{DataID: dataID, Size: size, MD5: md5sum}}}
+	_, err = rq.g.update(rq.ctx, b, rq.key, []Cond{guard}, func(old *Entry) (change, error) {
+		if err := conds.evalWrite(old); err != nil {
+			return change{}, err
+		}
+		return change{entry: e, extra: func(t *Txn) { t.Rm = append(t.Rm, guard.Key) }}, nil
+	})
+	if err != nil {
+		cleanup()
+		return commitGuardErr(err, guard)
+	}
+	h := rq.w.Header()
+	h.Set("ETag", `"`+e.ETag+`"`)
+	if in.given {
+		checksumHeaders(h, e.Checksum)
+	}
+	rq.w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+// checkWrite evaluates a write's conditions on the key's entry now.
+func (rq *request) checkWrite(b *bucketRec, conds conditions) error {
+	e, err := rq.g.readEntry(rq.ctx, b, rq.key)
+	if err != nil && !errors.Is(err, ErrNoSuchKey) {
+		return err
+	}
+	return conds.evalWrite(e)
+}
+
+// readEntry returns key's entry: ErrNoSuchKey if there is none.
+func (g *Gateway) readEntry(ctx context.Context, b *bucketRec, key string) (*Entry, error) {
+	vals, err := g.cfg.Store.OmapGet(ctx, b.shard(key), key)
+	if errors.Is(err, ErrNotFound) {
+		g.buckets.drop(b.Name)
+		return nil, ErrNoSuchBucket
+	}
+	if err != nil {
+		return nil, err
+	}
+	raw, ok := vals[key]
+	if !ok {
+		return nil, ErrNoSuchKey
+	}
+	return decodeEntry(raw)
+}
+
+// responseOverrides are the query parameters of a GET that set headers
+// of the answer (presigned downloads use them).
+var responseOverrides = map[string]string{
+	"response-content-type": "Content-Type", "response-content-language": "Content-Language",
+	"response-expires": "Expires", "response-cache-control": "Cache-Control",
+	"response-content-disposition": "Content-Disposition", "response-content-encoding": "Content-Encoding",
+}
+
+func (rq *request) getObject(head bool) error {
+	b, err := rq.ownBucket()
+	if err != nil {
+		return err
+	}
+	conds, err := parseConditions(rq.r.Header, "")
+	if err != nil {
+		return err
+	}
+	e, err := rq.g.readEntry(rq.ctx, b, rq.key)
+	if err != nil {
+		return err
+	}
+	if err := conds.evalRead(e); err != nil {
+		if err == errNotModified {
+			h := rq.w.Header()
+			h.Set("ETag", `"`+e.ETag+`"`)
+			h.Set("Last-Modified", e.MTime.UTC().Format(http.TimeFormat))
+		}
+		return err
+	}
+	rng, partial, err := parseRange(rq.r.Header.Get("Range"), e.Size)
+	if err != nil {
+		rq.w.Header().Set("Content-Range", "bytes */"+strconv.FormatUint(e.Size, 10))
+		return err
+	}
+	if !partial {
+		rng = byteRange{0, e.Size}
+	}
+	h := rq.w.Header()
+	setObjectHeaders(h, e)
+	for q, name := range responseOverrides {
+		if v := rq.query.Get(q); v != "" {
+			h.Set(name, v)
+		}
+	}
+	if checksumMode(rq.r.Header) && !partial {
+		checksumHeaders(h, e.Checksum)
+	}
+	if e.Parts != nil && len(e.Parts) > 1 {
+		h.Set("x-amz-mp-parts-count", strconv.Itoa(len(e.Parts)))
+	}
+	h.Set("Content-Length", strconv.FormatUint(rng.Length, 10))
+	status := http.StatusOK
+	if partial {
+		status = http.StatusPartialContent
+		h.Set("Content-Range", "bytes "+strconv.FormatUint(rng.Start, 10)+"-"+strconv.FormatUint(rng.Start+rng.Length-1, 10)+"/"+strconv.FormatUint(e.Size, 10))
+	}
+	rq.w.WriteHeader(status)
+	if head || rng.Length == 0 {
+		return nil
+	}
+	if err := rq.g.streamData(rq.ctx, rq.w, b.ID, e, rng.Start, rng.Length); err != nil {
+		// The status is sent: all that is left is to cut the body short,
+		// which the client sees as a length mismatch.
+		rq.g.cfg.Logf("s3: GET %s/%s: %v", b.Name, rq.key, err)
+		panic(http.ErrAbortHandler)
+	}
+	return nil
+}
+
+func (rq *request) deleteObject() error {
+	b, err := rq.ownBucket()
+	if err != nil {
+		return err
+	}
+	conds, err := parseConditions(rq.r.Header, "")
+	if err != nil {
+		return err
+	}
+	if err := rq.g.deleteKey(rq.ctx, b, rq.key, conds); err != nil {
+		return err
+	}
+	rq.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// deleteKey removes key (nothing to do if absent); its data goes to the
+// collector in the same transaction.
+func (g *Gateway) deleteKey(ctx context.Context, b *bucketRec, key string, conds conditions) error {
+	_, err := g.update(ctx, b, key, nil, func(old *Entry) (change, error) {
+		if conds.any() {
+			if err := conds.evalWrite(old); err != nil {
+				return change{}, err
+			}
+		}
+		return change{}, nil
+	})
+	return err
+}

@@ -1,0 +1,100 @@
+package s3gw
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Store is what the gateway needs of a cairn pool: whole-object puts and
+// ranged reads for data stripes, and guarded omap transactions and
+// listings for the bucket registry and indexes. cairn's client.Pool
+// provides it (through a thin adapter in cli); MemStore is an in-memory
+// model of the same contract for tests.
+//
+// Errors: a missing object is ErrNotFound; a failed guard of OmapApply is
+// ErrPrecondition (a *PreconditionError says which key).
+type Store interface {
+	// Put stores data as the whole content of the object.
+	Put(ctx context.Context, name string, data []byte) error
+	// ReadAt reads up to length bytes at off (fewer at the end) and
+	// returns them with the object's size.
+	ReadAt(ctx context.Context, name string, off, length uint64) ([]byte, uint64, error)
+	// Delete removes the object; ErrNotFound if absent.
+	Delete(ctx context.Context, name string) error
+	// OmapGet returns the values of those keys that exist.
+	OmapGet(ctx context.Context, name string, keys ...string) (map[string][]byte, error)
+	// OmapApply checks every condition of txn and, only if all hold,
+	// applies its removals and then its sets as one atomic step.
+	OmapApply(ctx context.Context, name string, txn Txn) error
+	// OmapList returns up to limit entries with start <= key < end ("":
+	// no end) in key order, and whether more follow.
+	OmapList(ctx context.Context, name, start, end string, limit int) ([]KV, bool, error)
+	// OmapListDelim lists the keys after `after` that start with prefix,
+	// rolling keys that contain delim past the prefix into one common
+	// prefix each (skipped whole); entries and prefixes together are at
+	// most limit. Keys starting with 0x00 are listed only when prefix
+	// starts with 0x00.
+	OmapListDelim(ctx context.Context, name, prefix, delim, after string, limit int) (Listing, error)
+}
+
+// KV is one omap entry.
+type KV struct {
+	Key   string
+	Value []byte
+}
+
+// Cond is a guard of a Txn: the key is absent (Absent), or holds exactly
+// Value.
+type Cond struct {
+	Key    string
+	Value  []byte
+	Absent bool
+}
+
+// Txn is an atomic, guarded omap transaction on one object. Rm and the
+// range [RmFrom, RmTo) are removed before Set is applied. Create makes
+// the object if it does not exist (else the transaction on a missing
+// object is ErrNotFound).
+type Txn struct {
+	If     []Cond
+	Set    map[string][]byte
+	Rm     []string
+	RmFrom string
+	RmTo   string
+	Create bool
+}
+
+// Listing is one page of OmapListDelim: entries and common prefixes in
+// key order; More says a next page exists, which starts after Next.
+type Listing struct {
+	Entries  []KV
+	Prefixes []string
+	More     bool
+	Next     string
+}
+
+// ErrNotFound and ErrPrecondition are the Store's errors; test with
+// errors.Is.
+var (
+	ErrNotFound     = errors.New("not found")
+	ErrPrecondition = errors.New("precondition failed")
+)
+
+// PreconditionError says which guard of a Txn failed and what the key
+// held (Exists false: absent).
+type PreconditionError struct {
+	Key    string
+	Value  []byte
+	Exists bool
+}
+
+func (e *PreconditionError) Error() string {
+	if !e.Exists {
+		return fmt.Sprintf("precondition failed: omap key %q is absent", e.Key)
+	}
+	return fmt.Sprintf("precondition failed: omap key %q holds another value", e.Key)
+}
+
+// Is makes errors.Is(err, ErrPrecondition) hold.
+func (e *PreconditionError) Is(target error) bool { return target == ErrPrecondition }
