@@ -41,7 +41,8 @@ type listItem struct {
 
 // oracleList is the listing S3 defines, computed the dumb way over all
 // keys in order: keys after `after` with the prefix, those holding the
-// delimiter past the prefix rolled into one common prefix each.
+// delimiter past the prefix rolled into one common prefix each, every item
+// sorting after `after` (S3 "starts listing after" the marker).
 func oracleList(keys []string, prefix, delim, after string) []listItem {
 	var out []listItem
 	seen := map[string]bool{}
@@ -51,7 +52,7 @@ func oracleList(keys []string, prefix, delim, after string) []listItem {
 		}
 		if i := strings.Index(k[len(prefix):], delim); delim != "" && i >= 0 {
 			cp := k[:len(prefix)+i+len(delim)]
-			if !seen[cp] {
+			if !seen[cp] && cp > after {
 				seen[cp] = true
 				out = append(out, listItem{cp, true})
 			}

@@ -195,6 +195,9 @@ func (m *MemStore) OmapListDelim(ctx context.Context, name, prefix, delim, after
 	if o == nil {
 		return Listing{}, fmt.Errorf("omap list %s: %w", name, ErrNotFound)
 	}
+	if limit == 0 {
+		limit = 1000 // as the cluster's: 0 means its largest page
+	}
 	keys := o.keys()
 	from := max(after+"\x00", prefix)
 	if prefix == "" {
@@ -219,11 +222,14 @@ func (m *MemStore) OmapListDelim(ctx context.Context, name, prefix, delim, after
 		}
 		if j := strings.Index(k[len(prefix):], delim); delim != "" && j >= 0 {
 			cp := k[:len(prefix)+j+len(delim)]
-			l.Prefixes = append(l.Prefixes, cp)
-			l.Next = cp
-			// Skip every key under cp.
+			// Skip every key under cp; cp itself is listed only if it
+			// sorts after `after` (a page that ended on it resumes past it).
 			for i+1 < len(keys) && strings.HasPrefix(keys[i+1], cp) {
 				i++
+			}
+			if cp > after {
+				l.Prefixes = append(l.Prefixes, cp)
+				l.Next = cp
 			}
 			continue
 		}
