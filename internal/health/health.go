@@ -289,13 +289,28 @@ func (st *Status) primaryChecks(m *clustermap.Map, t *placement.Table, stats map
 	}
 	if recovering > 0 {
 		st.add(Check{Code: "PG_RECOVERING", Severity: Warn,
-			Summary: fmt.Sprintf("%d pg(s) recovering: %d object copies left to bring up to date", recovering, left)})
+			Summary: fmt.Sprintf("%d pg(s) recovering: %d object copies left to bring up to date%s", recovering, left, st.recoveryETA())})
 	}
 	if stalled := stalledRecovery(stats, now); len(stalled) > 0 {
 		st.add(Check{Code: "RECOVERY_STALLED", Severity: Warn,
 			Summary: fmt.Sprintf("recovery on %d OSD(s) has made no progress for over %s; it keeps retrying by itself, the detail says what fails", len(stalled), recoveryStallAfter),
 			Detail:  stalled})
 	}
+}
+
+// recoveryETA says when every copy is back at the current rate: when the
+// slowest OSD's recovery ends.
+func (st *Status) recoveryETA() string {
+	eta := 0.0
+	for _, w := range st.Work {
+		if w.Kind == "recovery" {
+			eta = max(eta, w.ETASeconds)
+		}
+	}
+	if eta <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("; full redundancy in about %s at the current rate", (time.Duration(eta) * time.Second).Round(time.Second))
 }
 
 // spaceChecks adds up the disks and reports OSDs nearly full, backfill-full

@@ -92,6 +92,9 @@ func TestStatusRecoveringAndDown(t *testing.T) {
 	if st.Health != Err || find(st, "PG_RECOVERING") == nil {
 		t.Fatalf("recovering and down pgs: want HEALTH_ERR with PG_RECOVERING: %+v", st)
 	}
+	if c := find(st, "PG_RECOVERING"); !strings.HasSuffix(c.Summary, "30 object copies left to bring up to date; full redundancy in about 30s at the current rate") {
+		t.Fatalf("PG_RECOVERING does not say when redundancy is back: %q", c.Summary)
+	}
 	if c := find(st, "PG_DOWN"); c == nil || !strings.Contains(c.Detail[0], "1.3 (primary osd.0): waiting for osd.4") {
 		t.Fatalf("PG_DOWN does not say which pg waits for what: %+v", c)
 	}
