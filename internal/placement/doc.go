@@ -72,6 +72,14 @@
 //
 // The golden tests pin these formats; if one fails, the change moves data.
 //
+// # Shards
+//
+// Erasure-coded PGs are placed by position (Shards, shards.go): a position
+// that loses its OSD leaves a hole or draws again without moving the
+// others, and an OSD marked out still weighs in every draw so that no
+// other position's race changes. No pool uses it yet: it is the placement
+// of the erasure-coded pools to come.
+//
 // # Table
 //
 // Place rebuilds the eligible view of the map on every call. Table caches

@@ -16,6 +16,7 @@ type member struct {
 	id clustermap.OSDID
 	w  float64
 	up bool
+	in bool // false only in a shard view (buildShardView)
 }
 
 // domain is a failure domain holding at least one eligible OSD.
@@ -43,8 +44,13 @@ func normLevel(level string) string {
 }
 
 func eligible(o *clustermap.OSD, class clustermap.DeviceClass) bool {
+	return o.In && weighs(o, class)
+}
+
+// weighs reports whether o takes part in draws of class at all, in or out.
+func weighs(o *clustermap.OSD, class clustermap.DeviceClass) bool {
 	// Weight > 0 is false for NaN; Inf would break the draw, so refuse it.
-	return o.In && o.Weight > 0 && !math.IsInf(o.Weight, 1) && (class == "" || o.Class == class)
+	return o.Weight > 0 && !math.IsInf(o.Weight, 1) && (class == "" || o.Class == class)
 }
 
 // buildView groups the eligible OSDs of m by failure domain. Domains and
@@ -52,6 +58,17 @@ func eligible(o *clustermap.OSD, class clustermap.DeviceClass) bool {
 // the order in which the map lists OSDs. It allocates a handful of slices,
 // whatever the size of the map.
 func buildView(m *clustermap.Map, class clustermap.DeviceClass, level string) *view {
+	return buildViewOf(m, class, level, eligible)
+}
+
+// buildShardView is buildView with the OSDs that are out kept in (their
+// member says so), so their weight still counts in every draw: marking an
+// OSD out then changes no other position's race (shards.go).
+func buildShardView(m *clustermap.Map, class clustermap.DeviceClass, level string) *view {
+	return buildViewOf(m, class, level, weighs)
+}
+
+func buildViewOf(m *clustermap.Map, class clustermap.DeviceClass, level string, eligible func(*clustermap.OSD, clustermap.DeviceClass) bool) *view {
 	level = normLevel(level)
 	type ent struct {
 		name string // failure domain; unused at level osd
@@ -78,7 +95,7 @@ func buildView(m *clustermap.Map, class clustermap.DeviceClass, level string) *v
 	members := make([]member, len(ents))
 	ndom := 0
 	for i, e := range ents {
-		members[i] = member{id: e.o.ID, w: e.o.Weight, up: e.o.Up}
+		members[i] = member{id: e.o.ID, w: e.o.Weight, up: e.o.Up, in: e.o.In}
 		if level == clustermap.DomainOSD || i == 0 || e.name != ents[i-1].name {
 			ndom++
 		}
