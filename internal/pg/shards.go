@@ -1,0 +1,134 @@
+package pg
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Erasure-coded objects: each position of the PG holds one shard, and K
+// shards of one version rebuild the object. A write reaches the shards one
+// by one, so after a crash the shards of an object may disagree; each
+// shard keeps what it needs to roll back its newest write until the write
+// is known complete on every shard. Peering then decides, object by
+// object, which version stands (DecideShards):
+//
+//   - the newest version that at least K shards hold, or can roll back to;
+//   - "absent" is a version too (the zero EVersion): a create that reached
+//     fewer than K shards rolls back to it, and a delete that reached K
+//     shards stands, so a deleted object never comes back;
+//   - shards at that version keep it, shards whose newest write is above
+//     it and can roll back to it roll back, the others are rebuilt from K
+//     shards of it (or, for "absent", delete what they hold);
+//   - with no version on K shards the object is unfound: it is never
+//     served as data, and status says so.
+//
+// Before any of that, the PG as a whole waits until at least K positions
+// of its last interval's acting set answer (ShardsPeerable), as a
+// replicated PG waits for a copy its record names complete.
+//
+// Why it keeps acknowledged writes: a write is acknowledged only once
+// every position of its interval's acting set applied it, and peering
+// ends with every answering position holding each object's standing
+// version. So with K positions of the last interval answering, every
+// acknowledged write, of that interval or an earlier one, is on K of
+// them; a write on fewer than K was not acknowledged, and rolls back. A
+// newer write that reached K shards may stand whether or not it was
+// acknowledged, as a replicated write that failed may land.
+
+// ShardCopy is one position's shard of an object, as peering lists it.
+type ShardCopy struct {
+	Listed bool     // the position's OSD answered (false: down, or no OSD)
+	Ver    EVersion // its newest write; zero: the shard holds nothing
+	// Prev is the version its newest write can roll back to, while
+	// CanRollBack; zero Prev is "absent" (the write created the object).
+	Prev        EVersion
+	CanRollBack bool
+}
+
+// ShardPlan is what peering decided for one object.
+type ShardPlan struct {
+	Ver      EVersion // the version that stands; zero: the object is absent
+	Unfound  bool     // no version is on K shards: serve nothing
+	Keep     []int    // positions that hold Ver
+	RollBack []int    // positions that roll their newest write back to Ver
+	Rebuild  []int    // listed positions that need Ver rebuilt (or, absent: deleted)
+	Missing  []int    // positions not listed: rebuilt when they answer
+}
+
+// ShardsPeerable says whether an erasure-coded PG with k data shards may
+// peer: at least k of last, the positions of its last interval's acting
+// set, answered.
+func ShardsPeerable(k int, last []int, answered func(pos int) bool) error {
+	var missing []int
+	n := 0
+	for _, p := range last {
+		if answered(p) {
+			n++
+		} else {
+			missing = append(missing, p)
+		}
+	}
+	if n < k {
+		return fmt.Errorf("waiting for positions %v of the last interval: %d of its %d positions answer, %d hold every acknowledged write", missing, n, len(last), k)
+	}
+	return nil
+}
+
+// DecideShards decides one object from the shards of its positions, for
+// a pool of K data shards, once ShardsPeerable allows it.
+func DecideShards(k int, shards []ShardCopy) ShardPlan {
+	ver, ok := standing(k, shards)
+	if !ok {
+		return ShardPlan{Unfound: true}
+	}
+	p := ShardPlan{Ver: ver}
+	for i, s := range shards {
+		switch {
+		case !s.Listed:
+			p.Missing = append(p.Missing, i)
+		case s.Ver == ver:
+			p.Keep = append(p.Keep, i)
+		case ver.Less(s.Ver) && s.CanRollBack && s.Prev == ver:
+			p.RollBack = append(p.RollBack, i)
+		default:
+			p.Rebuild = append(p.Rebuild, i)
+		}
+	}
+	return p
+}
+
+// standing returns the newest version that at least k listed shards hold
+// or can roll back to; false if there is none.
+func standing(k int, shards []ShardCopy) (EVersion, bool) {
+	var cands []EVersion
+	for _, s := range shards {
+		if s.Listed {
+			cands = append(cands, s.Ver)
+			if s.CanRollBack {
+				cands = append(cands, s.Prev)
+			}
+		}
+	}
+	slices.SortFunc(cands, func(a, b EVersion) int {
+		switch {
+		case b.Less(a):
+			return -1
+		case a.Less(b):
+			return 1
+		}
+		return 0
+	})
+	cands = slices.Compact(cands)
+	for _, v := range cands {
+		n := 0
+		for _, s := range shards {
+			if s.Listed && (s.Ver == v || s.CanRollBack && s.Prev == v && v.Less(s.Ver)) {
+				n++
+			}
+		}
+		if n >= k {
+			return v, true
+		}
+	}
+	return EVersion{}, false
+}

@@ -1,0 +1,323 @@
+package pg
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// A seeded simulation of one erasure-coded PG (K+M positions, K from 2 to
+// 4, M 1 or 2, min_size K or K+1) through writes and deletes that reach
+// only some shards, positions going down and coming back, completions
+// that trim the rollback state, and peering by ShardsPeerable and
+// DecideShards. After every peering it checks that no acknowledged write
+// is lost (what stands is the acknowledged version or a later write that
+// failed), that what stands can be rebuilt (K shards hold it or roll back
+// to it), and that every position up then holds the same version and
+// data; at the end, with every position back, that every shard agrees
+// and holds the acknowledged data.
+
+type ecShard struct {
+	ver, prev   EVersion
+	canRollBack bool
+	val         uint64 // the data of ver (0: a delete's tombstone)
+	prevVal     uint64
+}
+
+type ecWrite struct {
+	ver EVersion
+	val uint64 // 0: delete
+}
+
+type ecSim struct {
+	r       *rand.Rand
+	k, n    int
+	minSize int
+	up      []bool
+	shards  []map[string]ecShard
+	acked   map[string]ecWrite
+	later   map[string][]ecWrite // writes after the acknowledged one that failed
+	unfound map[string]bool      // peering found no version to stand: writes wait
+	last    []int                // the positions of the last interval's acting set
+	down    bool                 // the PG cannot peer: it serves nothing
+	epoch   uint64
+	version uint64
+	trace   strings.Builder
+}
+
+func newECSim(seed uint64) *ecSim {
+	r := rand.New(rand.NewPCG(seed, 0xec))
+	k, m := 2+r.IntN(3), 1+r.IntN(2)
+	s := &ecSim{r: r, k: k, n: k + m, minSize: k + r.IntN(2), acked: map[string]ecWrite{}, later: map[string][]ecWrite{}, unfound: map[string]bool{}, epoch: 1}
+	for i := 0; i < s.n; i++ {
+		s.up = append(s.up, true)
+		s.shards = append(s.shards, map[string]ecShard{})
+		s.last = append(s.last, i)
+	}
+	fmt.Fprintf(&s.trace, "%d+%d, min_size %d\n", k, m, s.minSize)
+	return s
+}
+
+var ecNames = []string{"a", "b", "c", "d"}
+
+// write sends a write (val 0: a delete) to every position up; some apply
+// it before the primary fails. Acknowledged when every one up applied it
+// and they are at least min_size.
+func (s *ecSim) write(name string, val uint64) {
+	upN := 0
+	for _, u := range s.up {
+		if u {
+			upN++
+		}
+	}
+	if upN < s.minSize || s.unfound[name] || s.down {
+		return
+	}
+	s.version++
+	w := ecWrite{ver: EVersion{s.epoch, s.version}, val: val}
+	fails := s.r.IntN(4) == 0
+	applied := 0
+	for i, u := range s.up {
+		if !u || fails && s.r.IntN(2) == 0 {
+			continue
+		}
+		old, had := s.shards[i][name]
+		sh := ecShard{ver: w.ver, val: val, canRollBack: true}
+		if had {
+			sh.prev, sh.prevVal = old.ver, old.val
+		}
+		s.shards[i][name] = sh
+		applied++
+	}
+	if !fails && applied == upN {
+		s.acked[name], s.later[name] = w, nil
+		fmt.Fprintf(&s.trace, "ack %s %s val=%d on %d\n", name, w.ver, val, applied)
+		if applied == s.n && s.r.IntN(2) == 0 {
+			s.complete(name, w.ver)
+		}
+		return
+	}
+	s.later[name] = append(s.later[name], w)
+	fmt.Fprintf(&s.trace, "fail %s %s val=%d on %d of %d\n", name, w.ver, val, applied, upN)
+	s.epoch++ // the primary failed: a new interval peers
+	s.peer()
+}
+
+// complete trims the rollback state of a write every shard applied; a
+// completed delete leaves no trace.
+func (s *ecSim) complete(name string, v EVersion) {
+	for i := range s.shards {
+		if sh, ok := s.shards[i][name]; ok && sh.ver == v {
+			if sh.val == 0 {
+				delete(s.shards[i], name)
+				continue
+			}
+			sh.canRollBack, sh.prev, sh.prevVal = false, EVersion{}, 0
+			s.shards[i][name] = sh
+		}
+	}
+	fmt.Fprintf(&s.trace, "complete %s %s\n", name, v)
+}
+
+// peer decides every object from the positions up and applies the plan,
+// once K positions of the last interval answer; the positions up then
+// make the new interval.
+func (s *ecSim) peer() error {
+	if err := ShardsPeerable(s.k, s.last, func(p int) bool { return s.up[p] }); err != nil {
+		s.down = true
+		fmt.Fprintf(&s.trace, "pg down: %v\n", err)
+		return nil
+	}
+	s.down = false
+	s.last = s.last[:0]
+	for i, u := range s.up {
+		if u {
+			s.last = append(s.last, i)
+		}
+	}
+	for _, name := range ecNames {
+		copies := make([]ShardCopy, s.n)
+		for i := range copies {
+			if !s.up[i] {
+				continue
+			}
+			sh := s.shards[i][name]
+			copies[i] = ShardCopy{Listed: true, Ver: sh.ver, Prev: sh.prev, CanRollBack: sh.canRollBack}
+		}
+		p := DecideShards(s.k, copies)
+		s.unfound[name] = p.Unfound
+		if p.Unfound {
+			fmt.Fprintf(&s.trace, "peer %s: unfound\n", name)
+			continue
+		}
+		if err := s.checkStands(name, p.Ver); err != nil {
+			return err
+		}
+		if src := len(p.Keep) + len(p.RollBack); p.Ver != (EVersion{}) && src < s.k {
+			return fmt.Errorf("%s: %s stands on %d shards: a %d+%d object cannot be rebuilt from fewer than %d", name, p.Ver, src, s.k, s.n-s.k, s.k)
+		}
+		s.apply(name, p)
+		fmt.Fprintf(&s.trace, "peer %s: %s stands (keep %v, roll back %v, rebuild %v)\n", name, p.Ver, p.Keep, p.RollBack, p.Rebuild)
+		if err := s.agree(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// apply carries out a plan as the OSDs would: a shard rolls back to what
+// it kept, a rebuilt one gets the data of K shards at the standing
+// version, and the rollback state is trimmed.
+func (s *ecSim) apply(name string, p ShardPlan) {
+	for _, i := range p.RollBack {
+		sh := s.shards[i][name]
+		s.shards[i][name] = ecShard{ver: sh.prev, val: sh.prevVal}
+	}
+	var val uint64
+	for _, i := range p.Keep {
+		sh := s.shards[i][name]
+		val = sh.val
+		s.shards[i][name] = ecShard{ver: sh.ver, val: sh.val}
+	}
+	for _, i := range append(append(p.Keep, p.RollBack...), p.Rebuild...) {
+		if p.Ver == (EVersion{}) {
+			delete(s.shards[i], name)
+		} else if slices.Contains(p.Rebuild, i) {
+			s.shards[i][name] = ecShard{ver: p.Ver, val: val}
+		}
+	}
+}
+
+// agree: after peering every position up holds the same version and data.
+func (s *ecSim) agree(name string) error {
+	first := -1
+	for i, u := range s.up {
+		if !u {
+			continue
+		}
+		if first < 0 {
+			first = i
+			continue
+		}
+		if a, b := s.shards[first][name], s.shards[i][name]; a.ver != b.ver || a.val != b.val {
+			return fmt.Errorf("%s: after peering position %d has %s=%d, position %d %s=%d", name, first, a.ver, a.val, i, b.ver, b.val)
+		}
+	}
+	return nil
+}
+
+// checkStands: what stands is the acknowledged write or a later one that
+// failed (a delete's tombstone stands as "absent" too).
+func (s *ecSim) checkStands(name string, v EVersion) error {
+	a, acked := s.acked[name]
+	ok := func(w ecWrite) bool { return w.ver == v || w.val == 0 && v == (EVersion{}) }
+	if !acked && v == (EVersion{}) {
+		return nil
+	}
+	if acked && ok(a) {
+		return nil
+	}
+	for _, w := range s.later[name] {
+		if ok(w) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s: %s stands, but the acknowledged write is %+v (later failed writes %v)", name, v, a, s.later[name])
+}
+
+func (s *ecSim) run(steps int) error {
+	var val uint64
+	for step := 0; step < steps; step++ {
+		switch k := s.r.IntN(10); {
+		case k < 6:
+			val++
+			v := val
+			if s.r.IntN(6) == 0 {
+				v = 0
+			}
+			s.write(ecNames[s.r.IntN(len(ecNames))], v)
+		case k < 8:
+			i := s.r.IntN(s.n)
+			s.up[i] = !s.up[i]
+			fmt.Fprintf(&s.trace, "position %d up=%v\n", i, s.up[i])
+			s.epoch++
+			if err := s.peer(); err != nil {
+				return err
+			}
+		default:
+			s.epoch++
+			if err := s.peer(); err != nil {
+				return err
+			}
+		}
+	}
+	for i := range s.up {
+		s.up[i] = true
+	}
+	s.epoch++
+	if err := s.peer(); err != nil {
+		return err
+	}
+	for _, name := range ecNames {
+		first := s.shards[0][name]
+		for i := 1; i < s.n; i++ {
+			if sh := s.shards[i][name]; sh.ver != first.ver || sh.val != first.val {
+				return fmt.Errorf("%s: with every position back, position %d has %+v, position 0 %+v", name, i, sh, first)
+			}
+		}
+		if a, ok := s.acked[name]; ok && len(s.later[name]) == 0 {
+			if want := a.val; first.val != want {
+				return fmt.Errorf("%s: holds %d, the acknowledged write was %d", name, first.val, want)
+			}
+		}
+	}
+	return nil
+}
+
+func TestShardSimulation(t *testing.T) {
+	seeds := 3000
+	if testing.Short() {
+		seeds = 300
+	}
+	for seed := uint64(1); seed <= uint64(seeds); seed++ {
+		s := newECSim(seed)
+		if err := s.run(300); err != nil {
+			t.Fatalf("seed %d: %v\nhistory:\n%s", seed, err, s.trace.String())
+		}
+	}
+}
+
+func TestDecideShards(t *testing.T) {
+	v := func(n uint64) EVersion { return EVersion{1, n} }
+	cases := []struct {
+		what   string
+		k      int
+		shards []ShardCopy
+		want   ShardPlan
+	}{
+		{"all agree", 2, []ShardCopy{{Listed: true, Ver: v(3)}, {Listed: true, Ver: v(3)}, {Listed: true, Ver: v(3)}},
+			ShardPlan{Ver: v(3), Keep: []int{0, 1, 2}}},
+		{"a write on one shard rolls back", 2, []ShardCopy{{Listed: true, Ver: v(4), Prev: v(3), CanRollBack: true}, {Listed: true, Ver: v(3)}, {Listed: true, Ver: v(3)}},
+			ShardPlan{Ver: v(3), Keep: []int{1, 2}, RollBack: []int{0}}},
+		{"a write on K shards stands, the stale one is rebuilt", 2, []ShardCopy{{Listed: true, Ver: v(4), Prev: v(3), CanRollBack: true}, {Listed: true, Ver: v(4), Prev: v(3), CanRollBack: true}, {Listed: true, Ver: v(3)}},
+			ShardPlan{Ver: v(4), Keep: []int{0, 1}, Rebuild: []int{2}}},
+		{"a create on fewer than K shards is undone", 3, []ShardCopy{{Listed: true, Ver: v(5), CanRollBack: true}, {Listed: true}, {Listed: true}, {Listed: true}},
+			ShardPlan{Ver: EVersion{}, Keep: []int{1, 2, 3}, RollBack: []int{0}}},
+		{"a delete on K shards stands: the old data goes", 2, []ShardCopy{{Listed: true}, {Listed: true}, {Listed: true, Ver: v(2)}},
+			ShardPlan{Ver: EVersion{}, Keep: []int{0, 1}, Rebuild: []int{2}}},
+		{"fewer than K shards of anything: unfound", 3, []ShardCopy{{Listed: true, Ver: v(4)}, {Listed: true, Ver: v(3)}, {}, {}},
+			ShardPlan{Unfound: true}},
+		{"a shard that cannot roll back far enough is rebuilt", 2, []ShardCopy{{Listed: true, Ver: v(4), Prev: v(3), CanRollBack: true}, {Listed: true, Ver: v(2)}, {Listed: true, Ver: v(2)}},
+			ShardPlan{Ver: v(2), Keep: []int{1, 2}, Rebuild: []int{0}}},
+		{"down positions are missing", 2, []ShardCopy{{Listed: true, Ver: v(3)}, {}, {Listed: true, Ver: v(3)}},
+			ShardPlan{Ver: v(3), Keep: []int{0, 2}, Missing: []int{1}}},
+	}
+	for _, c := range cases {
+		got := DecideShards(c.k, c.shards)
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("%s: got %+v, want %+v", c.what, got, c.want)
+		}
+	}
+}
