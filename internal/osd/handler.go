@@ -11,8 +11,8 @@ import (
 	"github.com/cairn-storage/cairn/internal/clustermap"
 	"github.com/cairn-storage/cairn/internal/meta"
 	"github.com/cairn-storage/cairn/internal/objstore"
-	"github.com/cairn-storage/cairn/internal/placement"
 	"github.com/cairn-storage/cairn/internal/pg"
+	"github.com/cairn-storage/cairn/internal/placement"
 	"github.com/cairn-storage/cairn/internal/proto"
 )
 

@@ -72,7 +72,7 @@ func keepPlacement(old, nv *view) func(pg clustermap.PGID, e *entry) bool {
 		before[old.domains[i].key] = &old.domains[i]
 	}
 	changed := map[clustermap.OSDID]bool{} // the members of domains that changed
-	var grown []*domain                     // domains that may now enter a PG
+	var grown []*domain                    // domains that may now enter a PG
 	for i := range nv.domains {
 		nd := &nv.domains[i]
 		od := before[nd.key]
