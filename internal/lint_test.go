@@ -172,3 +172,14 @@ func TestFunctionsFitOnAScreen(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestGofmt keeps every file as gofmt writes it.
+func TestGofmt(t *testing.T) {
+	out, err := exec.Command("gofmt", "-l", "..").CombinedOutput()
+	if err != nil {
+		t.Fatalf("gofmt: %v\n%s", err, out)
+	}
+	if files := strings.TrimSpace(string(out)); files != "" {
+		t.Errorf("not gofmt-formatted (run gofmt -w on them):\n%s", files)
+	}
+}
