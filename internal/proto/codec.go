@@ -64,6 +64,7 @@ var opNames = [...]string{
 	OpOmapRm: "omap-rm", OpOmapList: "omap-list", OpOmapRmRange: "omap-rm-range",
 	OpList: "list", OpReplicate: "replicate", OpReadReplica: "read-replica", OpStatus: "status",
 	OpPGList: "pg-list", OpScrub: "scrub", OpSnaps: "snaps", OpSnapTrim: "snap-trim",
+	OpOmapTxn: "omap-txn", OpOmapListDelim: "omap-list-delim",
 }
 
 // String names the op for logs and errors.
@@ -82,6 +83,7 @@ var statusNames = [...]string{
 	StatusInvalid: "invalid", StatusNoSpace: "no space", StatusCorrupt: "corrupt",
 	StatusWrongEpoch: "wrong epoch", StatusNotPrimary: "not primary",
 	StatusUnavailable: "unavailable", StatusIOError: "io error", StatusAuth: "auth",
+	StatusPrecondition: "precondition failed",
 }
 
 // String names the status for logs and errors.

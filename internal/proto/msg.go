@@ -55,6 +55,20 @@ const (
 	// encoded list, snapset.EncodeSnaps) needs any more.
 	OpSnaps
 	OpSnapTrim
+	// OpOmapTxn: a guarded omap transaction on Object, Data its encoding
+	// (EncodeOmapTxn). The primary checks every guard under the object's
+	// lock; if all hold, the mutations apply as one replicated write,
+	// else nothing changes and the reply is StatusPrecondition: Data
+	// names the first failing guard's key, and KVs hold that key's
+	// current value unless it is absent.
+	OpOmapTxn
+	// OpOmapListDelim lists Object's omap keys after Start that start
+	// with Keys[0] (the prefix), rolling up those that contain Keys[1]
+	// (the delimiter, may be empty) after the prefix into common
+	// prefixes; at most Limit (≤ MaxListDelim) entries and prefixes
+	// together. The reply's KVs are the entries, its Data the encoded
+	// prefixes (EncodeListPrefixes), More whether more follow.
+	OpOmapListDelim
 	opMax
 )
 
@@ -149,6 +163,9 @@ const (
 	StatusUnavailable // fewer than min_size copies can be written now
 	StatusIOError
 	StatusAuth // authentication failed
+	// StatusPrecondition: a guard of an OpOmapTxn did not hold; nothing
+	// changed. Data is the failing key, KVs its current value if any.
+	StatusPrecondition
 	statusMax
 )
 
