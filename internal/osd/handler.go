@@ -88,7 +88,7 @@ func isWrite(op proto.Op) bool {
 	switch op {
 	case proto.OpWrite, proto.OpPut, proto.OpTruncate, proto.OpDelete, proto.OpCreate,
 		proto.OpSetXattr, proto.OpRmXattr, proto.OpOmapSet, proto.OpOmapRm, proto.OpOmapRmRange,
-		proto.OpSnapTrim:
+		proto.OpSnapTrim, proto.OpOmapTxn:
 		return true
 	}
 	return false
@@ -258,6 +258,8 @@ func (s *Server) readObject(coll string, req *proto.Request) *proto.Response {
 			r.KVs = append(r.KVs, proto.KV{Key: k, Value: v})
 		}
 		return r
+	case proto.OpOmapListDelim:
+		return s.omapListDelim(coll, req)
 	case proto.OpOmapList:
 		kvs, more, err := s.store.OmapList(coll, req.Object, req.Start, req.End, limit(req.Limit, 1000))
 		if err != nil {

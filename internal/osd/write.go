@@ -90,6 +90,8 @@ func (s *Server) addOp(coll string, req *proto.Request, txn *objstore.Txn) *prot
 		}
 	case proto.OpOmapRmRange:
 		txn.OmapRmRange(coll, req.Object, req.Start, req.End)
+	case proto.OpOmapTxn:
+		return s.addOmapTxn(coll, req, txn)
 	default:
 		return s.fail(proto.StatusInvalid, "operation %d is not a write", req.Op)
 	}
@@ -110,6 +112,9 @@ func (s *Server) write(ctx context.Context, pool *clustermap.Pool, p *pgState, r
 	w, bad := s.planWrite(pool, p, req, stale)
 	if bad != nil {
 		return bad
+	}
+	if w.noop {
+		return s.ok()
 	}
 	if bad := s.replicate(ctx, pool, p, req, w); bad != nil {
 		return bad
@@ -156,6 +161,8 @@ type writePlan struct {
 	interval clustermap.Epoch
 	writeSet []clustermap.OSDID
 	acting   []clustermap.OSDID
+	// noop: nothing to write (see noChange); answered OK as it is.
+	noop bool
 }
 
 // planWrite builds the write's transaction, refuses it if a member is full
@@ -169,6 +176,13 @@ func (s *Server) planWrite(pool *clustermap.Pool, p *pgState, req *proto.Request
 	p.mu.Lock()
 	w := &writePlan{txn: txn, interval: p.prim.Epoch, writeSet: p.prim.WriteSet, acting: p.prim.Acting}
 	p.mu.Unlock()
+	if noChange(req, txn) {
+		if len(w.acting) < pool.MinSize {
+			return nil, s.belowMinSize(pool, req, w)
+		}
+		w.noop = true
+		return w, nil
+	}
 	if !freesSpace(req.Op) {
 		m := s.view.Map()
 		for _, o := range w.writeSet {
@@ -179,8 +193,7 @@ func (s *Server) planWrite(pool *clustermap.Pool, p *pgState, req *proto.Request
 		}
 	}
 	if len(w.acting) < pool.MinSize {
-		return nil, s.fail(proto.StatusUnavailable, "pg %s has %d of %d copies up, fewer than min_size %d: writes wait for an OSD to return",
-			req.PG, len(w.acting), pool.Size, pool.MinSize)
+		return nil, s.belowMinSize(pool, req, w)
 	}
 	w.ver = p.nextVersion()
 	for _, name := range touched {
@@ -191,6 +204,12 @@ func (s *Server) planWrite(pool *clustermap.Pool, p *pgState, req *proto.Request
 		txn.OmapSet(coll, pgMetaObject, keyDeleteVersion, encodeVersion(w.ver))
 	}
 	return w, nil
+}
+
+// belowMinSize refuses a write whose PG has fewer than min_size copies up.
+func (s *Server) belowMinSize(pool *clustermap.Pool, req *proto.Request, w *writePlan) *proto.Response {
+	return s.fail(proto.StatusUnavailable, "pg %s has %d of %d copies up, fewer than min_size %d: writes wait for an OSD to return",
+		req.PG, len(w.acting), pool.Size, pool.MinSize)
 }
 
 // replicate applies the write here and on the other members of its write
