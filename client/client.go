@@ -125,6 +125,8 @@ func statusErr(op, pool, obj string, r *proto.Response) error {
 		base = ErrCorrupt
 	case proto.StatusUnavailable:
 		base = ErrUnavailable
+	case proto.StatusPrecondition:
+		base = ErrPrecondition
 	default:
 		base = fmt.Errorf("status %d", r.Status)
 	}
