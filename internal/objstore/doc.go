@@ -17,6 +17,7 @@
 //	finalize.go    where new blocks go: direct, copy-on-write or journaled
 //	checkpoint.go  the background checkpointer of deferred writes
 //	read.go        the read path of object data; lookup.go everything else
+//	omapiter.go    OmapIter: one object's omap in key order, with SeekGE
 //	files.go       data file handles and slots; directio.go their O_DIRECT IO
 //	space.go       free-space checks (checkSpace, AdmitBelow) and Usage
 //	commitlog.go   the commit log: why, its state; logformat.go, logwriter.go,

@@ -110,6 +110,17 @@ func noChange(req *proto.Request, txn *objstore.Txn) bool {
 	return req.Op == proto.OpOmapTxn && txn.Len() == 0
 }
 
+// omapTxnFreesSpace reports whether req is a guarded omap transaction
+// that only removes keys: like a delete, it is allowed on a full OSD (an
+// S3 delete must be able to take an object out of its bucket's index).
+func omapTxnFreesSpace(req *proto.Request) bool {
+	if req.Op != proto.OpOmapTxn {
+		return false
+	}
+	ot, err := proto.DecodeOmapTxn(req.Data)
+	return err == nil && len(ot.Set) == 0 && !ot.Create
+}
+
 func hasToken(tokens []byte, tok uint64) bool {
 	for i := 0; i+8 <= len(tokens); i += 8 {
 		if binary.LittleEndian.Uint64(tokens[i:]) == tok {

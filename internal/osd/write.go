@@ -183,7 +183,7 @@ func (s *Server) planWrite(pool *clustermap.Pool, p *pgState, req *proto.Request
 		w.noop = true
 		return w, nil
 	}
-	if !freesSpace(req.Op) {
+	if !freesSpace(req.Op) && !omapTxnFreesSpace(req) {
 		m := s.view.Map()
 		for _, o := range w.writeSet {
 			if osd, ok := m.OSD(o); ok && osd.Full {

@@ -49,6 +49,17 @@
 //	| n, n×len+byte   | u8 (0 or 1)    |
 //	+-----------------+----------------+
 //
+// Two ops carry payloads of their own, each with its own version byte
+// (see omaptxn.go for the byte layouts). OpOmapTxn's Data is an OmapTxn:
+// flags (create, range), an 8-byte token, guards (key absent, or key with
+// value), keys to set with their values (strictly increasing), keys to
+// remove (strictly increasing) and a range [from, to). At most
+// MaxOmapTxnGuards guards and MaxKeys keys set and removed together; keys
+// of MaxKeyLen and values of MaxOmapValueLen at most, objstore's limits.
+// OpOmapListDelim's request puts the marker in Start and the prefix and
+// delimiter in Keys; its reply's Data is the list of common prefixes
+// (AppendListPrefixes), at most MaxListDelim with the entries in KVs.
+//
 // flags, pool, pgseed and limit must fit in 32 bits; op and status must be
 // known values. Limits (MaxObjectNameLen, MaxKeyLen, MaxKeys, MaxDataLen,
 // MaxMessageLen, MaxFrameBytes) are checked before anything is allocated, and
