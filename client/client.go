@@ -164,6 +164,7 @@ func (c *Client) call(ctx context.Context, poolID clustermap.PoolID, poolName st
 			if backoff < time.Second {
 				backoff *= 2
 			}
+			req.Flags |= proto.FlagRetry // an earlier attempt may have applied
 		}
 		t := c.view.Table()
 		m := t.Map()

@@ -64,7 +64,7 @@ func (e *PreconditionError) Is(target error) bool { return target == ErrPrecondi
 // A transaction sent again after an unknown outcome (a connection lost, a
 // primary gone) is recognised by a random token it carries, so a resend of
 // one that applied succeeds instead of failing on its own change; the
-// object remembers the tokens of its newest 128 transactions. Limits: 64
+// object remembers the tokens of its newest 1,024 transactions. Limits: 64
 // guards, 4096 keys set and removed together, keys of 4 KiB, values of
 // 1 MiB, 16 MiB in all.
 func (p *Pool) OmapApply(ctx context.Context, name string, txn OmapTxn) error {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -293,6 +294,15 @@ func TestOmapTxnKillOSD(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	c.waitHealthy(60*time.Second, "after "+victim+" returned")
+	// Every copy holds the same omap: a scrub finds nothing to repair.
+	out, err := c.cli(nil, "scrub", "--json", "default")
+	if err != nil {
+		t.Fatalf("scrub: %v\n%s", err, out)
+	}
+	var scrub map[string]any
+	if err := json.Unmarshal(out, &scrub); err != nil || scrub["errors"] != float64(0) {
+		t.Fatalf("scrub after recovery: %s %v", out, err)
+	}
 
 	total, unknown := 0, 0
 	for i, w := range writers {

@@ -18,18 +18,28 @@ import (
 // A guarded transaction is not idempotent: resent after it applied, its
 // guards would fail on its own change. So the transaction carries a token,
 // and the object keeps the tokens of its newest txnTokensKept guarded
-// transactions in a reserved xattr, written by each transaction itself (so
-// every copy holds exactly the tokens of the changes it holds). A
-// transaction whose token is there is answered OK and not applied again.
+// transactions in reserved xattrs, written by each transaction itself (so
+// every copy holds exactly the tokens of the changes it holds): a counter
+// of the object's transactions, and the token of transaction n in slot
+// n mod txnTokensKept. A transaction costs two small xattr writes and one
+// read for this. Only a resend (proto.FlagRetry: an earlier attempt's
+// outcome is unknown) looks for its token; one found is answered OK and
+// not applied again.
 
-// txnXattr holds the object's newest transaction tokens, 8 bytes each,
-// oldest first.
-const txnXattr = proto.ReservedPrefix + "t"
+// txnCountXattr counts the object's guarded transactions (8 bytes LE);
+// txnSlotXattr+slot (2 bytes BE) holds a transaction's token (8 bytes LE).
+const (
+	txnCountXattr = proto.ReservedPrefix + "tn"
+	txnSlotXattr  = proto.ReservedPrefix + "t/"
+)
 
-// txnTokensKept bounds the tokens an object keeps: a client's resend is
-// recognised as long as fewer than this many other guarded transactions
-// applied to the object in between (a resend follows within seconds).
-const txnTokensKept = 128
+// txnTokensKept bounds the tokens an object keeps: a resend is recognised
+// as long as fewer than this many other guarded transactions applied to
+// the object in between. A client resends within about a second of the PG
+// serving again (its backoff is at most 1 s), and one object takes a few
+// hundred transactions a second at most (each is a replicated write under
+// the object's lock), so this leaves a wide margin.
+const txnTokensKept = 1024
 
 // addOmapTxn checks req's guards and, if they hold, adds its changes to
 // txn. The caller holds the object's lock. A failed guard answers
@@ -42,19 +52,30 @@ func (s *Server) addOmapTxn(coll string, req *proto.Request, txn *objstore.Txn) 
 		return s.fail(proto.StatusInvalid, "%v", err)
 	}
 	exists := true
-	tokens, err := s.store.GetXattr(coll, req.Object, txnXattr)
+	var count uint64
+	v, err := s.store.GetXattr(coll, req.Object, txnCountXattr)
 	switch {
+	case err == nil && len(v) == 8:
+		count = binary.LittleEndian.Uint64(v)
+	case err == nil:
+		return s.fail(proto.StatusIOError, "object %q: transaction count of %d bytes", req.Object, len(v))
 	case errors.Is(err, objstore.ErrNotFound):
 		if _, err := s.store.Stat(coll, req.Object); errors.Is(err, objstore.ErrNotFound) {
 			exists = false
 		} else if err != nil {
 			return s.failErr(err)
 		}
-	case err != nil:
+	default:
 		return s.failErr(err)
 	}
-	if ot.Token != 0 && hasToken(tokens, ot.Token) {
-		return nil // applied already: answered OK, changes nothing
+	if exists && ot.Token != 0 && req.Flags&proto.FlagRetry != 0 && count > 0 {
+		applied, err := s.hasToken(coll, req.Object, ot.Token)
+		if err != nil {
+			return s.failErr(err)
+		}
+		if applied {
+			return nil // applied already: answered OK, changes nothing
+		}
 	}
 	if !exists && !ot.Create {
 		return s.fail(proto.StatusNotFound, proto.MsgNoSuchObject)
@@ -97,7 +118,8 @@ func (s *Server) addOmapTxn(coll string, req *proto.Request, txn *objstore.Txn) 
 		txn.OmapSet(coll, req.Object, kv.Key, kv.Value)
 	}
 	if ot.Token != 0 {
-		txn.SetXattr(coll, req.Object, txnXattr, appendToken(tokens, ot.Token))
+		txn.SetXattr(coll, req.Object, tokenSlot(count), binary.LittleEndian.AppendUint64(nil, ot.Token))
+		txn.SetXattr(coll, req.Object, txnCountXattr, binary.LittleEndian.AppendUint64(nil, count+1))
 	}
 	return nil
 }
@@ -121,23 +143,28 @@ func omapTxnFreesSpace(req *proto.Request) bool {
 	return err == nil && len(ot.Set) == 0 && !ot.Create
 }
 
-func hasToken(tokens []byte, tok uint64) bool {
-	for i := 0; i+8 <= len(tokens); i += 8 {
-		if binary.LittleEndian.Uint64(tokens[i:]) == tok {
+// tokenSlot names the xattr that keeps the token of the object's
+// transaction number count.
+func tokenSlot(count uint64) string {
+	return txnSlotXattr + string(binary.BigEndian.AppendUint16(nil, uint16(count%txnTokensKept)))
+}
+
+// hasToken reports whether the object keeps token tok.
+func (s *Server) hasToken(coll, name string, tok uint64) (bool, error) {
+	xs, err := s.store.Xattrs(coll, name)
+	if err != nil {
+		return false, err
+	}
+	return tokenIn(xs, tok), nil
+}
+
+// tokenIn reports whether the xattrs xs hold token tok in a slot.
+func tokenIn(xs map[string][]byte, tok uint64) bool {
+	for k, v := range xs {
+		if len(k) == len(txnSlotXattr)+2 && k[:len(txnSlotXattr)] == txnSlotXattr &&
+			len(v) == 8 && binary.LittleEndian.Uint64(v) == tok {
 			return true
 		}
 	}
 	return false
-}
-
-// appendToken returns tokens with tok added last, dropping the oldest
-// beyond txnTokensKept. tokens is not modified.
-func appendToken(tokens []byte, tok uint64) []byte {
-	tokens = tokens[:len(tokens)/8*8]
-	if drop := len(tokens)/8 + 1 - txnTokensKept; drop > 0 {
-		tokens = tokens[drop*8:]
-	}
-	out := make([]byte, 0, len(tokens)+8)
-	out = append(out, tokens...)
-	return binary.LittleEndian.AppendUint64(out, tok)
 }

@@ -1,36 +1,30 @@
 package osd
 
 import (
-	"bytes"
+	"encoding/binary"
 	"testing"
 
 	"github.com/cairn-storage/cairn/internal/proto"
 )
 
-// TestTxnTokens: the object keeps its newest txnTokensKept tokens, drops
-// the oldest, and never changes the slice it was given (it may alias the
-// store's value).
+// TestTxnTokens: an object keeps the tokens of its newest txnTokensKept
+// transactions, whatever their number, among other xattrs.
 func TestTxnTokens(t *testing.T) {
-	var tokens []byte
-	for tok := uint64(1); tok <= 300; tok++ {
-		before := bytes.Clone(tokens)
-		next := appendToken(tokens, tok)
-		if !bytes.Equal(tokens, before) {
-			t.Fatal("appendToken changed its input")
-		}
-		tokens = next
+	xs := map[string][]byte{"user": binary.LittleEndian.AppendUint64(nil, 5), versionXattr: binary.LittleEndian.AppendUint64(nil, 6)}
+	const n = 3000
+	for count := uint64(0); count < n; count++ {
+		xs[tokenSlot(count)] = binary.LittleEndian.AppendUint64(nil, 1000+count)
 	}
-	if len(tokens) != 8*txnTokensKept {
-		t.Fatalf("%d bytes of tokens kept", len(tokens))
+	if len(xs) != 2+txnTokensKept {
+		t.Fatalf("%d xattrs", len(xs))
 	}
-	for tok := uint64(1); tok <= 300; tok++ {
-		if want := tok > 300-txnTokensKept; hasToken(tokens, tok) != want {
-			t.Fatalf("token %d kept: %v, want %v", tok, !want, want)
+	for count := uint64(0); count < n; count++ {
+		if want := count >= n-txnTokensKept; tokenIn(xs, 1000+count) != want {
+			t.Fatalf("token of transaction %d kept: %v, want %v", count, !want, want)
 		}
 	}
-	// A damaged value (not a multiple of 8 bytes) is cut, not trusted.
-	if got := appendToken([]byte{1, 2, 3}, 9); len(got) != 8 || !hasToken(got, 9) {
-		t.Fatalf("%x", got)
+	if tokenIn(xs, 5) || tokenIn(xs, 6) {
+		t.Fatal("a token found in another xattr")
 	}
 }
 

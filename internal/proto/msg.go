@@ -87,6 +87,11 @@ const (
 	// FlagBackground: OpReplicate of a background recovery copy, which
 	// an OSD past its backfill-full mark refuses (StatusNoSpace).
 	FlagBackground
+	// FlagRetry: the sender sent this request before and does not know
+	// whether it applied (the client sets it on every resend). An
+	// OpOmapTxn with it first looks for its token among those the object
+	// keeps; other ops are idempotent and ignore it.
+	FlagRetry
 )
 
 // Keys of an OpScrub reply (decimal values).

@@ -56,9 +56,10 @@ type OmapGuard struct {
 type OmapTxn struct {
 	// Token names the transaction (0: unnamed). The OSD keeps the tokens
 	// of the newest transactions applied to the object (in the object,
-	// written by the same transaction), and answers a transaction whose
-	// token it finds OK without applying it again: a client that resends
-	// after an unknown outcome is not told its own change broke a guard.
+	// written by the same transaction), and answers a resend (FlagRetry)
+	// whose token it finds OK without applying it again: a client that
+	// resends after an unknown outcome is not told its own change broke a
+	// guard.
 	Token uint64
 	// Create makes the object if it does not exist; without it a missing
 	// object is StatusNotFound. An absent object's omap is empty.
