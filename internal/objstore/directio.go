@@ -82,7 +82,11 @@ func (s *Store) writeUncached(df *dataFile, fid, off uint64, buf []byte, dsync b
 	for done := 0; done < len(ab); {
 		var n int
 		if injectIO != nil {
-			err = injectIO(ioDirectWrite, s.filePath(fid))
+			op := ioDirectWrite
+			if durable {
+				op = ioDirectWriteDSync
+			}
+			err = injectIO(op, s.filePath(fid))
 		}
 		switch {
 		case err != nil:

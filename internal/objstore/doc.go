@@ -231,6 +231,33 @@
 // during concurrent Applies, keeping 0%, 50% or 90% of unsynced writes;
 // TestIOErrorsModel on crash clones taken after injected IO errors.
 //
+// # Durability, write by write
+//
+// What makes each kind of write durable before Apply returns (and so
+// before an OSD acknowledges it); durability_test.go records both IO
+// seams and fails if a path drops a sync or stops being taken:
+//
+//	small put, xattr, omap, truncate, delete
+//	    the commit-log write (O_DIRECT|O_DSYNC) of the batch, which holds
+//	    the data of an inline object
+//	small overwrite; write into fresh blocks while a journal record is
+//	pending for the file (the deferred path)
+//	    the commit-log write, whose journal record holds the blocks; the
+//	    buffered write to the data file (before the commit for fresh
+//	    blocks, after it for others) is made durable later by the
+//	    checkpointer, before the log reuses the record
+//	large put, large put over a large object (a new data file)
+//	    O_DIRECT write, fdatasync of the file and of its directory, then
+//	    the commit-log write
+//	large overwrite (the blocks' other slot); large write into fresh
+//	blocks of an existing file
+//	    O_DIRECT pwritev2(RWF_DSYNC), then the commit-log write; the old
+//	    slot is punched after the commit
+//
+// Where O_DIRECT is off (tmpfs, some overlay filesystems) the log segment
+// is written and fdatasynced, and data writes are buffered and
+// fdatasynced before the commit.
+//
 // # Concurrency
 //
 // All methods are safe for concurrent use. There is no global lock on the IO

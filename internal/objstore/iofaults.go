@@ -11,11 +11,12 @@ import "github.com/cockroachdb/pebble/v2/vfs"
 type ioOp uint8
 
 const (
-	ioDirectWrite ioOp = iota + 1 // O_DIRECT pwrite of a data file
-	ioDirectRead                  // O_DIRECT pread of a data file
-	ioPunch                       // fallocate(PUNCH_HOLE) of a data file's old slot
-	ioLogWrite                    // O_DIRECT|O_DSYNC pwrite of a commit-log segment
-	ioSyncFS                      // syncfs of Dir's filesystem
+	ioDirectWrite      ioOp = iota + 1 // O_DIRECT pwrite of a data file
+	ioDirectRead                       // O_DIRECT pread of a data file
+	ioDirectWriteDSync                 // O_DIRECT pwritev2(RWF_DSYNC): durable when it returns
+	ioPunch                            // fallocate(PUNCH_HOLE) of a data file's old slot
+	ioLogWrite                         // O_DIRECT|O_DSYNC pwrite of a commit-log segment
+	ioSyncFS                           // syncfs of Dir's filesystem
 )
 
 // injectIO is nil but in tests. If set, it is asked before each such call,

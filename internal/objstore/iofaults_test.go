@@ -41,7 +41,7 @@ type faults struct {
 }
 
 var ioOpNames = map[ioOp]string{
-	ioDirectWrite: "direct-write", ioDirectRead: "direct-read", ioPunch: "punch",
+	ioDirectWrite: "direct-write", ioDirectWriteDSync: "direct-write", ioDirectRead: "direct-read", ioPunch: "punch",
 	ioLogWrite: "log-write", ioSyncFS: "syncfs",
 }
 
