@@ -38,6 +38,7 @@ var forbidden = map[string][]string{
 	"internal/runtimepolicy": {"internal/", "client"},
 	"internal/s3/sigv4":      {"internal/", "client"},
 	"internal/s3/checksum":   {"internal/", "client"},
+	"internal/ec":            {"internal/", "client"},
 	"internal/s3gw":          {"internal/osd", "internal/mon", "internal/objstore", "internal/cli", "internal/meta", "internal/rpc", "client"},
 }
 

@@ -1,0 +1,141 @@
+// Package ec is the arithmetic of erasure-coded objects: how an object's
+// bytes lie in stripes of K data chunks plus M parity chunks (Layout), the
+// Reed-Solomon code over them (Codec, on klauspost/reedsolomon), and how a
+// write turns into work per stripe (Plan): a full stripe is encoded, a
+// small change sends each parity shard a delta, a large partial one reads
+// the rest of the stripe and encodes it again.
+//
+// Format: an object of an erasure-coded pool is cut into stripes of
+// K×Unit bytes; chunk i of stripe s is bytes [s·K·Unit + i·Unit, +Unit) of
+// the object, kept at [s·Unit, +Unit) of shard i; parity chunk j of stripe
+// s at [s·Unit, +Unit) of shard K+j. Bytes past the object's end are zero
+// in the code, so a stripe that grows needs no rewrite of its parity
+// beyond the delta of its new bytes.
+//
+// Use it for the numbers of erasure coding; it does no IO. Which shard
+// version stands after a failure is internal/pg's (DecideShards), where
+// shards live internal/placement's (Shards).
+package ec
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/klauspost/reedsolomon"
+)
+
+// Layout is an erasure-coded pool's code: K data and M parity chunks of
+// Unit bytes per stripe.
+type Layout struct {
+	K, M int
+	Unit int
+}
+
+// Limits on a layout: Unit a multiple of the store's 4 KiB blocks, so a
+// chunk never shares a block with another.
+const (
+	MaxShards = 32
+	UnitAlign = 4096
+	MaxUnit   = 1 << 20
+)
+
+// Validate says what is wrong with l, if anything.
+func (l Layout) Validate() error {
+	switch {
+	case l.K < 2 || l.M < 1:
+		return fmt.Errorf("erasure code %d+%d: need at least 2 data and 1 parity chunk (2+1)", l.K, l.M)
+	case l.K+l.M > MaxShards:
+		return fmt.Errorf("erasure code %d+%d: at most %d chunks a stripe", l.K, l.M, MaxShards)
+	case l.Unit <= 0 || l.Unit%UnitAlign != 0 || l.Unit > MaxUnit:
+		return fmt.Errorf("stripe unit %d: a multiple of %d up to %d", l.Unit, UnitAlign, MaxUnit)
+	}
+	return nil
+}
+
+// StripeBytes is how many object bytes one stripe holds.
+func (l Layout) StripeBytes() int64 { return int64(l.K) * int64(l.Unit) }
+
+// Locate returns where object byte off lies: its stripe, its chunk (data
+// shard) and the offset inside the chunk.
+func (l Layout) Locate(off int64) (stripe int64, chunk, inChunk int) {
+	stripe = off / l.StripeBytes()
+	r := off % l.StripeBytes()
+	return stripe, int(r / int64(l.Unit)), int(r % int64(l.Unit))
+}
+
+// ShardOffset is where in its shard byte inChunk of a chunk of stripe
+// lies (the same for data and parity shards).
+func (l Layout) ShardOffset(stripe int64, inChunk int) int64 {
+	return stripe*int64(l.Unit) + int64(inChunk)
+}
+
+// Codec encodes, updates and rebuilds the chunks of one stripe.
+type Codec struct {
+	l  Layout
+	rs reedsolomon.Encoder
+}
+
+// New returns the codec of l.
+func New(l Layout) (*Codec, error) {
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	rs, err := reedsolomon.New(l.K, l.M)
+	if err != nil {
+		return nil, fmt.Errorf("erasure code %d+%d: %w", l.K, l.M, err)
+	}
+	return &Codec{l: l, rs: rs}, nil
+}
+
+// Layout is the codec's layout.
+func (c *Codec) Layout() Layout { return c.l }
+
+// Encode returns the M parity chunks of K data chunks of equal length.
+func (c *Codec) Encode(data [][]byte) ([][]byte, error) {
+	if len(data) != c.l.K {
+		return nil, fmt.Errorf("encode: %d data chunks, want %d", len(data), c.l.K)
+	}
+	n := len(data[0])
+	shards := make([][]byte, c.l.K+c.l.M)
+	copy(shards, data)
+	for i := c.l.K; i < len(shards); i++ {
+		shards[i] = make([]byte, n)
+	}
+	if err := c.rs.Encode(shards); err != nil {
+		return nil, fmt.Errorf("encode: %w", err)
+	}
+	return shards[c.l.K:], nil
+}
+
+// ParityDelta returns, for each parity chunk, what to XOR into the bytes
+// at the same offsets when the bytes of data chunk i change from old to
+// new (of equal length): Reed-Solomon is linear, so a parity shard
+// updates without seeing any other data chunk.
+func (c *Codec) ParityDelta(i int, old, new []byte) ([][]byte, error) {
+	if i < 0 || i >= c.l.K || len(old) != len(new) {
+		return nil, errors.New("parity delta: bad chunk or lengths")
+	}
+	data := make([][]byte, c.l.K)
+	for j := range data {
+		data[j] = make([]byte, len(new))
+	}
+	for b := range new {
+		data[i][b] = old[b] ^ new[b]
+	}
+	return c.Encode(data)
+}
+
+// Reconstruct fills the chunks that are nil (at most M of them) from the
+// others, all of one length.
+func (c *Codec) Reconstruct(chunks [][]byte) error {
+	if len(chunks) != c.l.K+c.l.M {
+		return fmt.Errorf("reconstruct: %d chunks, want %d", len(chunks), c.l.K+c.l.M)
+	}
+	if err := c.rs.Reconstruct(chunks); err != nil {
+		return fmt.Errorf("reconstruct: %w", err)
+	}
+	return nil
+}
+
+// Verify reports whether the parity chunks match the data chunks.
+func (c *Codec) Verify(chunks [][]byte) (bool, error) { return c.rs.Verify(chunks) }

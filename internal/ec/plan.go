@@ -1,0 +1,98 @@
+package ec
+
+// How a write of an erasure-coded object becomes work per stripe. A
+// stripe whose every data chunk the write covers is encoded from the new
+// bytes alone (Full). Otherwise the parity follows either by delta (read
+// the old bytes of the touched ranges, send each parity shard the XOR of
+// old and new through ParityDelta) or by re-encoding (read the untouched
+// ranges of the stripe's data chunks, encode the whole stripe): Plan takes
+// the one that reads fewer bytes. Bytes past the object's end read as
+// zeros, so a new stripe is a delta against nothing.
+
+// StripeKind is how a stripe's parity follows a write.
+type StripeKind int
+
+const (
+	Full   StripeKind = iota + 1 // every data chunk rewritten: encode
+	Delta                        // XOR the change into each parity chunk
+	Reread                       // read the rest of the stripe, encode it again
+)
+
+func (k StripeKind) String() string {
+	return map[StripeKind]string{Full: "full", Delta: "delta", Reread: "reread"}[k]
+}
+
+// ChunkRange is the part [From, To) of data chunk Chunk that a write covers.
+type ChunkRange struct {
+	Chunk    int
+	From, To int
+}
+
+// StripeWork is one stripe's share of a write.
+type StripeWork struct {
+	Stripe int64
+	Kind   StripeKind
+	Ranges []ChunkRange // the chunk ranges the write covers, by chunk
+	Read   int64        // bytes to read first: old bytes (Delta) or the rest (Reread)
+}
+
+// Plan splits a write of n bytes at off into the work of each stripe it
+// touches, for an object of size bytes before the write.
+func (l Layout) Plan(size, off int64, n int) []StripeWork {
+	if n <= 0 {
+		return nil
+	}
+	var out []StripeWork
+	end := off + int64(n)
+	for pos := off; pos < end; {
+		stripe, _, _ := l.Locate(pos)
+		stripeEnd := min(end, (stripe+1)*l.StripeBytes())
+		w := StripeWork{Stripe: stripe, Ranges: l.ranges(stripe, pos, stripeEnd)}
+		w.Kind, w.Read = l.choose(size, w)
+		out = append(out, w)
+		pos = stripeEnd
+	}
+	return out
+}
+
+// ranges cuts object bytes [from, to) of one stripe into chunk ranges.
+func (l Layout) ranges(stripe, from, to int64) []ChunkRange {
+	var out []ChunkRange
+	for pos := from; pos < to; {
+		_, chunk, in := l.Locate(pos)
+		chunkEnd := min(to, stripe*l.StripeBytes()+int64(chunk+1)*int64(l.Unit))
+		out = append(out, ChunkRange{Chunk: chunk, From: in, To: in + int(chunkEnd-pos)})
+		pos = chunkEnd
+	}
+	return out
+}
+
+// choose picks the cheaper of delta and reread for a stripe the write
+// does not cover whole, counting only bytes that exist (below size).
+func (l Layout) choose(size int64, w StripeWork) (StripeKind, int64) {
+	covered := 0
+	for _, r := range w.Ranges {
+		covered += r.To - r.From
+	}
+	if covered == l.K*l.Unit {
+		return Full, 0
+	}
+	base := w.Stripe * l.StripeBytes()
+	existing := func(chunk, from, to int) int64 { // bytes of [from, to) of chunk below size
+		lo := base + int64(chunk)*int64(l.Unit) + int64(from)
+		hi := lo + int64(to-from)
+		return max(0, min(hi, size)-lo)
+	}
+	var old, rest int64
+	for _, r := range w.Ranges {
+		old += existing(r.Chunk, r.From, r.To)
+	}
+	for c := 0; c < l.K; c++ {
+		rest += existing(c, 0, l.Unit)
+	}
+	rest -= old
+	if old <= rest {
+		return Delta, old
+	}
+	return Reread, rest
+}
