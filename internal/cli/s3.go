@@ -16,8 +16,9 @@ import (
 
 // s3Cmd is `cairn s3`, the parent of everything about the S3 gateway.
 func s3Cmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "s3", Short: "the S3 gateway: its users and their access keys"}
+	cmd := &cobra.Command{Use: "s3", Short: "the S3 gateway: serve it (--listen), its users and their access keys"}
 	cmd.AddCommand(s3UserCmd(g), s3KeyCmd(g))
+	addS3Gateway(cmd, g)
 	return cmd
 }
 

@@ -1,0 +1,197 @@
+package cli
+
+// `cairn s3` (with --listen): the S3 gateway's server. The gateway itself
+// is package s3gw; this file wires it to a pool (poolStore), to the users'
+// keys (meta.S3Credentials) and to an http.Server.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cairn-storage/cairn/client"
+	"github.com/cairn-storage/cairn/internal/runtimepolicy"
+	"github.com/cairn-storage/cairn/internal/s3gw"
+)
+
+// s3Gateway holds the flags of the gateway server.
+type s3Gateway struct {
+	listen, pool, region, debugListen string
+	tlsCert, tlsKey                   string
+	domains                           []string
+	gcGrace, intentTimeout            time.Duration
+}
+
+// addS3Gateway makes `cairn s3` (the parent of user and key) serve S3 when
+// given --listen.
+func addS3Gateway(cmd *cobra.Command, g *globals) {
+	var o s3Gateway
+	cmd.Long = `With --listen, serves the S3 API on that address for the buckets kept in
+--pool (created beforehand: cairn pool create s3). Requests are signed with
+SigV4 by the access keys of cairn s3 key create; path-style and, for the
+--domain names, virtual-host-style addressing. Several gateways may serve one
+pool at once. Each collects the data of replaced and deleted objects after
+--gc-grace and that of writes abandoned by a gateway that died after
+--intent-timeout.
+
+  cairn s3 --listen 127.0.0.1:9000 --pool s3
+  aws --endpoint-url http://127.0.0.1:9000 s3 ls`
+	cmd.Args = cobra.NoArgs
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if o.listen == "" {
+			return cmd.Help()
+		}
+		return o.run(cmd.Context(), g)
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.listen, "listen", "", "serve S3 on this address (e.g. 127.0.0.1:9000)")
+	f.StringVar(&o.pool, "pool", "s3", "the pool that holds the buckets")
+	f.StringVar(&o.region, "region", "", "the only region requests may be signed for (default: any)")
+	f.StringSliceVar(&o.domains, "domain", []string{"localhost"}, "host names under which BUCKET.NAME addresses a bucket")
+	f.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate (chain): serve HTTPS")
+	f.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
+	f.DurationVar(&o.gcGrace, "gc-grace", 15*time.Minute, "how long replaced or deleted data stays for reads in flight")
+	f.DurationVar(&o.intentTimeout, "intent-timeout", time.Hour, "after how long a write whose gateway died is reclaimed (longer than any upload of one part takes)")
+	f.StringVar(&o.debugListen, "debug-listen", "", "serve Go profiling (/debug/pprof) on this address")
+	longRunning(cmd)
+}
+
+func (o s3Gateway) run(ctx context.Context, g *globals) error {
+	load := runtimepolicy.ForGateway(ctx)
+	if o.debugListen != "" {
+		if err := serveDebug(o.debugListen); err != nil {
+			return err
+		}
+	}
+	if (o.tlsCert == "") != (o.tlsKey == "") {
+		return fmt.Errorf("s3: TLS needs both --tls-cert and --tls-key")
+	}
+	c, err := g.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	pool, err := c.Pool(o.pool)
+	if errors.Is(err, client.ErrPoolNotFound) {
+		return fmt.Errorf("s3: pool %q does not exist: create it (cairn pool create %s) or name another with --pool", o.pool, o.pool)
+	}
+	if err != nil {
+		return err
+	}
+	ms, _, err := g.meta(ctx)
+	if err != nil {
+		return err
+	}
+	defer ms.Close()
+	creds, err := ms.WatchS3Credentials(ctx)
+	if err != nil {
+		return err
+	}
+	defer creds.Close()
+	gw := s3gw.New(s3gw.Config{Store: poolStore{pool}, Lookup: creds.Lookup, Region: o.region, Domains: o.domains,
+		GCGrace: o.gcGrace, IntentTimeout: o.intentTimeout, Logf: logger.Printf})
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("s3: listen on %s: %w", o.listen, err)
+	}
+	srv := &http.Server{Handler: countLoad(gw, load), MaxHeaderBytes: 64 << 10, ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout: 2 * time.Minute, ErrorLog: logger}
+	go gw.Run(ctx)
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	scheme := "http"
+	if o.tlsCert != "" {
+		scheme = "https"
+	}
+	logger.Printf("s3: serving the buckets of pool %q on %s://%s", o.pool, scheme, ln.Addr())
+	if o.tlsCert != "" {
+		err = srv.ServeTLS(ln, o.tlsCert, o.tlsKey)
+	} else {
+		err = srv.Serve(ln)
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// countLoad counts requests in and out for the runtime policy, which gives
+// the gateway more processors while requests overlap.
+func countLoad(h http.Handler, load *runtimepolicy.Load) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		load.Begin()
+		defer load.End()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// poolStore is the gateway's Store on a cairn pool: the same operations,
+// with client's errors turned into s3gw's.
+type poolStore struct{ p *client.Pool }
+
+func storeErr(err error) error {
+	var pe *client.PreconditionError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &pe):
+		return &s3gw.PreconditionError{Key: pe.Key, Value: pe.Value, Exists: pe.Exists}
+	case errors.Is(err, client.ErrNotFound):
+		return fmt.Errorf("%w: %v", s3gw.ErrNotFound, err)
+	}
+	return err
+}
+
+func (s poolStore) Put(ctx context.Context, name string, data []byte) error {
+	return storeErr(s.p.Put(ctx, name, data))
+}
+
+func (s poolStore) ReadAt(ctx context.Context, name string, off, length uint64) ([]byte, uint64, error) {
+	b, size, err := s.p.ReadAt(ctx, name, off, length)
+	return b, size, storeErr(err)
+}
+
+func (s poolStore) Delete(ctx context.Context, name string) error {
+	return storeErr(s.p.Delete(ctx, name))
+}
+
+func (s poolStore) OmapGet(ctx context.Context, name string, keys ...string) (map[string][]byte, error) {
+	m, err := s.p.OmapGet(ctx, name, keys...)
+	return m, storeErr(err)
+}
+
+func (s poolStore) OmapApply(ctx context.Context, name string, t s3gw.Txn) error {
+	txn := client.OmapTxn{Set: t.Set, Rm: t.Rm, RmFrom: t.RmFrom, RmTo: t.RmTo, Create: t.Create}
+	for _, c := range t.If {
+		txn.If = append(txn.If, client.OmapCond{Key: c.Key, Value: c.Value, Absent: c.Absent})
+	}
+	return storeErr(s.p.OmapApply(ctx, name, txn))
+}
+
+func (s poolStore) OmapList(ctx context.Context, name, start, end string, limit int) ([]s3gw.KV, bool, error) {
+	kvs, more, err := s.p.OmapList(ctx, name, start, end, limit)
+	out := make([]s3gw.KV, len(kvs))
+	for i, kv := range kvs {
+		out[i] = s3gw.KV{Key: kv.Key, Value: kv.Value}
+	}
+	return out, more, storeErr(err)
+}
+
+func (s poolStore) OmapListDelim(ctx context.Context, name, prefix, delim, after string, limit int) (s3gw.Listing, error) {
+	l, err := s.p.OmapListDelim(ctx, name, prefix, delim, after, limit)
+	out := s3gw.Listing{Prefixes: l.Prefixes, More: l.More, Next: l.Next, Entries: make([]s3gw.KV, len(l.Entries))}
+	for i, kv := range l.Entries {
+		out.Entries[i] = s3gw.KV{Key: kv.Key, Value: kv.Value}
+	}
+	return out, storeErr(err)
+}
+
