@@ -17,8 +17,10 @@ func devCmd(g *globals) *cobra.Command {
 		Short: "start a local cluster: etcd plus hosts × OSDs as separate processes on 127.0.0.x",
 		Long: `Starts a complete cluster on this machine: one mon (embedded etcd) and
 --hosts × --osds-per-host OSD processes, host N listening on 127.0.0.N, with all
-data under --dir. Creates the pool "default" (3 copies, one per host), writes
-DIR/cairn.conf and DIR/dev.json, prints how to use it, and runs until Ctrl-C.
+data under --dir, an NBD server and an S3 gateway. Creates the pool "default"
+(3 copies, one per host), the pool "s3" for the gateway's buckets and the S3
+user admin with an access key, writes DIR/cairn.conf, DIR/dev.json and
+DIR/s3.json, prints how to use it, and runs until Ctrl-C.
 Running it again on the same --dir restarts the same cluster with its data.
 A process that exits is started again, after a wait that grows to 30 s while
 it keeps exiting (--restart=false: never); "cairn dev restart NAME" restarts
@@ -36,6 +38,9 @@ one now. DIR/dev.json always lists the running pids.`,
 	f.StringSliceVar(&o.External, "etcd-endpoints", nil, "use this existing etcd cluster instead of starting a mon")
 	f.BoolVar(&o.IPv6, "ipv6", false, "run IPv6-only: etcd and every OSD on [::1]")
 	f.IntVar(&o.NBDPort, "nbd-port", 10809, "port of the NBD server for volumes on 127.0.0.1 (0: none)")
+	f.IntVar(&o.S3Port, "s3-port", 9000, "port of the S3 gateway on 127.0.0.1, for user admin (DIR/s3.json has its key; 0: none)")
+	f.DurationVar(&o.S3GCGrace, "s3-gc-grace", 0, "the S3 gateway's --gc-grace (0: its default)")
+	f.DurationVar(&o.S3IntentTimeout, "s3-intent-timeout", 0, "the S3 gateway's --intent-timeout (0: its default)")
 	f.Int64Var(&o.DataCacheSize, "data-cache-size", 0, "each OSD's memory for repeated large reads, as cairn osd --data-cache-size (0: its default)")
 	f.BoolVar(&o.DataCacheReserve, "data-cache-reserve", true, "whether each OSD takes its data cache's memory at start, as cairn osd --data-cache-reserve")
 	f.DurationVar(&o.DownOut, "down-out", 30*time.Second, "how long an OSD may stay down before it is marked out and its data re-replicated")
@@ -67,6 +72,9 @@ func runDev(ctx context.Context, g *globals, o devcluster.Options) error {
 	for _, p := range info.Processes {
 		fmt.Fprintf(w, "  %-8s %-26s pid %-7d log %s\n", p.Name, p.Addr, p.PID, p.Log)
 	}
+	if s := dc.S3; s != nil {
+		fmt.Fprintf(w, "\n  s3  %s  access key %s secret %s  (also in %s)\n", s.Endpoint, s.AccessKey, s.SecretKey, filepath.Join(dc.Dir, "s3.json"))
+	}
 	fmt.Fprintf(w, "\n  pool %q: %d copies (min %d), %d pgs, one copy per %s\n", pinfo.Name, pinfo.Size, pinfo.MinSize, pinfo.PGNum, pinfo.FailureDomain)
 	fmt.Fprintf(w, "  config: %s (process list: %s)\n\n", dc.Conf, filepath.Join(dc.Dir, "dev.json"))
 	fmt.Fprintf(w, "Try it from another terminal:\n")
@@ -75,6 +83,9 @@ func runDev(ctx context.Context, g *globals, o devcluster.Options) error {
 	fmt.Fprintf(w, "  echo hello | cairn obj put default greeting && cairn obj get default greeting\n")
 	if dc.NBDAddr != "" {
 		fmt.Fprintf(w, "  cairn volume create default/vm1 --size 10G && qemu-img info nbd://%s/default/vm1\n", dc.NBDAddr)
+	}
+	if s := dc.S3; s != nil {
+		fmt.Fprintf(w, "  AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s aws --endpoint-url %s s3 mb s3://photos\n", s.AccessKey, s.SecretKey, s.Endpoint)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "A process that exits is restarted; cairn dev restart osd.0 --dir %s restarts one now.\n", o.Dir)

@@ -30,6 +30,10 @@ type Options struct {
 	IPv6        bool
 	DownOut     time.Duration
 	NBDPort     int // 0: no NBD server
+	S3Port      int // 0: no S3 gateway
+	// The S3 gateway's collector: grace of replaced data and how old an
+	// abandoned write's intent must be (0: cairn s3's defaults).
+	S3GCGrace, S3IntentTimeout time.Duration
 	// Passed to every OSD when set (cairn osd has the defaults).
 	DataCacheSize    int64
 	DataCacheReserve bool
@@ -70,6 +74,7 @@ type Cluster struct {
 	Conf    string // DIR/cairn.conf
 	Pool    client.PoolInfo
 	NBDAddr string // "" without an NBD server
+	S3      *S3Info // nil without an S3 gateway
 
 	sup     *supervisor
 	closers []func() // run in reverse order by Stop
@@ -132,7 +137,8 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		return nil, err
 	}
 	sup.setRemoved(func(name string) string { return removedOSD(ctx, ms, name) })
-	if err := c.openDefaultPool(ctx, o, cfg); err != nil {
+	cl, err := c.openDefaultPool(ctx, o, cfg)
+	if err != nil {
 		return nil, err
 	}
 	if o.NBDPort > 0 {
@@ -141,6 +147,11 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 			return nil, err
 		}
 		c.NBDAddr = addr
+	}
+	if o.S3Port > 0 {
+		if err := c.startS3(ctx, o, cfg, ms, cl); err != nil {
+			return nil, err
+		}
 	}
 	return c, nil
 }
@@ -286,10 +297,10 @@ func waitOSDsUp(ctx context.Context, ms *meta.Store, total int, dir string) erro
 
 // openDefaultPool connects a client and takes the pool "default", creating
 // it if missing with one copy per host, at most 3.
-func (c *Cluster) openDefaultPool(ctx context.Context, o Options, cfg *conf.Config) error {
+func (c *Cluster) openDefaultPool(ctx context.Context, o Options, cfg *conf.Config) (*client.Client, error) {
 	cl, err := client.Dial(ctx, cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	c.closers = append(c.closers, func() { cl.Close() })
 	pool, err := cl.Pool("default")
@@ -299,7 +310,7 @@ func (c *Cluster) openDefaultPool(ctx context.Context, o Options, cfg *conf.Conf
 		size := min(3, o.Hosts)
 		c.Pool, err = cl.CreatePool(ctx, client.PoolSpec{Name: "default", Size: size, FailureDomain: clustermap.DomainHost})
 	}
-	return err
+	return cl, err
 }
 
 // checkPorts fails early, naming the port, when another process (often
@@ -317,10 +328,13 @@ func checkPorts(o Options) error {
 	if o.NBDPort > 0 {
 		addrs = append(addrs, fmt.Sprintf("%s:%d", o.Loopback(0), o.NBDPort))
 	}
+	if o.S3Port > 0 {
+		addrs = append(addrs, fmt.Sprintf("%s:%d", o.Loopback(0), o.S3Port))
+	}
 	for _, a := range addrs {
 		ln, err := net.Listen("tcp", a)
 		if err != nil {
-			return fmt.Errorf("dev: %s is not free (another cairn dev, or one still stopping?): %v; wait, or choose others with --etcd-port, --osd-port and --nbd-port", a, err)
+			return fmt.Errorf("dev: %s is not free (another cairn dev, or one still stopping?): %v; wait, or choose others with --etcd-port, --osd-port, --nbd-port and --s3-port", a, err)
 		}
 		ln.Close()
 	}

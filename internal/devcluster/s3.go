@@ -1,0 +1,108 @@
+package devcluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/cairn-storage/cairn/client"
+	"github.com/cairn-storage/cairn/internal/clustermap"
+	"github.com/cairn-storage/cairn/internal/conf"
+	"github.com/cairn-storage/cairn/internal/meta"
+)
+
+// S3Info is the content of DIR/s3.json (mode 0600): how to reach the dev
+// cluster's S3 gateway as user admin.
+type S3Info struct {
+	Endpoint  string `json:"endpoint"`
+	AccessKey string `json:"access_key"`
+	SecretKey string `json:"secret_key"`
+}
+
+// s3Pool is the pool the dev cluster's gateway keeps buckets in; s3PGs its
+// placement groups (few: a gateway's index and data need no more here).
+const (
+	s3Pool = "s3"
+	s3PGs  = 16
+	s3User = "admin"
+)
+
+// startS3 makes sure the pool s3 and the user admin with a key exist
+// (writing DIR/s3.json at the first start, reusing it later while its key
+// still exists), and starts the gateway on o.S3Port.
+func (c *Cluster) startS3(ctx context.Context, o Options, cfg *conf.Config, ms *meta.Store, cl *client.Client) error {
+	if _, err := cl.Pool(s3Pool); errors.Is(err, client.ErrPoolNotFound) {
+		if _, err := cl.CreatePool(ctx, client.PoolSpec{Name: s3Pool, Size: min(3, o.Hosts), PGNum: s3PGs, FailureDomain: clustermap.DomainHost}); err != nil {
+			return fmt.Errorf("dev: creating pool %s for the S3 gateway: %w", s3Pool, err)
+		}
+	} else if err != nil {
+		return err
+	}
+	addr := fmt.Sprintf("%s:%d", o.Loopback(0), o.S3Port)
+	info, err := s3Credentials(ctx, ms, filepath.Join(c.Dir, "s3.json"), "http://"+addr)
+	if err != nil {
+		return err
+	}
+	args := []string{"s3", "--conf", c.Conf, "--listen", addr, "--pool", s3Pool}
+	if o.S3GCGrace > 0 {
+		args = append(args, "--gc-grace", o.S3GCGrace.String())
+	}
+	if o.S3IntentTimeout > 0 {
+		args = append(args, "--intent-timeout", o.S3IntentTimeout.String())
+	}
+	if err := c.sup.start("s3", addr, "", args); err != nil {
+		return err
+	}
+	// Up means answering: clients may use the endpoint as soon as it is printed.
+	if err := waitFor(ctx, 30*time.Second, "the S3 gateway (log in "+c.Dir+"/s3.log)", func() error {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			conn.Close()
+		}
+		return err
+	}); err != nil {
+		return err
+	}
+	c.S3 = &info
+	return nil
+}
+
+// s3Credentials returns admin's key from path if it still exists, or
+// creates the user (if missing) and a new key, and writes path.
+func s3Credentials(ctx context.Context, ms *meta.Store, path, endpoint string) (S3Info, error) {
+	var info S3Info
+	if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &info) == nil && info.AccessKey != "" {
+		keys, err := ms.S3Keys(ctx, s3User)
+		if err == nil {
+			for _, k := range keys {
+				if k.AccessKey == info.AccessKey {
+					info.Endpoint = endpoint
+					return info, writeS3Info(path, info)
+				}
+			}
+		}
+	}
+	if _, err := ms.CreateS3User(ctx, s3User); err != nil && !errors.Is(err, meta.ErrS3UserExists) {
+		return info, fmt.Errorf("dev: creating S3 user %s: %w", s3User, err)
+	}
+	key, secret, err := ms.CreateS3Key(ctx, s3User)
+	if err != nil {
+		return info, fmt.Errorf("dev: creating an access key for S3 user %s: %w", s3User, err)
+	}
+	info = S3Info{Endpoint: endpoint, AccessKey: key.AccessKey, SecretKey: secret}
+	return info, writeS3Info(path, info)
+}
+
+func writeS3Info(path string, info S3Info) error {
+	b, _ := json.MarshalIndent(info, "", "  ")
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
