@@ -64,6 +64,7 @@ type cluster struct {
 	etcdPort int
 	osdPort  int
 	nbdPort  int
+	s3Port   int // 0: no S3 gateway
 	hosts    int
 	perHost  int
 	leaseTTL time.Duration
@@ -81,6 +82,11 @@ type clusterOpts struct {
 	// default: tests kill OSDs and restart them themselves (c.kill,
 	// c.restart), and some need an OSD to stay down.
 	autoRestart bool
+	// s3 starts cairn dev's S3 gateway (with its pool s3 and user admin);
+	// other tests run without it. s3GCGrace and s3IntentTimeout set its
+	// collector's times (0: the gateway's defaults).
+	s3                         bool
+	s3GCGrace, s3IntentTimeout time.Duration
 }
 
 // freePorts finds n consecutive free TCP ports on 127.0.0.1 to .4, below
@@ -128,6 +134,9 @@ func startCluster(t testing.TB, o clusterOpts) *cluster {
 	c.etcdPort = freePorts(t, 2)
 	c.osdPort = freePorts(t, o.hosts*o.perHost)
 	c.nbdPort = freePorts(t, 1)
+	if o.s3 {
+		c.s3Port = freePorts(t, 1)
+	}
 	c.start()
 	t.Cleanup(c.stop)
 	return c
@@ -140,7 +149,13 @@ func (c *cluster) start() {
 	c.cmd = exec.Command(cairnBin, "dev", "--dir", c.dir,
 		"--hosts", fmt.Sprint(c.hosts), "--osds-per-host", fmt.Sprint(c.perHost),
 		"--etcd-port", fmt.Sprint(c.etcdPort), "--osd-port", fmt.Sprint(c.osdPort), "--lease-ttl", c.leaseTTL.String(),
-		"--nbd-port", fmt.Sprint(c.nbdPort))
+		"--nbd-port", fmt.Sprint(c.nbdPort), "--s3-port", fmt.Sprint(c.s3Port))
+	if c.opts.s3GCGrace > 0 {
+		c.cmd.Args = append(c.cmd.Args, "--s3-gc-grace", c.opts.s3GCGrace.String())
+	}
+	if c.opts.s3IntentTimeout > 0 {
+		c.cmd.Args = append(c.cmd.Args, "--s3-intent-timeout", c.opts.s3IntentTimeout.String())
+	}
 	if len(c.opts.external) > 0 {
 		c.cmd.Args = append(c.cmd.Args, "--etcd-endpoints", strings.Join(c.opts.external, ","))
 	}
@@ -207,8 +222,12 @@ func (c *cluster) start() {
 	if len(c.opts.external) > 0 {
 		mons = 0
 	}
-	if len(c.procs) != mons+c.hosts*c.perHost+1 {
-		t.Fatalf("dev.json lists %d processes, want %d (mon, OSDs, nbd)", len(c.procs), mons+c.hosts*c.perHost+1)
+	gateways := 1 // nbd
+	if c.s3Port > 0 {
+		gateways++
+	}
+	if len(c.procs) != mons+c.hosts*c.perHost+gateways {
+		t.Fatalf("dev.json lists %d processes, want %d (mon, OSDs, nbd, s3)", len(c.procs), mons+c.hosts*c.perHost+gateways)
 	}
 }
 
