@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -172,20 +173,65 @@ func TestS3AWSCLI(t *testing.T) {
 	}
 }
 
-// TestS3Boto3 runs testdata/s3_boto3.py, which asserts what it does.
+// TestS3Boto3 runs testdata/s3_boto3.py, which asserts what it does, over
+// HTTP against cairn dev's gateway and over HTTPS against a second gateway
+// started with --tls-cert (where boto3 streams uploads as aws-chunked
+// bodies with CRC trailers).
 func TestS3Boto3(t *testing.T) {
 	py := requireTool(t, "python3", "apt-get install python3")
 	if out, err := exec.Command(py, "-c", "import boto3").CombinedOutput(); err != nil {
 		t.Fatalf("boto3 is not installed: pip install boto3 (.ci/run does this): %s", out)
 	}
 	c := startCluster(t, clusterOpts{s3: true})
-	cmd := exec.Command(py, "testdata/s3_boto3.py")
-	cmd.Env = s3Env(c.s3Info())
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "ok boto3") {
-		t.Fatalf("s3_boto3.py: %v\n%s", err, out)
+	info := c.s3Info()
+	run := func(bucket string, env ...string) {
+		cmd := exec.Command(py, "testdata/s3_boto3.py")
+		cmd.Env = append(append(s3Env(info), "S3_BUCKET="+bucket), env...)
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "ok boto3") {
+			t.Fatalf("s3_boto3.py on %s: %v\n%s", bucket, err, out)
+		}
+		t.Logf("%s: %s", bucket, strings.TrimSpace(string(out)))
 	}
-	t.Logf("%s", strings.TrimSpace(string(out)))
+	run("boto-http")
+	tlsEndpoint, ca := startTLSGateway(t, c)
+	info.Endpoint = tlsEndpoint
+	run("boto-https", "AWS_CA_BUNDLE="+ca)
+}
+
+// startTLSGateway starts a second gateway on the cluster's pool s3, over
+// TLS with a certificate for 127.0.0.1, and returns its endpoint and CA.
+func startTLSGateway(t *testing.T, c *cluster) (endpoint, caFile string) {
+	dir := t.TempDir()
+	writeTLSDir(t, dir)
+	addr := fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1))
+	srv := exec.Command(cairnBin, "--conf", c.conf, "s3", "--listen", addr, "--pool", "s3",
+		"--tls-cert", filepath.Join(dir, "server-cert.pem"), "--tls-key", filepath.Join(dir, "server-key.pem"))
+	var log bytes.Buffer
+	srv.Stdout, srv.Stderr = &log, &log
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		srv.Process.Kill()
+		srv.Wait()
+		if t.Failed() {
+			t.Logf("TLS gateway's log:\n%s", log.String())
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		conn, err := net.Dial("tcp", addr)
+		if err == nil {
+			conn.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the TLS gateway does not listen: %s", log.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return "https://" + addr, filepath.Join(dir, "ca-cert.pem")
 }
 
 // sdkClient is the AWS SDK for Go's S3 client on the gateway.

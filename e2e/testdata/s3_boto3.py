@@ -1,6 +1,8 @@
 """boto3 against cairn's S3 gateway, with boto3's default settings.
 
-Reads S3_ENDPOINT, S3_ACCESS_KEY and S3_SECRET_KEY from the environment,
+Reads S3_ENDPOINT, S3_ACCESS_KEY, S3_SECRET_KEY and S3_BUCKET from the
+environment (over https, AWS_CA_BUNDLE names the CA: boto3 then sends its
+uploads as aws-chunked bodies with a checksum trailer),
 runs puts, gets, listings, deletes, a conditional create and a multipart
 upload in a bucket of its own, asserts every result, and prints "ok" and
 the versions it ran with. Run by e2e/s3_test.go (TestS3Boto3).
@@ -36,7 +38,7 @@ def error_code(fn):
 
 def main():
     s3 = client()
-    b = "boto-bucket"
+    b = os.environ["S3_BUCKET"]
     s3.create_bucket(Bucket=b)
     assert error_code(lambda: s3.create_bucket(Bucket=b)) == "BucketAlreadyOwnedByYou"
     assert b in [x["Name"] for x in s3.list_buckets()["Buckets"]]
