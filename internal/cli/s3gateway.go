@@ -194,4 +194,3 @@ func (s poolStore) OmapListDelim(ctx context.Context, name, prefix, delim, after
 	}
 	return out, storeErr(err)
 }
-

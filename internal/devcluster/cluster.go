@@ -73,7 +73,7 @@ type Cluster struct {
 	Dir     string // absolute
 	Conf    string // DIR/cairn.conf
 	Pool    client.PoolInfo
-	NBDAddr string // "" without an NBD server
+	NBDAddr string  // "" without an NBD server
 	S3      *S3Info // nil without an S3 gateway
 
 	sup     *supervisor
