@@ -118,6 +118,12 @@ func TestS3AWSCLI(t *testing.T) {
 	if sha256File(t, big) != sha256File(t, filepath.Join(work, "big.back")) {
 		t.Fatal("the 64 MiB object came back different")
 	}
+	// A server-side copy: aws-cli copies a large object in parts (UploadPartCopy).
+	mustAWS(t, info, work, "s3", "cp", "--only-show-errors", "s3://backups/vm/big.bin", "s3://backups/vm/copy.bin")
+	mustAWS(t, info, work, "s3", "cp", "--only-show-errors", "s3://backups/vm/copy.bin", filepath.Join(work, "copy.back"))
+	if sha256File(t, big) != sha256File(t, filepath.Join(work, "copy.back")) {
+		t.Fatal("the server-side copy of the 64 MiB object differs")
+	}
 	head := mustAWS(t, info, work, "s3api", "head-object", "--bucket", "backups", "--key", "vm/big.bin")
 	if !strings.Contains(head, `-9\"`) {
 		t.Errorf("head-object of the multipart upload: want an ETag of 9 parts (8 MiB each, the last 12345 bytes): %s", head)

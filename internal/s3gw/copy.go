@@ -76,10 +76,6 @@ func (c *copyResult) setChecksum(a checksum.Algorithm, sum []byte) {
 // entry still names), with the source's metadata (COPY, the default) or
 // the request's (REPLACE).
 func (rq *request) copyObject() error {
-	srcBucket, srcKey, err := parseCopySource(rq.r.Header.Get("x-amz-copy-source"))
-	if err != nil {
-		return err
-	}
 	dst, err := rq.ownBucket()
 	if err != nil {
 		return err
@@ -88,30 +84,17 @@ func (rq *request) copyObject() error {
 	if directive != "" && directive != "COPY" && directive != "REPLACE" {
 		return ErrInvalidArgument.with("Unknown metadata directive %q.", directive)
 	}
-	srcConds, err := parseConditions(rq.r.Header, "x-amz-copy-source-")
-	if err != nil {
-		return err
-	}
 	conds, err := parseConditions(rq.r.Header, "")
 	if err != nil {
 		return err
 	}
-	src, err := rq.g.lookupBucket(rq.ctx, srcBucket)
+	srcBucket, srcKey, err := parseCopySource(rq.r.Header.Get("x-amz-copy-source"))
 	if err != nil {
 		return err
 	}
-	if src == nil {
-		return ErrNoSuchBucket
-	}
-	if src.Owner != rq.user {
-		return ErrAccessDenied
-	}
-	se, err := rq.g.readEntry(rq.ctx, src, srcKey)
+	src, se, err := rq.copySourceEntry()
 	if err != nil {
 		return err
-	}
-	if err := srcConds.evalRead(se); err != nil {
-		return ErrPreconditionFailed // S3 answers 412 for every failed copy-source condition
 	}
 	if srcBucket == rq.bucket && srcKey == rq.key && directive != "REPLACE" {
 		return ErrInvalidRequest.with("This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.")
@@ -137,13 +120,8 @@ func (rq *request) copyObject() error {
 // copyData streams the source's data into new stripes of dst, hashing it,
 // and commits the destination entry.
 func (rq *request) copyData(src *bucketRec, se *Entry, dst *bucketRec, std StdHeaders, meta []MetaKV, alg checksum.Algorithm, conds conditions) error {
-	pr, pw := io.Pipe()
-	ctx, cancel := context.WithCancel(rq.ctx)
-	defer cancel()
-	go func() { pw.CloseWithError(rq.g.streamData(ctx, pw, src.ID, se, 0, se.Size)) }()
 	md5h, algh := md5.New(), alg.New()
-	dataID, guard, cleanup, err := rq.storeBody(dst, pr, se.Size, []hash.Hash{md5h, algh})
-	pr.CloseWithError(io.ErrClosedPipe)
+	dataID, guard, cleanup, err := rq.copyStream(src, se, byteRange{0, se.Size}, dst, []hash.Hash{md5h, algh})
 	if err != nil {
 		return err
 	}
@@ -163,4 +141,48 @@ func (rq *request) copyData(src *bucketRec, se *Entry, dst *bucketRec, std StdHe
 	res := copyResult{NS: s3NS, ETag: `"` + e.ETag + `"`, LastModified: isoTime(e.MTime)}
 	res.setChecksum(alg, e.Checksum.Sum)
 	return rq.writeXML(http.StatusOK, res)
+}
+
+// copyStream stores rng of a source object as new data of dst (under an
+// intent, as storeBody), hashing it on the way.
+func (rq *request) copyStream(src *bucketRec, se *Entry, rng byteRange, dst *bucketRec, hashes []hash.Hash) (string, Cond, func(), error) {
+	pr, pw := io.Pipe()
+	ctx, cancel := context.WithCancel(rq.ctx)
+	defer cancel()
+	go func() { pw.CloseWithError(rq.g.streamData(ctx, pw, src.ID, se, rng.Start, rng.Length)) }()
+	dataID, guard, cleanup, err := rq.storeBody(dst, pr, rng.Length, hashes)
+	pr.CloseWithError(io.ErrClosedPipe)
+	return dataID, guard, cleanup, err
+}
+
+// copySourceEntry resolves x-amz-copy-source to the source bucket and
+// entry the request's user may read, with its copy-source conditions
+// applied.
+func (rq *request) copySourceEntry() (*bucketRec, *Entry, error) {
+	srcBucket, srcKey, err := parseCopySource(rq.r.Header.Get("x-amz-copy-source"))
+	if err != nil {
+		return nil, nil, err
+	}
+	srcConds, err := parseConditions(rq.r.Header, "x-amz-copy-source-")
+	if err != nil {
+		return nil, nil, err
+	}
+	src, err := rq.g.lookupBucket(rq.ctx, srcBucket)
+	if err != nil {
+		return nil, nil, err
+	}
+	if src == nil {
+		return nil, nil, ErrNoSuchBucket
+	}
+	if src.Owner != rq.user {
+		return nil, nil, ErrAccessDenied
+	}
+	se, err := rq.g.readEntry(rq.ctx, src, srcKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := srcConds.evalRead(se); err != nil {
+		return nil, nil, ErrPreconditionFailed // S3 answers 412 for every failed copy-source condition
+	}
+	return src, se, nil
 }

@@ -125,3 +125,14 @@ func FuzzListParams(f *testing.F) {
 		s3URLEncode(prefix)
 	})
 }
+
+func FuzzCopyRange(f *testing.F) {
+	f.Add("bytes=0-9", uint64(10))
+	f.Add("bytes=5-99999999999", uint64(10))
+	f.Fuzz(func(t *testing.T, h string, size uint64) {
+		r, err := parseCopyRange(h, size)
+		if err == nil && (r.Start+r.Length > size || r.Start+r.Length < r.Start || h != "" && r.Length == 0) {
+			t.Fatalf("parseCopyRange(%q, %d) = %+v", h, size, r)
+		}
+	})
+}

@@ -237,7 +237,7 @@ func (rq *request) objectOp(m string) error {
 	case http.MethodPut:
 		switch {
 		case upload && rq.r.Header.Get("x-amz-copy-source") != "":
-			return ErrNotImplemented.with("UploadPartCopy is not implemented yet.")
+			return rq.uploadPartCopy()
 		case upload || rq.query.Has("partNumber"):
 			return rq.uploadPart()
 		case rq.r.Header.Get("x-amz-copy-source") != "":

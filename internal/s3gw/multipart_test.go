@@ -159,3 +159,38 @@ func FuzzCompleteXML(f *testing.F) {
 		}
 	})
 }
+
+// UploadPartCopy (aws-cli copies large objects between buckets with it):
+// ranges of a source become parts.
+func TestUploadPartCopy(t *testing.T) {
+	env := newEnv(t)
+	ctx := context.Background()
+	c := env.alice
+	env.mkBucket(c, "srcb")
+	env.mkBucket(c, "dstb")
+	data := randBytes(minPartSize+777, 9)
+	env.put("srcb", "obj", data)
+	cr, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("dstb"), Key: aws.String("copy")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts []types.CompletedPart
+	for i, rng := range []string{fmt.Sprintf("bytes=0-%d", minPartSize-1), fmt.Sprintf("bytes=%d-%d", minPartSize, len(data)-1)} {
+		out, err := c.UploadPartCopy(ctx, &s3.UploadPartCopyInput{Bucket: aws.String("dstb"), Key: aws.String("copy"), UploadId: cr.UploadId,
+			PartNumber: aws.Int32(int32(i + 1)), CopySource: aws.String("srcb/obj"), CopySourceRange: aws.String(rng)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, types.CompletedPart{PartNumber: aws.Int32(int32(i + 1)), ETag: out.CopyPartResult.ETag})
+	}
+	_, err = c.UploadPartCopy(ctx, &s3.UploadPartCopyInput{Bucket: aws.String("dstb"), Key: aws.String("copy"), UploadId: cr.UploadId,
+		PartNumber: aws.Int32(3), CopySource: aws.String("srcb/obj"), CopySourceRange: aws.String("bytes=5-99999999999")})
+	wantCode(t, "a copy range past the source's end", err, "InvalidArgument")
+	if _, err := c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String("dstb"), Key: aws.String("copy"),
+		UploadId: cr.UploadId, MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := env.get("dstb", "copy"); !bytes.Equal(got, data) {
+		t.Fatalf("object made of copied parts differs (%d bytes)", len(got))
+	}
+}
