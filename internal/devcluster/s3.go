@@ -8,6 +8,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cairn-storage/cairn/client"
@@ -43,7 +45,7 @@ func (c *Cluster) startS3(ctx context.Context, o Options, cfg *conf.Config, ms *
 	} else if err != nil {
 		return err
 	}
-	addr := fmt.Sprintf("%s:%d", o.Loopback(0), o.S3Port)
+	addr := net.JoinHostPort(strings.Trim(o.Loopback(0), "[]"), strconv.Itoa(o.S3Port))
 	info, err := s3Credentials(ctx, ms, filepath.Join(c.Dir, "s3.json"), "http://"+addr)
 	if err != nil {
 		return err
