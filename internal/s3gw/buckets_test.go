@@ -92,3 +92,23 @@ func TestNotImplementedAnswersS3Error(t *testing.T) {
 		t.Fatalf("GET ?versioning: %d %s", resp.StatusCode, body)
 	}
 }
+
+// Virtual-host style: <bucket>.<domain> addresses the bucket, the path is
+// the key.
+func TestVirtualHostStyle(t *testing.T) {
+	env := newEnv(t)
+	env.gw.cfg.Domains = []string{"localhost"}
+	env.mkBucket(env.alice, "vhost")
+	env.put("vhost", "dir/key", []byte("v"))
+	req, _ := http.NewRequest("GET", env.srv.URL+"/dir/key", nil)
+	req.Host = "vhost.localhost:9000"
+	rq := &request{g: env.gw, r: req}
+	if err := rq.route(); err != nil || rq.bucket != "vhost" || rq.key != "dir/key" {
+		t.Fatalf("route of vhost.localhost/dir/key: bucket %q key %q %v", rq.bucket, rq.key, err)
+	}
+	req.Host = "127.0.0.1:9000"
+	req.URL.Path = "/vhost/dir//key/"
+	if err := rq.route(); err != nil || rq.bucket != "vhost" || rq.key != "dir//key/" {
+		t.Fatalf("path style keeps '/' runs: bucket %q key %q %v", rq.bucket, rq.key, err)
+	}
+}
