@@ -121,6 +121,7 @@ func osdCmd(g *globals) *cobra.Command {
 	f.Int64Var(&o.DataCacheBytes, "data-cache-size", 0, "bytes of memory for repeated large reads (128 KiB to 4 MiB), outside the Go heap; negative: none (default 1 GiB, or a sixteenth of the machine's memory if less)")
 	f.BoolVar(&o.ReserveDataCache, "data-cache-reserve", true, "take the data cache's memory at start, faulted in at idle priority, and keep it; false: take it as reads fill the cache")
 	f.StringVar(&debugListen, "debug-listen", "", "serve Go profiling (/debug/pprof) on this address, e.g. 127.0.0.1:6060")
+	f.StringVar(&o.MetricsListen, "metrics-listen", "", "serve Prometheus metrics at /metrics on this address, e.g. 127.0.0.1:9283")
 	f.IntVar(&o.RecoveryParallel, "recovery-parallel", 4, "objects recovery and backfill copy at once; fewer leaves more room for client IO")
 	f.DurationVar(&o.ScrubInterval, "scrub-interval", 24*time.Hour, "how often each placement group is scrubbed (negative: never)")
 	f.DurationVar(&o.DeepScrubInterval, "deep-scrub-interval", 7*24*time.Hour, "how often each placement group is deep-scrubbed, reading all data (negative: never)")

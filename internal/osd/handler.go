@@ -22,6 +22,16 @@ const epochWait = 3 * time.Second
 
 // Serve handles one request; it implements rpc.Handler.
 func (s *Server) Serve(ctx context.Context, req *proto.Request) *proto.Response {
+	if s.metrics == nil {
+		return s.serveOne(ctx, req)
+	}
+	start := time.Now()
+	resp := s.serveOne(ctx, req)
+	s.metrics.observe(req, resp, time.Since(start))
+	return resp
+}
+
+func (s *Server) serveOne(ctx context.Context, req *proto.Request) *proto.Response {
 	switch req.Op {
 	case proto.OpPing:
 		return s.ok()
@@ -349,7 +359,11 @@ func (s *Server) readFromReplica(ctx context.Context, pool *clustermap.Pool, p *
 		if err != nil || part.Status != proto.StatusOK {
 			continue
 		}
-		detail += s.repairFrom(ctx, coll, req.PG, req.Object, r, osd.Addr, m.Epoch, part, rr)
+		repair := s.repairFrom(ctx, coll, req.PG, req.Object, r, osd.Addr, m.Epoch, part, rr)
+		detail += repair
+		if s.metrics != nil && strings.HasPrefix(repair, "; repaired") {
+			s.metrics.repaired.WithLabelValues("read").Inc()
+		}
 		s.logf("%s: pg %s object %q: %s", s.id, req.PG, req.Object, detail)
 		out := s.ok()
 		out.Size = part.Size

@@ -38,7 +38,9 @@ type Options struct {
 	DataDir  string
 	MetaDir  string // "" = DataDir/meta
 	Listen   string // host:port, IPv4 or [IPv6]
-	Host     string
+	// MetricsListen, if set, serves Prometheus metrics at /metrics there.
+	MetricsListen string
+	Host          string
 	Rack     string
 	Class    clustermap.DeviceClass
 	Weight   float64
@@ -100,6 +102,7 @@ type Server struct {
 	lastClientOp    atomic.Int64                          // unix nanos of the last client operation: recovery yields to clients
 	backfillRefused atomic.Int64                          // unix nanos of the last recovery copy refused for space (space.go)
 	scrubs          scrubStats
+	metrics         *metrics // nil in tests that build a Server by hand
 }
 
 // pgState is the in-memory state of a placement group on this OSD.
@@ -174,7 +177,14 @@ func Run(ctx context.Context, o Options) error {
 		kick:  make(chan struct{}, 1), recoveryWake: make(chan struct{}, 1), statsKick: make(chan struct{}, 1),
 		suspected: map[clustermap.OSDID]clustermap.Epoch{},
 	}
+	s.metrics = newMetrics(s)
 	defer s.peers.Close()
+	if o.MetricsListen != "" {
+		if err := s.serveMetrics(ctx, o.MetricsListen); err != nil {
+			ln.Close()
+			return fmt.Errorf("%s: %w", id, err)
+		}
+	}
 	// Replication, peering and recovery calls waiting on an OSD the map
 	// marks down (it may be frozen, its socket open) fail now.
 	view.OnOSDDown(func(_ clustermap.OSDID, addr string) { s.peers.Drop(addr) })

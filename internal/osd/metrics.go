@@ -1,0 +1,144 @@
+package osd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/cairn-storage/cairn/internal/proto"
+)
+
+// The OSD's Prometheus metrics, served on Options.MetricsListen. The IO
+// path only adds to counters and a histogram (a few atomic adds per
+// request); everything else (PG states, space, recovery left) is read when
+// Prometheus scrapes. Labels are bounded: the operation and status names
+// of the wire protocol, the PG states; never an object or a PG.
+type metrics struct {
+	reg      *prometheus.Registry
+	ops      *prometheus.CounterVec   // by op
+	failed   *prometheus.CounterVec   // by op and status
+	latency  *prometheus.HistogramVec // by op
+	bytesIn  *prometheus.CounterVec   // by op: request payload
+	bytesOut *prometheus.CounterVec   // by op: reply payload
+	scrubbed *prometheus.CounterVec   // objects scrubbed, by kind (scrub, deep-scrub)
+	found    prometheus.Counter       // inconsistent copies scrub found
+	repaired *prometheus.CounterVec   // copies repaired, by how (scrub, read)
+}
+
+func newMetrics(s *Server) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	labels := prometheus.Labels{"osd": s.id.String()}
+	opts := func(name, help string) prometheus.Opts {
+		return prometheus.Opts{Namespace: "cairn", Subsystem: "osd", Name: name, Help: help, ConstLabels: labels}
+	}
+	m.ops = prometheus.NewCounterVec(prometheus.CounterOpts(opts("requests_total", "Requests served, by operation.")), []string{"op"})
+	m.failed = prometheus.NewCounterVec(prometheus.CounterOpts(opts("request_failures_total", "Requests answered with an error, by operation and status.")), []string{"op", "status"})
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "cairn", Subsystem: "osd", Name: "request_duration_seconds",
+		Help: "Time to serve a request, by operation (a write includes its replication).", ConstLabels: labels,
+		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18)}, []string{"op"})
+	m.bytesIn = prometheus.NewCounterVec(prometheus.CounterOpts(opts("request_bytes_total", "Payload bytes received in requests, by operation.")), []string{"op"})
+	m.bytesOut = prometheus.NewCounterVec(prometheus.CounterOpts(opts("response_bytes_total", "Payload bytes sent in replies, by operation.")), []string{"op"})
+	m.scrubbed = prometheus.NewCounterVec(prometheus.CounterOpts(opts("scrubbed_objects_total", "Objects compared across copies by scrub, by kind.")), []string{"kind"})
+	m.found = prometheus.NewCounter(prometheus.CounterOpts(opts("inconsistent_objects_total", "Objects whose copies scrub found to differ or fail their checksums.")))
+	m.repaired = prometheus.NewCounterVec(prometheus.CounterOpts(opts("repaired_objects_total", "Copies rewritten from a good copy, by how the damage was found (scrub, read).")), []string{"by"})
+	m.reg.MustRegister(m.ops, m.failed, m.latency, m.bytesIn, m.bytesOut, m.scrubbed, m.found, m.repaired,
+		newStateCollector(s, labels),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// observe counts one request.
+func (m *metrics) observe(req *proto.Request, resp *proto.Response, took time.Duration) {
+	op := req.Op.String()
+	m.ops.WithLabelValues(op).Inc()
+	m.latency.WithLabelValues(op).Observe(took.Seconds())
+	if n := len(req.Data) + len(req.Txn); n > 0 {
+		m.bytesIn.WithLabelValues(op).Add(float64(n))
+	}
+	if resp == nil {
+		return
+	}
+	if n := len(resp.Data); n > 0 {
+		m.bytesOut.WithLabelValues(op).Add(float64(n))
+	}
+	if resp.Status != proto.StatusOK {
+		m.failed.WithLabelValues(op, resp.Status.String()).Inc()
+	}
+}
+
+// stateCollector reads what the OSD holds when Prometheus scrapes: its
+// primary PGs by state, the object copies recovery has left, its store's
+// space and objects.
+type stateCollector struct {
+	s                         *Server
+	pgs, left, space, objects *prometheus.Desc
+}
+
+func newStateCollector(s *Server, labels prometheus.Labels) *stateCollector {
+	return &stateCollector{s: s,
+		pgs:     prometheus.NewDesc("cairn_osd_primary_pgs", "Placement groups this OSD leads, by state.", []string{"state"}, labels),
+		left:    prometheus.NewDesc("cairn_osd_recovery_objects_left", "Object copies this OSD's primary PGs still have to bring up to date.", nil, labels),
+		space:   prometheus.NewDesc("cairn_osd_store_bytes", "The store's device: total, free and used bytes.", []string{"kind"}, labels),
+		objects: prometheus.NewDesc("cairn_osd_store_objects", "Objects in the store.", nil, labels),
+	}
+}
+
+// pgStates are the states a primary reports (pgSummary), all exported
+// even when zero so a dashboard sees them fall to zero.
+var pgStates = []string{"active+clean", "active+recovering", "active+undersized", "peering", "down"}
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.pgs
+	ch <- c.left
+	ch <- c.space
+	ch <- c.objects
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	states, _ := c.s.pgSummary()
+	for _, st := range pgStates {
+		ch <- prometheus.MustNewConstMetric(c.pgs, prometheus.GaugeValue, float64(states[st]), st)
+	}
+	left := int64(0)
+	c.s.pgMu.Lock()
+	for _, p := range c.s.pgs {
+		left += p.nMissing.Load()
+	}
+	c.s.pgMu.Unlock()
+	ch <- prometheus.MustNewConstMetric(c.left, prometheus.GaugeValue, float64(left))
+	if u, err := c.s.store.Usage(); err == nil {
+		ch <- prometheus.MustNewConstMetric(c.space, prometheus.GaugeValue, float64(u.TotalBytes), "total")
+		ch <- prometheus.MustNewConstMetric(c.space, prometheus.GaugeValue, float64(u.FreeBytes), "free")
+		ch <- prometheus.MustNewConstMetric(c.space, prometheus.GaugeValue, float64(u.TotalBytes-u.FreeBytes), "used")
+		ch <- prometheus.MustNewConstMetric(c.objects, prometheus.GaugeValue, float64(u.Objects))
+	}
+}
+
+// serveMetrics serves /metrics on addr until ctx ends.
+func (s *Server) serveMetrics(ctx context.Context, addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("metrics: listen on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	s.logf("%s: metrics on http://%s/metrics", s.id, ln.Addr())
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.logf("%s: metrics server: %v", s.id, err)
+		}
+	}()
+	return nil
+}
