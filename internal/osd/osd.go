@@ -34,19 +34,19 @@ import (
 
 // Options configure one OSD daemon.
 type Options struct {
-	ID       clustermap.OSDID // -1: allocate a new id on first start
-	DataDir  string
-	MetaDir  string // "" = DataDir/meta
-	Listen   string // host:port, IPv4 or [IPv6]
+	ID      clustermap.OSDID // -1: allocate a new id on first start
+	DataDir string
+	MetaDir string // "" = DataDir/meta
+	Listen  string // host:port, IPv4 or [IPv6]
 	// MetricsListen, if set, serves Prometheus metrics at /metrics there.
 	MetricsListen string
 	Host          string
-	Rack     string
-	Class    clustermap.DeviceClass
-	Weight   float64
-	LeaseTTL time.Duration
-	Conf     *conf.Config
-	Logf     func(string, ...any)
+	Rack          string
+	Class         clustermap.DeviceClass
+	Weight        float64
+	LeaseTTL      time.Duration
+	Conf          *conf.Config
+	Logf          func(string, ...any)
 	// ReserveBytes, CacheBytes, DataCacheBytes and ReserveDataCache are
 	// passed to the object store (0, false: its defaults).
 	ReserveBytes     int64
