@@ -30,14 +30,17 @@ func needPrometheus(t *testing.T) {
 	}
 }
 
-// TestOSDMetricsScrapedByPrometheus: an OSD started with --metrics-listen
-// serves metrics that promtool accepts, and a real Prometheus scraping it
-// sees the requests it served, its PGs by state and its store's space.
-func TestOSDMetricsScrapedByPrometheus(t *testing.T) {
+// TestMetricsScrapedByPrometheus: an OSD and an NBD gateway started with
+// --metrics-listen serve metrics that promtool accepts, and a real
+// Prometheus scraping them sees the requests the OSD served, its PGs by
+// state and its store's space, and the NBD writes qemu-io made.
+func TestMetricsScrapedByPrometheus(t *testing.T) {
 	needPrometheus(t)
+	needTools(t, "qemu-io")
 	c := startCluster(t, clusterOpts{})
-	port := freePorts(t, 2)
+	port := freePorts(t, 4)
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", port)
+	nbdAddr, nbdMetrics := fmt.Sprintf("127.0.0.1:%d", port+2), fmt.Sprintf("127.0.0.1:%d", port+3)
 	c.kill("osd.0")
 	c.restart("osd.0", "--metrics-listen", metricsAddr)
 	c.waitHealthy(60*time.Second, "with osd.0 serving metrics")
@@ -60,13 +63,10 @@ func TestOSDMetricsScrapedByPrometheus(t *testing.T) {
 			t.Fatalf("/metrics lacks %s:\n%s", want, body)
 		}
 	}
-	lint := exec.Command("promtool", "check", "metrics")
-	lint.Stdin = strings.NewReader(body)
-	if out, err := lint.CombinedOutput(); err != nil {
-		t.Fatalf("promtool check metrics: %v\n%s", err, out)
-	}
+	promLint(t, body)
 
-	prom := startPrometheus(t, metricsAddr, port+1)
+	nbdWrites(t, c, nbdAddr, nbdMetrics)
+	prom := startPrometheus(t, []string{metricsAddr, nbdMetrics}, port+1)
 	// Requests go on while Prometheus scrapes, so rates have something to show.
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -85,6 +85,8 @@ func TestOSDMetricsScrapedByPrometheus(t *testing.T) {
 		{`sum(cairn_osd_primary_pgs{osd="osd.0"})`, 1},
 		{`cairn_osd_store_bytes{osd="osd.0",kind="total"}`, 1 << 20},
 		{`histogram_quantile(0.99, sum by (le) (rate(cairn_osd_request_duration_seconds_bucket{osd="osd.0"}[1m])))`, 0},
+		{`sum(cairn_nbd_bytes_total{export="default/metrics",direction="written"})`, 1 << 20},
+		{`sum(cairn_nbd_commands_total{export="default/metrics",command="write"})`, 1},
 	} {
 		v := promQuery(t, prom, q.query, 30*time.Second)
 		t.Logf("%s = %g", q.query, v)
@@ -92,6 +94,45 @@ func TestOSDMetricsScrapedByPrometheus(t *testing.T) {
 			t.Errorf("%s = %g, want at least %g", q.query, v, q.min)
 		}
 	}
+}
+
+// promLint fails the test if promtool finds fault with an exposition.
+func promLint(t *testing.T, body string) {
+	t.Helper()
+	lint := exec.Command("promtool", "check", "metrics")
+	lint.Stdin = strings.NewReader(body)
+	if out, err := lint.CombinedOutput(); err != nil {
+		t.Fatalf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+// nbdWrites starts a cairn nbd with metrics and writes 2 MiB to a new
+// volume with qemu-io through it; the gateway's metrics must show it.
+func nbdWrites(t *testing.T, c *cluster, addr, metricsAddr string) {
+	if out, err := c.cli(nil, "volume", "create", "default/metrics", "--size", "64M"); err != nil {
+		t.Fatalf("volume create: %v\n%s", err, out)
+	}
+	srv := exec.Command(cairnBin, "--conf", c.conf, "nbd", "--listen", addr, "--metrics-listen", metricsAddr)
+	srv.Stdout, srv.Stderr = io.Discard, io.Discard
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c.extra = append(c.extra, srv)
+	uri := "nbd://" + addr + "/default/metrics"
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		out, err := exec.Command("qemu-io", "-f", "raw", "-c", "write -P 0x5a 0 2M", uri).CombinedOutput()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("qemu-io write through %s: %v\n%s", uri, err, out)
+		}
+	}
+	body := httpGet(t, "http://"+metricsAddr+"/metrics")
+	if !strings.Contains(body, `cairn_nbd_bytes_total{direction="written",export="default/metrics"}`) {
+		t.Fatalf("the NBD gateway's metrics lack the writes:\n%s", body)
+	}
+	promLint(t, body)
 }
 
 func httpGet(t *testing.T, u string) string {
@@ -108,11 +149,11 @@ func httpGet(t *testing.T, u string) string {
 	return string(b)
 }
 
-// startPrometheus runs a Prometheus that scrapes target every second, on
+// startPrometheus runs a Prometheus that scrapes targets every second, on
 // port, until the test ends; it returns its address.
-func startPrometheus(t *testing.T, target string, port int) string {
+func startPrometheus(t *testing.T, targets []string, port int) string {
 	dir := t.TempDir()
-	cfg := fmt.Sprintf("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: cairn\n    static_configs:\n      - targets: ['%s']\n", target)
+	cfg := fmt.Sprintf("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: cairn\n    static_configs:\n      - targets: ['%s']\n", strings.Join(targets, "', '"))
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,7 @@ var forbidden = map[string][]string{
 	"internal/s3/sigv4":      {"internal/", "client"},
 	"internal/s3/checksum":   {"internal/", "client"},
 	"internal/ec":            {"internal/", "client"},
+	"internal/metricsrv":     {"internal/", "client"},
 	"internal/s3gw":          {"internal/osd", "internal/mon", "internal/objstore", "internal/cli", "internal/meta", "internal/rpc", "client"},
 }
 

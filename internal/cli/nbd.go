@@ -9,13 +9,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cairn-storage/cairn/internal/metricsrv"
 	"github.com/cairn-storage/cairn/internal/nbd"
 	"github.com/cairn-storage/cairn/internal/nbdgw"
 	"github.com/cairn-storage/cairn/internal/runtimepolicy"
 )
 
 func nbdCmd(g *globals) *cobra.Command {
-	var listen, debugListen, tlsCert, tlsKey, tlsClientCA string
+	var listen, debugListen, metricsListen, tlsCert, tlsKey, tlsClientCA string
 	var handshakeTimeout time.Duration
 	var maxConns int
 	cmd := &cobra.Command{
@@ -61,7 +62,16 @@ the server requires TLS (NBD_OPT_STARTTLS) before anything else; with
 			if handshakeTimeout <= 0 || maxConns <= 0 {
 				return fmt.Errorf("nbd: --handshake-timeout and --max-connections must be positive")
 			}
-			srv := &nbd.Server{Exports: nbdgw.NewExports(c, logger.Printf), Logf: logger.Printf, TLS: tc, Load: load,
+			exports := nbdgw.NewExports(c, logger.Printf)
+			if metricsListen != "" {
+				exports.Metrics = nbdgw.NewMetrics()
+				at, err := metricsrv.Serve(ctx, metricsListen, exports.Metrics.Registry, logger.Printf)
+				if err != nil {
+					return fmt.Errorf("nbd: %w", err)
+				}
+				logger.Printf("nbd: metrics on http://%s/metrics", at)
+			}
+			srv := &nbd.Server{Exports: exports, Logf: logger.Printf, TLS: tc, Load: load,
 				HandshakeTimeout: handshakeTimeout, MaxConns: maxConns}
 			logger.Printf("nbd: serving volumes on %s", ln.Addr())
 			go func() {
@@ -73,6 +83,7 @@ the server requires TLS (NBD_OPT_STARTTLS) before anything else; with
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:10809", "address to serve NBD on")
 	cmd.Flags().StringVar(&debugListen, "debug-listen", "", "serve Go profiling (/debug/pprof) on this address")
+	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "serve Prometheus metrics at /metrics on this address")
 	cmd.Flags().StringVar(&tlsCert, "tls-cert", "", "PEM certificate (chain): require TLS")
 	cmd.Flags().StringVar(&tlsKey, "tls-key", "", "PEM private key of --tls-cert")
 	cmd.Flags().StringVar(&tlsClientCA, "tls-client-ca", "", "PEM CA certificates: also require a client certificate they signed")

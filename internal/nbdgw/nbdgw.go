@@ -57,6 +57,8 @@ var (
 type Exports struct {
 	c    *client.Client
 	logf func(format string, args ...any)
+	// Metrics, if set, counts each export's commands.
+	Metrics *Metrics
 }
 
 // NewExports serves the volumes of every pool of c; the volumes it opens
@@ -90,6 +92,9 @@ func (e Exports) Open(ctx context.Context, export string) (nbd.Device, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if e.Metrics != nil {
+		return e.Metrics.wrap(device{v}, export), nil
 	}
 	return device{v}, nil
 }

@@ -2,16 +2,12 @@ package osd
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"net"
-	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/cairn-storage/cairn/internal/metricsrv"
 	"github.com/cairn-storage/cairn/internal/proto"
 )
 
@@ -141,22 +137,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 
 // serveMetrics serves /metrics on addr until ctx ends.
 func (s *Server) serveMetrics(ctx context.Context, addr string) error {
-	ln, err := net.Listen("tcp", addr)
+	at, err := metricsrv.Serve(ctx, addr, s.metrics.reg, s.logf)
 	if err != nil {
-		return fmt.Errorf("metrics: listen on %s: %w", addr, err)
+		return err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		srv.Close()
-	}()
-	s.logf("%s: metrics on http://%s/metrics", s.id, ln.Addr())
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.logf("%s: metrics server: %v", s.id, err)
-		}
-	}()
+	s.logf("%s: metrics on http://%s/metrics", s.id, at)
 	return nil
 }
