@@ -35,6 +35,7 @@ var forbidden = map[string][]string{
 	"internal/nbdgw":         {"internal/osd", "internal/mon", "internal/objstore", "internal/cli"},
 	"internal/snapset":       {"internal/", "client"},
 	"internal/bufpool":       {"internal/", "client"},
+	"internal/powercut":      {"internal/", "client"},
 	"internal/runtimepolicy": {"internal/", "client"},
 	"internal/s3/sigv4":      {"internal/", "client"},
 	"internal/s3/checksum":   {"internal/", "client"},
