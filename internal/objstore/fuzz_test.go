@@ -212,6 +212,7 @@ func FuzzDecodeChunk(f *testing.F) {
 
 func FuzzDecodeJournal(f *testing.F) {
 	f.Add((&jrec{fileID: 3, off: 8192, data: make([]byte, 4096)}).encode())
+	f.Add((&jrec{fileID: 3, off: slotBaseReal + 8192, data: make([]byte, 4096)}).encode())
 	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		j, err := decodeJrec(b)
@@ -221,7 +222,7 @@ func FuzzDecodeJournal(f *testing.F) {
 		if !bytes.Equal(j.encode(), b) {
 			t.Fatal("journal record does not re-encode identically")
 		}
-		if j.off%blockSize != 0 || len(j.data)%blockSize != 0 || j.off+uint64(len(j.data)) > MaxObjectSize {
+		if j.off%blockSize != 0 || len(j.data)%blockSize != 0 || !validJrecExtent(j.off, uint64(len(j.data))) {
 			t.Fatal("bad extent accepted")
 		}
 	})

@@ -322,8 +322,19 @@ func decodeJrec(b []byte) (jrec, error) {
 	j.off = binary.BigEndian.Uint64(b[9:])
 	j.data = b[17:]
 	if j.fileID == 0 || j.off%blockSize != 0 || len(j.data) == 0 || len(j.data)%blockSize != 0 ||
-		j.off > MaxObjectSize || uint64(len(j.data)) > MaxObjectSize-j.off {
+		!validJrecExtent(j.off, uint64(len(j.data))) {
 		return j, errors.New("bad journal record extent")
 	}
 	return j, nil
+}
+
+// validJrecExtent reports whether a journal record's extent lies in one
+// slot: off is a physical offset, a block's logical offset in slot A or
+// that plus the slot base in slot B (4 TiB on a real filesystem, past
+// MaxObjectSize).
+func validJrecExtent(off, n uint64) bool {
+	in := func(base uint64) bool {
+		return off >= base && off-base <= MaxObjectSize && n <= MaxObjectSize-(off-base)
+	}
+	return in(0) || in(slotBaseMem) || in(slotBaseReal)
 }
