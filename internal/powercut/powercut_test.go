@@ -421,3 +421,21 @@ func TestHarshCutDirectories(t *testing.T) {
 		t.Fatalf("8 seeds always gave the same outcome: %v", kept)
 	}
 }
+
+// Past MaxVolatileBytes the files with the most volatile data are written
+// back, as a page cache under pressure would: memory stays bounded, and what
+// was written back survives a cut.
+func TestVolatileBound(t *testing.T) {
+	f := ForTest(t, filepath.Join(t.TempDir(), "disk"), Options{MaxVolatileBytes: 1 << 20})
+	data := pattern(5, 3<<20)
+	must(t, os.WriteFile(at(f, "big"), data, 0o644))
+	syncPath(t, at(f))
+	if f.Stats().ForcedWritebacks == 0 {
+		t.Fatal("3 MiB of unsynced writes under a 1 MiB bound forced no writeback")
+	}
+	cut(t, f)
+	got := readFile(t, at(f, "big"))
+	if len(got) == 0 || len(got) >= len(data) || !bytes.Equal(got, data[:len(got)]) {
+		t.Fatalf("after the cut %d bytes: want a prefix written back, not all of it", len(got))
+	}
+}
