@@ -25,19 +25,27 @@ import (
 // syncfs) on internal/powercut's filesystem, cuts the power at random
 // moments and checks that the store reopened from what survived holds
 // every acknowledged transaction exactly, and nothing else but perhaps the
-// one in flight. The store runs in a child process that the cut kills, as
-// an OSD would be.
+// one in flight of each writer. The store runs in a child process that the
+// cut kills, as an OSD would be; its writers apply concurrently (their
+// commits share log writes), each to objects of its own, so their
+// transactions commute and each has its own oracle.
 
-var pcColls, pcNames = []string{"1.0", "1.0\x00", "2.f"}, []string{"a", "a\x00", "b", "rbd_data.1"}
+const pcWriters = 3
 
-// pcTxn is transaction i of the workload of seed: the ops of model_test's
-// oracle.
-func pcTxn(seed int64, i int) ([]op, *Txn) {
-	r := rand.New(rand.NewSource(seed*1_000_003 + int64(i)))
+var pcColls = []string{"1.0", "1.0\x00", "2.f"}
+
+func pcNames(g int) []string {
+	return []string{fmt.Sprint("a", g), fmt.Sprint("a\x00", g), fmt.Sprint("b", g), fmt.Sprint("rbd_data.", g)}
+}
+
+// pcTxn is transaction i of writer g of the workload of seed: the ops of
+// model_test's oracle.
+func pcTxn(seed int64, g, i int) ([]op, *Txn) {
+	r := rand.New(rand.NewSource(seed*1_000_003 + int64(g)<<40 + int64(i)))
 	var tx Txn
 	var ops []op
 	for n := 1 + r.Intn(4); n > 0; n-- {
-		o := randOp(r, pcColls, pcNames)
+		o := randOp(r, pcColls, pcNames(g))
 		tx.add(o)
 		ops = append(ops, o)
 	}
@@ -50,7 +58,10 @@ func TestPowerCutChild(t *testing.T) {
 		t.Skip("run by TestPowerCut")
 	}
 	seed, _ := strconv.ParseInt(os.Getenv("OBJSTORE_POWERCUT_SEED"), 10, 64)
-	start, _ := strconv.Atoi(os.Getenv("OBJSTORE_POWERCUT_START"))
+	var start [pcWriters]int
+	for g, v := range strings.Split(os.Getenv("OBJSTORE_POWERCUT_START"), ",") {
+		start[g], _ = strconv.Atoi(v)
+	}
 	var mu sync.Mutex
 	say := func(format string, args ...any) {
 		mu.Lock()
@@ -74,15 +85,20 @@ func TestPowerCutChild(t *testing.T) {
 		say("open: %v", err)
 		os.Exit(1)
 	}
-	for i := start; ; i++ {
-		_, tx := pcTxn(seed, i)
-		say("try %d", i)
-		if err := s.Apply(tx); err != nil {
-			say("apply %d: %v", i, err)
-			select {} // the power is cut: wait to be killed
-		}
-		say("ack %d", i)
+	for g := range pcWriters {
+		go func() {
+			for i := start[g]; ; i++ {
+				_, tx := pcTxn(seed, g, i)
+				say("try %d %d", g, i)
+				if err := s.Apply(tx); err != nil {
+					say("apply %d %d: %v", g, i, err)
+					select {} // the power is cut: wait to be killed
+				}
+				say("ack %d %d", g, i)
+			}
+		}()
 	}
+	select {}
 }
 
 func TestPowerCut(t *testing.T) {
@@ -100,14 +116,18 @@ func TestPowerCut(t *testing.T) {
 	t.Logf("seed %d (rerun with OBJSTORE_POWERCUT_SEED=%d; the cut moments are timing, the harsh cuts' seeds follow from it)", seed, seed)
 	r := rand.New(rand.NewSource(seed))
 	f := powercut.ForTest(t, filepath.Join(t.TempDir(), "disk"), powercut.Options{})
-	m := oracle{}
-	done := 0 // transactions in the store
+	var m [pcWriters]oracle
+	var done [pcWriters]int // each writer's transactions in the store
+	for g := range m {
+		m[g] = oracle{}
+	}
 	var acked, landed int
 	for c := 0; c < cuts; c++ {
 		dir := filepath.Join(f.Dir(), "osd")
 		cmd := exec.Command(os.Args[0], "-test.run=^TestPowerCutChild$")
 		cmd.Env = append(os.Environ(), "OBJSTORE_POWERCUT_DIR="+dir,
-			fmt.Sprint("OBJSTORE_POWERCUT_SEED=", seed), fmt.Sprint("OBJSTORE_POWERCUT_START=", done))
+			fmt.Sprint("OBJSTORE_POWERCUT_SEED=", seed),
+			fmt.Sprintf("OBJSTORE_POWERCUT_START=%d,%d,%d", done[0], done[1], done[2]))
 		stdin, err := cmd.StdinPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -119,30 +139,35 @@ func TestPowerCut(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		lastAck, lastTry := done-1, done-1
+		var lastAck, lastTry [pcWriters]int
+		for g := range done {
+			lastAck[g], lastTry[g] = done[g]-1, done[g]-1
+		}
 		var syncfs int
 		var log []string
 		readDone, started := make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(readDone)
 			sc := bufio.NewScanner(stdout)
+			first := true
 			for sc.Scan() {
 				l := sc.Text()
-				var i int
+				var g, i int
 				switch {
 				case l == "syncfs":
 					syncfs++
 					f.SyncFS() // fails once the power is cut, as syncfs then does
 					io.WriteString(stdin, "ok\n")
 				case strings.HasPrefix(l, "ack "):
-					fmt.Sscanf(l, "ack %d", &i)
-					if lastAck == done-1 {
+					fmt.Sscanf(l, "ack %d %d", &g, &i)
+					if first {
 						close(started)
+						first = false
 					}
-					lastAck = i
+					lastAck[g] = i
 				case strings.HasPrefix(l, "try "):
-					fmt.Sscanf(l, "try %d", &i)
-					lastTry = i
+					fmt.Sscanf(l, "try %d %d", &g, &i)
+					lastTry[g] = i
 				case !strings.HasPrefix(l, "=== RUN"):
 					log = append(log, l)
 				}
@@ -167,48 +192,47 @@ func TestPowerCut(t *testing.T) {
 		cmd.Process.Kill()
 		<-readDone // every line came before the cut: no Apply succeeds after it
 		cmd.Wait()
-		if lastAck < done-1 {
-			t.Fatalf("cut %d: the child acknowledged nothing: %s", c, strings.Join(log, "\n"))
-		}
 		if err := f.Remount(); err != nil {
 			t.Fatal(err)
 		}
-		for i := done; i <= lastAck; i++ {
-			ops, _ := pcTxn(seed, i)
-			for j := range ops {
-				m.apply(&ops[j])
-			}
-		}
-		acked += lastAck + 1 - done
 		s, err := Open(Options{Dir: filepath.Join(f.Dir(), "osd"), ReserveBytes: -1, DataCacheBytes: -1})
 		if err != nil {
 			t.Fatalf("cut %d (harsh %v): the store does not open after the cut: %v", c, harsh, err)
 		}
-		diff := diffStore(s, m)
-		done = lastAck + 1
-		if diff != "" && lastTry > lastAck {
-			// The transaction in flight may have landed, whole.
-			m2 := m.clone()
-			ops, _ := pcTxn(seed, lastTry)
-			for j := range ops {
-				m2.apply(&ops[j])
+		for g := range pcWriters {
+			for i := done[g]; i <= lastAck[g]; i++ {
+				ops, _ := pcTxn(seed, g, i)
+				for j := range ops {
+					m[g].apply(&ops[j])
+				}
 			}
-			if diff2 := diffStore(s, m2); diff2 == "" {
-				m, diff, done = m2, "", lastTry+1
-				landed++
-			} else {
-				diff += "\n(nor is it the state after the transaction in flight: " + diff2 + ")"
+			acked += lastAck[g] + 1 - done[g]
+			diff := diffStore(s, m[g], pcNames(g))
+			done[g] = lastAck[g] + 1
+			if diff != "" && lastTry[g] > lastAck[g] {
+				// The transaction in flight may have landed, whole.
+				m2 := m[g].clone()
+				ops, _ := pcTxn(seed, g, lastTry[g])
+				for j := range ops {
+					m2.apply(&ops[j])
+				}
+				if diff2 := diffStore(s, m2, pcNames(g)); diff2 == "" {
+					m[g], diff, done[g] = m2, "", lastTry[g]+1
+					landed++
+				} else {
+					diff += "\n(nor is it the state after the transaction in flight: " + diff2 + ")"
+				}
 			}
-		}
-		if diff != "" {
-			s.Close()
-			t.Fatalf("cut %d (harsh %v) after %d acknowledged transactions (last %d, in flight %d): %s",
-				c, harsh, acked, lastAck, lastTry, diff)
+			if diff != "" {
+				s.Close()
+				t.Fatalf("cut %d (harsh %v), writer %d, after %d acknowledged transactions (its last %d, in flight %d): %s\nchild: %s",
+					c, harsh, g, acked, lastAck[g], lastTry[g], diff, strings.Join(log, "\n"))
+			}
 		}
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("cut %d (harsh %v): transactions acknowledged up to %d, in flight %d; %d syncfs", c, harsh, lastAck, lastTry, syncfs)
+		t.Logf("cut %d (harsh %v): acknowledged up to %v, in flight %v; %d syncfs", c, harsh, lastAck, lastTry, syncfs)
 	}
 	st := f.Stats()
 	t.Logf("%d power cuts: %d acknowledged transactions checked, 0 lost, 0 torn, 0 resurrected (%d unacknowledged ones landed); %+v",
@@ -237,9 +261,9 @@ func (m oracle) clone() oracle {
 }
 
 // diffStore says how the store differs from the oracle, "" if it does not.
-func diffStore(s *Store, m oracle) string {
+func diffStore(s *Store, m oracle, names []string) string {
 	for _, c := range pcColls {
-		for _, n := range pcNames {
+		for _, n := range names {
 			ob := m.obj(c, n, false)
 			got, err := s.Read(c, n, 0, 0)
 			if ob == nil {
