@@ -65,14 +65,18 @@ type cluster struct {
 	osdPort  int
 	nbdPort  int
 	s3Port   int // 0: no S3 gateway
-	hosts    int
-	perHost  int
-	leaseTTL time.Duration
-	opts     clusterOpts
+	// metricsPort: osd.N serves metrics on this + N, the NBD gateway on
+	// the next (0: none).
+	metricsPort int
+	hosts       int
+	perHost     int
+	leaseTTL    time.Duration
+	opts        clusterOpts
 }
 
 type clusterOpts struct {
 	hosts, perHost int
+	metrics        bool          // every OSD and the NBD gateway serve Prometheus metrics
 	dir            string        // reuse a directory (restart); "" = new temp dir
 	leaseTTL       time.Duration // default 3 s
 	external       []string      // etcd endpoints to use instead of starting a mon
@@ -137,6 +141,9 @@ func startCluster(t testing.TB, o clusterOpts) *cluster {
 	if o.s3 {
 		c.s3Port = freePorts(t, 1)
 	}
+	if o.metrics {
+		c.metricsPort = freePorts(t, o.hosts*o.perHost+1)
+	}
 	c.start()
 	t.Cleanup(c.stop)
 	return c
@@ -149,7 +156,7 @@ func (c *cluster) start() {
 	c.cmd = exec.Command(cairnBin, "dev", "--dir", c.dir,
 		"--hosts", fmt.Sprint(c.hosts), "--osds-per-host", fmt.Sprint(c.perHost),
 		"--etcd-port", fmt.Sprint(c.etcdPort), "--osd-port", fmt.Sprint(c.osdPort), "--lease-ttl", c.leaseTTL.String(),
-		"--nbd-port", fmt.Sprint(c.nbdPort), "--s3-port", fmt.Sprint(c.s3Port))
+		"--nbd-port", fmt.Sprint(c.nbdPort), "--s3-port", fmt.Sprint(c.s3Port), "--metrics-port", fmt.Sprint(c.metricsPort))
 	if c.opts.s3GCGrace > 0 {
 		c.cmd.Args = append(c.cmd.Args, "--s3-gc-grace", c.opts.s3GCGrace.String())
 	}

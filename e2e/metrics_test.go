@@ -30,20 +30,25 @@ func needPrometheus(t *testing.T) {
 	}
 }
 
-// TestMetricsScrapedByPrometheus: an OSD and an NBD gateway started with
-// --metrics-listen serve metrics that promtool accepts, and a real
-// Prometheus scraping them sees the requests the OSD served, its PGs by
-// state and its store's space, and the NBD writes qemu-io made.
+// TestMetricsScrapedByPrometheus: cairn dev gives every OSD and the NBD
+// gateway a metrics address and lists it in dev.json; their metrics pass
+// promtool's lint, and a real Prometheus scraping them all sees the
+// requests the OSDs served, their PGs by state and their space, and the
+// NBD writes qemu-io made.
 func TestMetricsScrapedByPrometheus(t *testing.T) {
 	needPrometheus(t)
 	needTools(t, "qemu-io")
-	c := startCluster(t, clusterOpts{})
-	port := freePorts(t, 4)
-	metricsAddr := fmt.Sprintf("127.0.0.1:%d", port)
-	nbdAddr, nbdMetrics := fmt.Sprintf("127.0.0.1:%d", port+2), fmt.Sprintf("127.0.0.1:%d", port+3)
-	c.kill("osd.0")
-	c.restart("osd.0", "--metrics-listen", metricsAddr)
-	c.waitHealthy(60*time.Second, "with osd.0 serving metrics")
+	c := startCluster(t, clusterOpts{metrics: true})
+	var targets []string
+	for _, p := range c.devJSON() {
+		if strings.HasPrefix(p.Name, "osd.") || p.Name == "nbd" {
+			if p.Metrics == "" {
+				t.Fatalf("%s has no metrics address in dev.json", p.Name)
+			}
+			targets = append(targets, p.Metrics)
+		}
+	}
+	osd0, nbdMetrics := c.devJSON()["osd.0"].Metrics, c.devJSON()["nbd"].Metrics
 
 	ctx := context.Background()
 	p := c.pool("default")
@@ -56,7 +61,7 @@ func TestMetricsScrapedByPrometheus(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	body := httpGet(t, "http://"+metricsAddr+"/metrics")
+	body := httpGet(t, "http://"+osd0+"/metrics")
 	for _, want := range []string{`cairn_osd_requests_total{op="replicate",osd="osd.0"}`, `cairn_osd_primary_pgs{osd="osd.0",state="active+clean"}`,
 		`cairn_osd_store_bytes{kind="total",osd="osd.0"}`, `cairn_osd_request_duration_seconds_bucket{op=`} {
 		if !strings.Contains(body, want) {
@@ -64,9 +69,9 @@ func TestMetricsScrapedByPrometheus(t *testing.T) {
 		}
 	}
 	promLint(t, body)
+	nbdWrites(t, c, nbdMetrics)
 
-	nbdWrites(t, c, nbdAddr, nbdMetrics)
-	prom := startPrometheus(t, []string{metricsAddr, nbdMetrics}, port+1)
+	prom := startPrometheus(t, targets, freePorts(t, 1))
 	// Requests go on while Prometheus scrapes, so rates have something to show.
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -81,14 +86,15 @@ func TestMetricsScrapedByPrometheus(t *testing.T) {
 		query string
 		min   float64
 	}{
-		{`sum(cairn_osd_requests_total{osd="osd.0"})`, 60},
-		{`sum(cairn_osd_primary_pgs{osd="osd.0"})`, 1},
-		{`cairn_osd_store_bytes{osd="osd.0",kind="total"}`, 1 << 20},
-		{`histogram_quantile(0.99, sum by (le) (rate(cairn_osd_request_duration_seconds_bucket{osd="osd.0"}[1m])))`, 0},
+		{`sum(cairn_osd_requests_total)`, 120},
+		{`count(count by (osd) (cairn_osd_primary_pgs))`, float64(len(targets) - 1)},
+		{`sum(cairn_osd_primary_pgs)`, 1},
+		{`min(cairn_osd_store_bytes{kind="total"})`, 1 << 20},
+		{`histogram_quantile(0.99, sum by (le) (rate(cairn_osd_request_duration_seconds_bucket[1m])))`, 0},
 		{`sum(cairn_nbd_bytes_total{export="default/metrics",direction="written"})`, 1 << 20},
 		{`sum(cairn_nbd_commands_total{export="default/metrics",command="write"})`, 1},
 	} {
-		v := promQuery(t, prom, q.query, 30*time.Second)
+		v := promQuery(t, prom, q.query, q.min, 30*time.Second)
 		t.Logf("%s = %g", q.query, v)
 		if v < q.min {
 			t.Errorf("%s = %g, want at least %g", q.query, v, q.min)
@@ -106,28 +112,13 @@ func promLint(t *testing.T, body string) {
 	}
 }
 
-// nbdWrites starts a cairn nbd with metrics and writes 2 MiB to a new
-// volume with qemu-io through it; the gateway's metrics must show it.
-func nbdWrites(t *testing.T, c *cluster, addr, metricsAddr string) {
+// nbdWrites writes 2 MiB to a new volume with qemu-io through cairn
+// dev's NBD gateway; the gateway's metrics must show it.
+func nbdWrites(t *testing.T, c *cluster, metricsAddr string) {
 	if out, err := c.cli(nil, "volume", "create", "default/metrics", "--size", "64M"); err != nil {
 		t.Fatalf("volume create: %v\n%s", err, out)
 	}
-	srv := exec.Command(cairnBin, "--conf", c.conf, "nbd", "--listen", addr, "--metrics-listen", metricsAddr)
-	srv.Stdout, srv.Stderr = io.Discard, io.Discard
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c.extra = append(c.extra, srv)
-	uri := "nbd://" + addr + "/default/metrics"
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		out, err := exec.Command("qemu-io", "-f", "raw", "-c", "write -P 0x5a 0 2M", uri).CombinedOutput()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("qemu-io write through %s: %v\n%s", uri, err, out)
-		}
-	}
+	runTool(t, "qemu-io", "-f", "raw", "-c", "write -P 0x5a 0 2M", c.nbdURI("default/metrics"))
 	body := httpGet(t, "http://"+metricsAddr+"/metrics")
 	if !strings.Contains(body, `cairn_nbd_bytes_total{direction="written",export="default/metrics"}`) {
 		t.Fatalf("the NBD gateway's metrics lack the writes:\n%s", body)
@@ -173,12 +164,15 @@ func startPrometheus(t *testing.T, targets []string, port int) string {
 	return addr
 }
 
-// promQuery asks Prometheus for an instant query until it has a value,
-// and returns it.
-func promQuery(t *testing.T, addr, query string, within time.Duration) float64 {
+// promQuery asks Prometheus for an instant query until it has a value of
+// at least min (a target scraped a second later may still be missing), and
+// returns the last value it had.
+func promQuery(t *testing.T, addr, query string, min float64, within time.Duration) float64 {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	var last string
+	var got float64
+	var have bool
 	for time.Now().Before(deadline) {
 		resp, err := http.Get("http://" + addr + "/api/v1/query?query=" + url.QueryEscape(query))
 		if err == nil {
@@ -196,13 +190,18 @@ func promQuery(t *testing.T, addr, query string, within time.Duration) float64 {
 			if json.Unmarshal(b, &r) == nil && r.Status == "success" && len(r.Data.Result) > 0 {
 				if s, ok := r.Data.Result[0].Value[1].(string); ok {
 					if v, err := strconv.ParseFloat(s, 64); err == nil && v == v { // not NaN
-						return v
+						got, have = v, true
+						if v >= min {
+							return v
+						}
 					}
 				}
 			}
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	t.Fatalf("Prometheus has no value for %s after %s (last answer: %s)", query, within, last)
-	return 0
+	if !have {
+		t.Fatalf("Prometheus has no value for %s after %s (last answer: %s)", query, within, last)
+	}
+	return got
 }

@@ -38,6 +38,7 @@ one now. DIR/dev.json always lists the running pids.`,
 	f.StringSliceVar(&o.External, "etcd-endpoints", nil, "use this existing etcd cluster instead of starting a mon")
 	f.BoolVar(&o.IPv6, "ipv6", false, "run IPv6-only: etcd and every OSD on [::1]")
 	f.IntVar(&o.NBDPort, "nbd-port", 10809, "port of the NBD server for volumes on 127.0.0.1 (0: none)")
+	f.IntVar(&o.MetricsPort, "metrics-port", 9300, "osd.N serves Prometheus metrics on this port + N, the NBD gateway on the next one (0: none)")
 	f.IntVar(&o.S3Port, "s3-port", 9000, "port of the S3 gateway on 127.0.0.1, for user admin (DIR/s3.json has its key; 0: none)")
 	f.DurationVar(&o.S3GCGrace, "s3-gc-grace", 0, "the S3 gateway's --gc-grace (0: its default)")
 	f.DurationVar(&o.S3IntentTimeout, "s3-intent-timeout", 0, "the S3 gateway's --intent-timeout (0: its default)")
@@ -71,6 +72,9 @@ func runDev(ctx context.Context, g *globals, o devcluster.Options) error {
 	fmt.Fprintf(w, "cairn dev cluster %s is up, data in %s\n\n", dc.FSID, dc.Dir)
 	for _, p := range info.Processes {
 		fmt.Fprintf(w, "  %-8s %-26s pid %-7d log %s\n", p.Name, p.Addr, p.PID, p.Log)
+		if p.Metrics != "" {
+			fmt.Fprintf(w, "  %-8s metrics http://%s/metrics\n", "", p.Metrics)
+		}
 	}
 	if s := dc.S3; s != nil {
 		fmt.Fprintf(w, "\n  s3  %s  access key %s secret %s  (also in %s)\n", s.Endpoint, s.AccessKey, s.SecretKey, filepath.Join(dc.Dir, "s3.json"))

@@ -31,6 +31,9 @@ type Options struct {
 	DownOut     time.Duration
 	NBDPort     int // 0: no NBD server
 	S3Port      int // 0: no S3 gateway
+	// MetricsPort: osd.N serves Prometheus metrics on this + N, the NBD
+	// gateway on this + the number of OSDs (0: none).
+	MetricsPort int
 	// The S3 gateway's collector: grace of replaced data and how old an
 	// abandoned write's intent must be (0: cairn s3's defaults).
 	S3GCGrace, S3IntentTimeout time.Duration
@@ -143,7 +146,15 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	}
 	if o.NBDPort > 0 {
 		addr := fmt.Sprintf("%s:%d", o.Loopback(0), o.NBDPort)
-		if err := sup.start("nbd", addr, "", []string{"nbd", "--conf", confPath, "--listen", addr}); err != nil {
+		args := []string{"nbd", "--conf", confPath, "--listen", addr}
+		metrics := o.metricsAddr(o.Loopback(0), o.Hosts*o.OSDsPerHost)
+		if metrics != "" {
+			args = append(args, "--metrics-listen", metrics)
+		}
+		if err := sup.start("nbd", addr, "", args); err != nil {
+			return nil, err
+		}
+		if err := sup.setMetrics("nbd", metrics); err != nil {
 			return nil, err
 		}
 		c.NBDAddr = addr
@@ -266,12 +277,28 @@ func (c *Cluster) startOSDs(o Options) error {
 			args := []string{"osd", "--conf", c.Conf, "--id", strconv.Itoa(id), "--data", data,
 				"--listen", addr, "--host", fmt.Sprintf("host%d", h+1), "--lease-ttl", o.LeaseTTL.String()}
 			args = append(args, o.OSDCacheArgs()...)
+			metrics := o.metricsAddr(ip, id)
+			if metrics != "" {
+				args = append(args, "--metrics-listen", metrics)
+			}
 			if err := c.sup.start(name, addr, data, args); err != nil {
+				return err
+			}
+			if err := c.sup.setMetrics(name, metrics); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// metricsAddr is where the i-th process of the cluster serves metrics on
+// ip ("" when the cluster serves none).
+func (o Options) metricsAddr(ip string, i int) string {
+	if o.MetricsPort <= 0 {
+		return ""
+	}
+	return net.JoinHostPort(ip, strconv.Itoa(o.MetricsPort+i))
 }
 
 // waitOSDsUp waits until the map has osd.0 to osd.<total-1> up; if they are

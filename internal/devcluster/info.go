@@ -9,6 +9,8 @@ type Process struct {
 	Data string   `json:"data"`
 	Log  string   `json:"log"`
 	Args []string `json:"args"`
+	// Metrics is where it serves Prometheus metrics ("": nowhere).
+	Metrics string `json:"metrics,omitempty"`
 	// Restarts counts how often cairn dev started it again.
 	Restarts int `json:"restarts,omitempty"`
 }

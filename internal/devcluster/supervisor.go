@@ -109,6 +109,18 @@ func (s *supervisor) start(name, addr, data string, args []string) error {
 	return nil
 }
 
+// setMetrics records in dev.json where process name serves its metrics.
+func (s *supervisor) setMetrics(name, addr string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.info.Processes {
+		if s.info.Processes[i].Name == name {
+			s.info.Processes[i].Metrics = addr
+		}
+	}
+	return s.writeInfoLocked()
+}
+
 // snapshot returns a copy of dev.json's content as it is now.
 func (s *supervisor) snapshot() Info {
 	s.mu.Lock()
