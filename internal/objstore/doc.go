@@ -229,7 +229,10 @@
 //
 // TestCrashConsistency checks this on crash clones of a vfs.MemFS taken
 // during concurrent Applies, keeping 0%, 50% or 90% of unsynced writes;
-// TestIOErrorsModel on crash clones taken after injected IO errors.
+// TestIOErrorsModel on crash clones taken after injected IO errors; and
+// TestPowerCut on the real filesystem paths (O_DIRECT, RWF_DSYNC, punches,
+// the commit log), through internal/powercut's FUSE filesystem that drops
+// or tears what was not made durable at each cut.
 //
 // # Durability, write by write
 //
