@@ -157,6 +157,9 @@ func (rq *request) createBucket() error {
 	}
 	err := g.cfg.Store.OmapApply(rq.ctx, registryObject, Txn{Create: true,
 		If: []Cond{{Key: rq.bucket, Absent: true}}, Set: map[string][]byte{rq.bucket: raw}})
+	if errors.Is(err, ErrPrecondition) && g.landed(rq.ctx, registryObject, rq.bucket, false, raw) {
+		err = nil // ours (the record holds our random id): a resend failed on its own change
+	}
 	if errors.Is(err, ErrPrecondition) {
 		g.cfg.Store.Delete(rq.ctx, shard)
 		var pe *PreconditionError
@@ -223,7 +226,14 @@ func (rq *request) deleteBucket() error {
 	}
 	shard := shardObject(b.ID, b.Shards[0].N)
 	st := g.cfg.Store
-	err = st.OmapApply(rq.ctx, shard, Txn{If: []Cond{{Key: keyOpen, Value: openValue}}, Rm: []string{keyOpen}})
+	// The closing key names this delete, so that a resend of the close
+	// that failed on its own change is told from another delete's.
+	token := []byte(newID())
+	err = st.OmapApply(rq.ctx, shard, Txn{If: []Cond{{Key: keyOpen, Value: openValue}}, Rm: []string{keyOpen},
+		Set: map[string][]byte{keyClosing: token}})
+	if errors.Is(err, ErrPrecondition) && g.landed(rq.ctx, shard, keyClosing, false, token) {
+		err = nil
+	}
 	if errors.Is(err, ErrPrecondition) || errors.Is(err, ErrNotFound) {
 		g.buckets.drop(rq.bucket)
 		return ErrNoSuchBucket
@@ -236,7 +246,7 @@ func (rq *request) deleteBucket() error {
 		err = ErrBucketNotEmpty
 	}
 	if err != nil {
-		if rerr := st.OmapApply(rq.ctx, shard, Txn{Set: map[string][]byte{keyOpen: openValue}}); rerr != nil {
+		if rerr := st.OmapApply(rq.ctx, shard, Txn{Set: map[string][]byte{keyOpen: openValue}, Rm: []string{keyClosing}}); rerr != nil {
 			g.cfg.Logf("s3: bucket %s stays closed after a failed delete: %v", rq.bucket, rerr)
 		}
 		return err
@@ -245,6 +255,9 @@ func (rq *request) deleteBucket() error {
 	w.varint(g.now().UnixNano())
 	err = st.OmapApply(rq.ctx, registryObject, Txn{If: []Cond{{Key: rq.bucket, Value: b.raw}},
 		Rm: []string{rq.bucket}, Set: map[string][]byte{prefixDead + b.ID: w.b}})
+	if errors.Is(err, ErrPrecondition) && g.landed(rq.ctx, registryObject, prefixDead+b.ID, false, w.b) {
+		err = nil
+	}
 	g.buckets.drop(rq.bucket)
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package s3gw
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -57,8 +58,10 @@ func (g *Gateway) update(ctx context.Context, b *bucketRec, key string, guards [
 		} else {
 			txn.If = append(txn.If, Cond{Key: key, Absent: true})
 		}
+		var newRaw []byte
 		if ch.entry != nil {
-			txn.Set[key] = ch.entry.encode()
+			newRaw = ch.entry.encode()
+			txn.Set[key] = newRaw
 		} else if exists {
 			txn.Rm = append(txn.Rm, key)
 		} else if ch.extra == nil {
@@ -69,6 +72,11 @@ func (g *Gateway) update(ctx context.Context, b *bucketRec, key string, guards [
 		}
 		err = st.OmapApply(ctx, shard, txn)
 		var pe *PreconditionError
+		if errors.As(err, &pe) && g.landed(ctx, shard, key, exists, newRaw) {
+			// Our transaction applied and its resend (after a lost
+			// answer) failed on its own change: it succeeded.
+			return old, nil
+		}
 		switch {
 		case err == nil:
 			return old, nil
@@ -84,4 +92,22 @@ func (g *Gateway) update(ctx context.Context, b *bucketRec, key string, guards [
 		}
 	}
 	return nil, ErrSlowDown.with("Too many concurrent writes to this key; retry.")
+}
+
+// landed says whether a transaction that set key to newRaw (nil: removed
+// an existing key) is what the key shows now. The cluster recognises the
+// resend of a transaction that applied, but if a resend ever fails on its
+// own change, taking that for a lost race would retry the write and hand
+// its own data to the collector, or remove the data its entry names.
+// newRaw holds a random data id, so an equal value is this write's.
+func (g *Gateway) landed(ctx context.Context, shard, key string, existed bool, newRaw []byte) bool {
+	vals, err := g.cfg.Store.OmapGet(ctx, shard, key)
+	if err != nil {
+		return false
+	}
+	now, ok := vals[key]
+	if newRaw == nil {
+		return existed && !ok
+	}
+	return ok && bytes.Equal(now, newRaw)
 }

@@ -19,6 +19,7 @@ import (
 // Bookkeeping keys of a shard (S3 keys never hold NUL, so none collides):
 //
 //	0x00 "open"                          present while the bucket lives
+//	0x00 "closing"                       the token of the DeleteBucket that closed it
 //	0x00 "g" 0x00 <unix ns, 20 digits> 0x00 <data id> → gcRec: data to delete after the grace
 //	0x00 "p" 0x00 <data id>              → intent: a PUT or part being written (time, size)
 //	0x00 "u" 0x00 <key> 0x00 <upload id> → uploadRec: a multipart upload in progress
@@ -26,6 +27,7 @@ import (
 const (
 	registryObject = "s3.buckets"
 	keyOpen        = "\x00open"
+	keyClosing     = "\x00closing" // names the DeleteBucket that closed the shard
 	prefixGC       = "\x00g\x00"
 	prefixPending  = "\x00p\x00"
 	prefixUpload   = "\x00u\x00"

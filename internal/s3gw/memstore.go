@@ -18,6 +18,11 @@ type MemStore struct {
 	mu   sync.Mutex
 	objs map[string]*memObject
 	Fail func(op, name string) error
+	// Resent, if set and true for a transaction, makes OmapApply behave
+	// as a transaction whose answer was lost and that was sent again: it
+	// applies, then its guards are checked once more against the result,
+	// and a guard that fails there fails the call.
+	Resent func(name string) bool
 }
 
 type memObject struct {
@@ -158,6 +163,14 @@ func (m *MemStore) OmapApply(ctx context.Context, name string, txn Txn) error {
 		o.omap[k] = bytes.Clone(v)
 	}
 	o.sorted = nil
+	if m.Resent != nil && m.Resent(name) {
+		for _, c := range txn.If {
+			v, ok := o.omap[c.Key]
+			if c.Absent && ok || !c.Absent && (!ok || !bytes.Equal(v, c.Value)) {
+				return &PreconditionError{Key: c.Key, Value: bytes.Clone(v), Exists: ok}
+			}
+		}
+	}
 	return nil
 }
 

@@ -204,6 +204,9 @@ func (rq *request) commitPart(b *bucketRec, up *uploadInfo, n int, part *Entry, 
 		}
 		err = rq.g.cfg.Store.OmapApply(rq.ctx, shard, txn)
 		var pe *PreconditionError
+		if errors.As(err, &pe) && rq.g.landed(rq.ctx, shard, pk, false, txn.Set[pk]) {
+			return nil // applied; its resend failed on its own change
+		}
 		switch {
 		case err == nil:
 			return nil

@@ -111,3 +111,45 @@ func TestGetDuringOverwrites(t *testing.T) {
 	wg.Wait()
 	t.Logf("%d GETs, each one whole version", reads)
 }
+
+// Every transaction's answer lost and its resend failing on its own
+// change: writes still succeed once, and no live data goes to the
+// collector or is removed.
+func TestResendAfterApply(t *testing.T) {
+	env := newEnv(t)
+	ctx := context.Background()
+	env.mkBucket(env.alice, "rsnd")
+	env.store.Resent = func(name string) bool { return true }
+	data := randBytes(stripeSize+10, 21)
+	env.put("rsnd", "k", data[:5])
+	env.put("rsnd", "k", data) // an overwrite
+	cr, err := env.alice.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("rsnd"), Key: aws.String("m")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.alice.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String("rsnd"), Key: aws.String("m"), UploadId: cr.UploadId,
+		PartNumber: aws.Int32(1), Body: bytes.NewReader([]byte("part"))}); err != nil {
+		t.Fatal(err)
+	}
+	env.clock.offset += 2 * env.gw.cfg.GCGrace
+	if _, err := env.gw.Collect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := env.get("rsnd", "k"); !bytes.Equal(got, data) {
+		t.Fatalf("after resent commits and a collection: %d bytes, want %d", len(got), len(data))
+	}
+	if n := countData(env.store); n != 3 {
+		t.Fatalf("%d data objects, want 3 (2 stripes of k, 1 of the part)", n)
+	}
+	env.put("rsnd", "x", []byte("x"))
+	if _, err := env.alice.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("rsnd"), Key: aws.String("x")}); err != nil {
+		t.Fatal(err)
+	}
+	env.mkBucket(env.alice, "rsnd2")
+	if _, err := env.alice.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String("rsnd2")}); err != nil {
+		t.Fatalf("DeleteBucket with resent transactions: %v", err)
+	}
+	_, err = env.alice.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String("rsnd")})
+	wantCode(t, "DeleteBucket of a bucket holding objects, transactions resent", err, "BucketNotEmpty")
+	env.put("rsnd", "after", []byte("open again"))
+}
