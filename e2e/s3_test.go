@@ -439,6 +439,22 @@ func TestS3ListingAwkwardKeys(t *testing.T) {
 		}(k)
 	}
 	wg.Wait()
+	// cairn s3 bucket stat counts them.
+	out, err := c.cli(nil, "s3", "bucket", "stat", "awkward", "--json")
+	var st struct{ Objects, Bytes int }
+	if err != nil || json.Unmarshal(out, &st) != nil {
+		t.Fatalf("cairn s3 bucket stat: %v\n%s", err, out)
+	}
+	total := 0
+	for _, k := range keys {
+		total += len(k)
+	}
+	if st.Objects != len(keys) || st.Bytes != total {
+		t.Fatalf("cairn s3 bucket stat: %d objects and %d bytes, want %d and %d", st.Objects, st.Bytes, len(keys), total)
+	}
+	if out, err := c.cli(nil, "s3", "bucket", "ls"); err != nil || !strings.Contains(string(out), "awkward") || !strings.Contains(string(out), "admin") {
+		t.Fatalf("cairn s3 bucket ls: %v\n%s", err, out)
+	}
 	for _, delim := range []string{"", "/", "a", "ü"} {
 		for _, prefix := range []string{"", "a", "dir/"} {
 			want := awkwardOracle(keys, prefix, delim)

@@ -58,6 +58,7 @@ pool at once. Each collects the data of replaced and deleted objects after
 	f.DurationVar(&o.gcGrace, "gc-grace", 15*time.Minute, "how long replaced or deleted data stays for reads in flight")
 	f.DurationVar(&o.intentTimeout, "intent-timeout", time.Hour, "after how long a write whose gateway died is reclaimed (longer than any upload of one part takes)")
 	f.StringVar(&o.debugListen, "debug-listen", "", "serve Go profiling (/debug/pprof) on this address")
+	cmd.AddCommand(s3BucketCmd(g))
 	longRunning(cmd)
 }
 

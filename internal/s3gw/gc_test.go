@@ -2,6 +2,7 @@ package s3gw
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -103,5 +104,29 @@ func TestReclaimedIntentFailsCommit(t *testing.T) {
 	}
 	if n := countData(env.store); n != 0 {
 		t.Fatalf("%d data objects left", n)
+	}
+}
+
+func TestBucketStats(t *testing.T) {
+	env := newEnv(t)
+	ctx := context.Background()
+	env.mkBucket(env.alice, "st1")
+	env.mkBucket(env.bob, "st2")
+	env.put("st1", "a", []byte("12345"))
+	env.put("st1", "b/c", []byte("678"))
+	env.put("st1", "a", []byte("1")) // replaces: one GC record
+	if _, err := env.alice.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("st1"), Key: aws.String("m")}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := StatBucket(ctx, env.store, "st1")
+	if err != nil || s.Objects != 2 || s.Bytes != 4 || s.Owner != "alice" || s.Uploads != 1 || s.GCPending != 1 {
+		t.Fatalf("stat: %+v %v", s, err)
+	}
+	all, err := ListBucketStats(ctx, env.store)
+	if err != nil || len(all) != 2 || all[0].Name != "st1" || all[1].Name != "st2" || all[1].Owner != "bob" {
+		t.Fatalf("ls: %+v %v", all, err)
+	}
+	if _, err := StatBucket(ctx, env.store, "nope"); !errors.Is(err, ErrNoSuchBucket) {
+		t.Fatalf("stat of a missing bucket: %v", err)
 	}
 }
