@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -100,6 +101,82 @@ func TestMetricsScrapedByPrometheus(t *testing.T) {
 			t.Errorf("%s = %g, want at least %g", q.query, v, q.min)
 		}
 	}
+	checkDashboard(t, prom)
+}
+
+// checkDashboard runs every query of the Grafana dashboard in the repo
+// against Prometheus: each must be valid PromQL over series the daemons
+// export (most have data by now; an empty one must at least name real
+// metrics).
+func checkDashboard(t *testing.T, prom string) {
+	b, err := os.ReadFile("../dashboards/grafana-cairn.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("dashboards/grafana-cairn.json: %v", err)
+	}
+	names := promMetricNames(t, prom)
+	withData := 0
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			for _, m := range metricRefs.FindAllString(tg.Expr, -1) {
+				base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(m, "_bucket"), "_count"), "_sum")
+				if !names[m] && !names[base+"_bucket"] {
+					t.Errorf("panel %q uses %s, which no daemon exports", p.Title, m)
+				}
+			}
+			if n := promSeries(t, prom, tg.Expr); n > 0 {
+				withData++
+			}
+		}
+	}
+	t.Logf("dashboard: %d of its queries have data", withData)
+	if withData < 8 {
+		t.Errorf("only %d dashboard queries have data", withData)
+	}
+}
+
+var metricRefs = regexp.MustCompile(`\b(cairn|process)_[a-z_]+`)
+
+// promMetricNames lists the metric names Prometheus has scraped.
+func promMetricNames(t *testing.T, prom string) map[string]bool {
+	var r struct {
+		Status string
+		Data   []string
+	}
+	if err := json.Unmarshal([]byte(httpGet(t, "http://"+prom+"/api/v1/label/__name__/values")), &r); err != nil || r.Status != "success" {
+		t.Fatalf("metric names from Prometheus: %v %s", err, r.Status)
+	}
+	out := map[string]bool{}
+	for _, n := range r.Data {
+		out[n] = true
+	}
+	return out
+}
+
+// promSeries runs a query and returns how many series it gives; an invalid
+// query fails the test.
+func promSeries(t *testing.T, prom, query string) int {
+	var r struct {
+		Status, Error string
+		Data          struct{ Result []json.RawMessage }
+	}
+	resp, err := http.Get("http://" + prom + "/api/v1/query?query=" + url.QueryEscape(query))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || r.Status != "success" {
+		t.Fatalf("dashboard query %s: %v %s %s", query, err, r.Status, r.Error)
+	}
+	return len(r.Data.Result)
 }
 
 // promLint fails the test if promtool finds fault with an exposition.

@@ -19,7 +19,8 @@ import (
 type metrics struct {
 	reg      *prometheus.Registry
 	ops      *prometheus.CounterVec   // by op
-	failed   *prometheus.CounterVec   // by op and status
+	failed   *prometheus.CounterVec   // by op
+	byStatus *prometheus.CounterVec   // failures by status
 	latency  *prometheus.HistogramVec // by op
 	bytesIn  *prometheus.CounterVec   // by op: request payload
 	bytesOut *prometheus.CounterVec   // by op: reply payload
@@ -31,7 +32,7 @@ type metrics struct {
 
 // opMetrics are one operation's series, so the IO path does no label lookup.
 type opMetrics struct {
-	ops               prometheus.Counter
+	ops, failed       prometheus.Counter
 	latency           prometheus.Observer
 	bytesIn, bytesOut prometheus.Counter
 }
@@ -43,7 +44,8 @@ func newMetrics(s *Server) *metrics {
 		return prometheus.Opts{Namespace: "cairn", Subsystem: "osd", Name: name, Help: help, ConstLabels: labels}
 	}
 	m.ops = prometheus.NewCounterVec(prometheus.CounterOpts(opts("requests_total", "Requests served, by operation.")), []string{"op"})
-	m.failed = prometheus.NewCounterVec(prometheus.CounterOpts(opts("request_failures_total", "Requests answered with an error, by operation and status.")), []string{"op", "status"})
+	m.failed = prometheus.NewCounterVec(prometheus.CounterOpts(opts("request_failures_total", "Requests answered with an error, by operation.")), []string{"op"})
+	m.byStatus = prometheus.NewCounterVec(prometheus.CounterOpts(opts("request_errors_total", "Requests answered with an error, by status.")), []string{"status"})
 	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "cairn", Subsystem: "osd", Name: "request_duration_seconds",
 		Help: "Time to serve a request, by operation (a write includes its replication).", ConstLabels: labels,
 		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18)}, []string{"op"})
@@ -52,15 +54,27 @@ func newMetrics(s *Server) *metrics {
 	m.scrubbed = prometheus.NewCounterVec(prometheus.CounterOpts(opts("scrubbed_objects_total", "Objects compared across copies by scrub, by kind.")), []string{"kind"})
 	m.found = prometheus.NewCounter(prometheus.CounterOpts(opts("inconsistent_objects_total", "Objects whose copies scrub found to differ or fail their checksums.")))
 	m.repaired = prometheus.NewCounterVec(prometheus.CounterOpts(opts("repaired_objects_total", "Copies rewritten from a good copy, by how the damage was found (scrub, read).")), []string{"by"})
-	m.reg.MustRegister(m.ops, m.failed, m.latency, m.bytesIn, m.bytesOut, m.scrubbed, m.found, m.repaired,
+	m.reg.MustRegister(m.ops, m.failed, m.byStatus, m.latency, m.bytesIn, m.bytesOut, m.scrubbed, m.found, m.repaired,
 		newStateCollector(s, labels),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Every series exists from the start, at zero, so a rate over it is
+	// defined before the first event (and a dashboard shows a flat line,
+	// not "no data").
 	for op := proto.Op(0); op < 255; op++ {
 		if op.Valid() {
 			n := op.String()
 			m.byOp[op] = &opMetrics{ops: m.ops.WithLabelValues(n), latency: m.latency.WithLabelValues(n),
-				bytesIn: m.bytesIn.WithLabelValues(n), bytesOut: m.bytesOut.WithLabelValues(n)}
+				bytesIn: m.bytesIn.WithLabelValues(n), bytesOut: m.bytesOut.WithLabelValues(n), failed: m.failed.WithLabelValues(n)}
 		}
+	}
+	for st := proto.Status(1); st.Valid(); st++ {
+		m.byStatus.WithLabelValues(st.String())
+	}
+	for _, k := range []string{"scrub", "deep-scrub"} {
+		m.scrubbed.WithLabelValues(k)
+	}
+	for _, by := range []string{"scrub", "read"} {
+		m.repaired.WithLabelValues(by)
 	}
 	return m
 }
@@ -83,7 +97,8 @@ func (m *metrics) observe(req *proto.Request, resp *proto.Response, took time.Du
 		om.bytesOut.Add(float64(n))
 	}
 	if resp.Status != proto.StatusOK {
-		m.failed.WithLabelValues(req.Op.String(), resp.Status.String()).Inc()
+		om.failed.Inc()
+		m.byStatus.WithLabelValues(resp.Status.String()).Inc()
 	}
 }
 

@@ -31,8 +31,11 @@ func TestMetricsObserve(t *testing.T) {
 	if n := testutil.ToFloat64(m.bytesOut.WithLabelValues("read")); n != 100 {
 		t.Errorf("read bytes: %g", n)
 	}
-	if n := testutil.ToFloat64(m.failed.WithLabelValues("read", proto.StatusNotFound.String())); n != 1 {
+	if n := testutil.ToFloat64(m.failed.WithLabelValues("read")); n != 1 {
 		t.Errorf("failed reads: %g", n)
+	}
+	if n := testutil.ToFloat64(m.byStatus.WithLabelValues(proto.StatusNotFound.String())); n != 1 {
+		t.Errorf("failures not found: %g", n)
 	}
 	total := 0.0
 	for _, om := range m.byOp {
