@@ -142,7 +142,7 @@ func startCluster(t testing.TB, o clusterOpts) *cluster {
 		c.s3Port = freePorts(t, 1)
 	}
 	if o.metrics {
-		c.metricsPort = freePorts(t, o.hosts*o.perHost+1)
+		c.metricsPort = freePorts(t, o.hosts*o.perHost+2)
 	}
 	c.start()
 	t.Cleanup(c.stop)

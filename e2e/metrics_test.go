@@ -31,18 +31,18 @@ func needPrometheus(t *testing.T) {
 	}
 }
 
-// TestMetricsScrapedByPrometheus: cairn dev gives every OSD and the NBD
-// gateway a metrics address and lists it in dev.json; their metrics pass
-// promtool's lint, and a real Prometheus scraping them all sees the
-// requests the OSDs served, their PGs by state and their space, and the
-// NBD writes qemu-io made.
+// TestMetricsScrapedByPrometheus: cairn dev gives every OSD, the NBD
+// gateway and the mon a metrics address and lists it in dev.json; their
+// metrics pass promtool's lint, and a real Prometheus scraping them all
+// sees the requests the OSDs served, their PGs by state and their space,
+// the NBD writes qemu-io made, and etcd's leader.
 func TestMetricsScrapedByPrometheus(t *testing.T) {
 	needPrometheus(t)
 	needTools(t, "qemu-io")
 	c := startCluster(t, clusterOpts{metrics: true})
 	var targets []string
 	for _, p := range c.devJSON() {
-		if strings.HasPrefix(p.Name, "osd.") || p.Name == "nbd" {
+		if strings.HasPrefix(p.Name, "osd.") || p.Name == "nbd" || p.Name == "mon.a" {
 			if p.Metrics == "" {
 				t.Fatalf("%s has no metrics address in dev.json", p.Name)
 			}
@@ -88,7 +88,8 @@ func TestMetricsScrapedByPrometheus(t *testing.T) {
 		min   float64
 	}{
 		{`sum(cairn_osd_requests_total)`, 120},
-		{`count(count by (osd) (cairn_osd_primary_pgs))`, float64(len(targets) - 1)},
+		{`count(count by (osd) (cairn_osd_primary_pgs))`, float64(len(targets) - 2)},
+		{`max(etcd_server_has_leader)`, 1},
 		{`sum(cairn_osd_primary_pgs)`, 1},
 		{`min(cairn_osd_store_bytes{kind="total"})`, 1 << 20},
 		{`histogram_quantile(0.99, sum by (le) (rate(cairn_osd_request_duration_seconds_bucket[1m])))`, 0},

@@ -76,6 +76,7 @@ etcd holds none yet.`,
 	f.StringVar(&o.PeerURL, "peer-url", "http://127.0.0.1:2380", "URL the other mons reach this one at")
 	f.StringVar(&o.InitialCluster, "initial-cluster", "", "all members: NAME=PEERURL,... (default: this mon alone)")
 	f.StringVar(&o.ClusterState, "initial-cluster-state", "new", "new, or existing when joining a running cluster")
+	f.StringVar(&o.MetricsURL, "metrics-url", "", "serve etcd's Prometheus metrics at /metrics on this URL, e.g. http://127.0.0.1:9299")
 	return cmd
 }
 

@@ -38,7 +38,7 @@ one now. DIR/dev.json always lists the running pids.`,
 	f.StringSliceVar(&o.External, "etcd-endpoints", nil, "use this existing etcd cluster instead of starting a mon")
 	f.BoolVar(&o.IPv6, "ipv6", false, "run IPv6-only: etcd and every OSD on [::1]")
 	f.IntVar(&o.NBDPort, "nbd-port", 10809, "port of the NBD server for volumes on 127.0.0.1 (0: none)")
-	f.IntVar(&o.MetricsPort, "metrics-port", 9300, "osd.N serves Prometheus metrics on this port + N, the NBD gateway on the next one (0: none)")
+	f.IntVar(&o.MetricsPort, "metrics-port", 9300, "osd.N serves Prometheus metrics on this port + N, then the NBD gateway, then the mon (0: none)")
 	f.IntVar(&o.S3Port, "s3-port", 9000, "port of the S3 gateway on 127.0.0.1, for user admin (DIR/s3.json has its key; 0: none)")
 	f.DurationVar(&o.S3GCGrace, "s3-gc-grace", 0, "the S3 gateway's --gc-grace (0: its default)")
 	f.DurationVar(&o.S3IntentTimeout, "s3-intent-timeout", 0, "the S3 gateway's --intent-timeout (0: its default)")

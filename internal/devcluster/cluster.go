@@ -32,7 +32,8 @@ type Options struct {
 	NBDPort     int // 0: no NBD server
 	S3Port      int // 0: no S3 gateway
 	// MetricsPort: osd.N serves Prometheus metrics on this + N, the NBD
-	// gateway on this + the number of OSDs (0: none).
+	// gateway on this + the number of OSDs, the mon (etcd's) on the next
+	// (0: none).
 	MetricsPort int
 	// The S3 gateway's collector: grace of replaced data and how old an
 	// abandoned write's intent must be (0: cairn s3's defaults).
@@ -232,7 +233,14 @@ func (c *Cluster) startMon(o Options, cfg *conf.Config) error {
 	args := []string{"mon", "--conf", c.Conf, "--name", "a", "--data", data,
 		"--client-url", fmt.Sprintf("http://%s:%d", o.Loopback(0), o.EtcdPort),
 		"--peer-url", fmt.Sprintf("http://%s:%d", o.Loopback(0), o.EtcdPort+1)}
-	return c.sup.start("mon.a", cfg.EtcdEndpoints[0], data, args)
+	metrics := o.metricsAddr(o.Loopback(0), o.Hosts*o.OSDsPerHost+1)
+	if metrics != "" {
+		args = append(args, "--metrics-url", "http://"+metrics)
+	}
+	if err := c.sup.start("mon.a", cfg.EtcdEndpoints[0], data, args); err != nil {
+		return err
+	}
+	return c.sup.setMetrics("mon.a", metrics)
 }
 
 // connectMeta waits for etcd to answer, creates the cluster map if there

@@ -26,7 +26,10 @@ type Options struct {
 	// EtcdPassword, if set, turns on etcd authentication (user root) so
 	// that only holders of the cluster key reach the map.
 	EtcdPassword string
-	Logf         func(string, ...any)
+	// MetricsURL, if set (http://host:port), serves etcd's Prometheus
+	// metrics at /metrics there.
+	MetricsURL string
+	Logf       func(string, ...any)
 }
 
 // Run starts etcd and the keeper and blocks until ctx ends, then stops etcd.
@@ -63,6 +66,13 @@ func Run(ctx context.Context, o Options, ready func()) error {
 	// The password is derived from a 256-bit key: a slow hash adds cost to
 	// every connection and no protection.
 	cfg.BcryptCost = 4
+	if o.MetricsURL != "" {
+		mu, err := url.Parse(o.MetricsURL)
+		if err != nil || mu.Host == "" {
+			return fmt.Errorf("mon: metrics url %q: want http://host:port", o.MetricsURL)
+		}
+		cfg.ListenMetricsUrls = []url.URL{*mu}
+	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return fmt.Errorf("mon: start etcd: %w", err)
