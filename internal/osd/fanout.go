@@ -51,7 +51,7 @@ type startedCall struct {
 
 // startFanout encodes the write for the replicas and starts sending it.
 func (s *Server) startFanout(ctx context.Context, req *proto.Request, w *writePlan) (*fanout, error) {
-	t := s.view.Table()
+	t := w.t // a member with a newer map refuses it; replicaFailed decides then
 	f := &fanout{s: s, ctx: ctx, req: req, w: w, sharedT: t, results: make(chan replicaResult, len(w.writeSet))}
 	if !slices.ContainsFunc(w.writeSet, func(o clustermap.OSDID) bool { return o != s.id }) {
 		return f, nil

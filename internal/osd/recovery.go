@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -360,6 +361,14 @@ func (s *Server) putRecord(ctx context.Context, id clustermap.PGID, rec pg.Recor
 		return 0, err
 	}
 	return s.meta.PutPGRecord(ctx, id.String(), rec, curRev)
+}
+
+// activeFor reports whether the PG is active for acting, with no peering
+// begun since.
+func (p *pgState) activeFor(acting []clustermap.OSDID) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.phase == phaseActive && slices.Equal(p.prim.Acting, acting)
 }
 
 // activeIn reports whether the PG is active in the interval that began at

@@ -158,6 +158,7 @@ func (s *Server) prepareObject(ctx context.Context, p *pgState, req *proto.Reque
 type writePlan struct {
 	txn      *objstore.Txn
 	ver      uint64
+	t        *placement.Table // the map it was planned at: its messages carry that epoch
 	interval clustermap.Epoch
 	writeSet []clustermap.OSDID
 	acting   []clustermap.OSDID
@@ -168,13 +169,22 @@ type writePlan struct {
 // planWrite builds the write's transaction, refuses it if a member is full
 // or too few copies are up, and gives it the PG's next version.
 func (s *Server) planWrite(pool *clustermap.Pool, p *pgState, req *proto.Request, stale bool) (*writePlan, *proto.Response) {
+	// A write that waited for the object's lock while the PG began to peer
+	// again must not start: built on this copy and sent with the newer
+	// map's epoch, it would land on members the new interval has listed
+	// (and on an object whose copies that peering may have found to
+	// differ). The client sends it again once the PG is active.
+	t := s.view.Table()
+	if !p.activeFor(t.Acting(pool, req.PG)) {
+		return nil, s.fail(proto.StatusUnavailable, "pg %s is peering again; retry", req.PG)
+	}
 	coll := req.PG.String()
 	txn, touched, bad := s.buildTxn(coll, req, stale)
 	if bad != nil {
 		return nil, bad
 	}
 	p.mu.Lock()
-	w := &writePlan{txn: txn, interval: p.prim.Epoch, writeSet: p.prim.WriteSet, acting: p.prim.Acting}
+	w := &writePlan{txn: txn, t: t, interval: p.prim.Epoch, writeSet: p.prim.WriteSet, acting: p.prim.Acting}
 	p.mu.Unlock()
 	if noChange(req, txn) {
 		if len(w.acting) < pool.MinSize {
