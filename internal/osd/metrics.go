@@ -102,6 +102,16 @@ func (m *metrics) observe(req *proto.Request, resp *proto.Response, took time.Du
 	}
 }
 
+// noteScrub counts what one PG's scrub found; m may be nil (tests).
+func (m *metrics) noteScrub(kind string, res scrubResult) {
+	if m == nil {
+		return
+	}
+	m.scrubbed.WithLabelValues(kind).Add(float64(res.Objects))
+	m.found.Add(float64(res.Errors))
+	m.repaired.WithLabelValues("scrub").Add(float64(res.Repaired))
+}
+
 // stateCollector reads what the OSD holds when Prometheus scrapes: its
 // primary PGs by state, the object copies recovery has left, its store's
 // space and objects.

@@ -149,11 +149,7 @@ func (s *Server) scrubPG(ctx context.Context, id clustermap.PGID, p *pgState, de
 	if res.Errors > 0 {
 		s.logf("%s: pg %s %s: %d objects, %d inconsistent, %d repaired", s.id, id, kind, res.Objects, res.Errors, res.Repaired)
 	}
-	if s.metrics != nil {
-		s.metrics.scrubbed.WithLabelValues(kind).Add(float64(res.Objects))
-		s.metrics.found.Add(float64(res.Errors))
-		s.metrics.repaired.WithLabelValues("scrub").Add(float64(res.Repaired))
-	}
+	s.metrics.noteScrub(kind, res)
 	return res, nil
 }
 
