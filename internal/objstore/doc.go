@@ -112,7 +112,8 @@
 //     there before the commit; see Space). A background checkpointer
 //     fdatasyncs the touched files every 500 ms (sooner when 16 MiB are
 //     pending), or syncs the whole filesystem once when they are many
-//     (syncfs.go), then lets the log reuse the records' space, and deletes
+//     (syncfs.go; never on FUSE, where syncfs makes nothing durable: each
+//     file is fdatasynced there), then lets the log reuse the records' space, and deletes
 //     them (a deletion the log keeps, so a replay skips them). Partial-block
 //     writes read, verify and rewrite the whole block, so journal records
 //     always hold whole blocks.

@@ -25,14 +25,39 @@ import (
 // lose it. A
 // fdatasync of the store's directory afterwards flushes the disk's cache
 // once more; on a journaling filesystem it costs little.
+//
+// On some filesystems syncfs makes nothing durable: the kernel sends a FUSE
+// filesystem no request for it (FUSE_SYNCFS goes to virtiofs servers only),
+// so a FUSE server never learns that the data it holds must reach its disk.
+// A store there syncs each file, always (syncfsForwarded).
 const syncfsMinFiles = 4
+
+// fuseSuperMagic is statfs's f_type of every FUSE filesystem (fuse and
+// fuseblk alike).
+const fuseSuperMagic = 0x65735546
+
+// syncfsForwarded reports whether syncfs(2) on the filesystem of dir makes
+// its files durable: not on FUSE, whose servers never hear of it.
+func syncfsForwarded(dir string) (bool, error) {
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(dir, &sfs); err != nil {
+		return false, fmt.Errorf("objstore: statfs %s: %w", dir, err)
+	}
+	return uint32(sfs.Type) != fuseSuperMagic, nil
+}
 
 // fsSyncer syncs the filesystem that holds a store's data files.
 type fsSyncer struct {
 	dir *os.File // any file on the filesystem; its descriptor names it to syncfs
 }
 
+// openFSSyncer returns nil where syncfs would make nothing durable
+// (syncfsForwarded): checkpoints there sync each file.
 func openFSSyncer(dir string) (*fsSyncer, error) {
+	ok, err := syncfsForwarded(dir)
+	if err != nil || !ok {
+		return nil, err
+	}
 	d, err := os.Open(dir)
 	if err != nil {
 		return nil, fmt.Errorf("objstore: open %s to sync its filesystem: %w", dir, err)

@@ -47,10 +47,11 @@
 //   - syncfs(2) and sync(2): the kernel sends a FUSE filesystem nothing for
 //     them (FUSE_SYNCFS goes to virtiofs servers only; TestSyncFS checks it on
 //     this kernel), so on this mount, as on every FUSE mount, they make
-//     nothing durable. A test of a program that relies on syncfs calls
-//     SyncFS at the moment the program calls syncfs (objstore's test does it
-//     from the store's IO hook): SyncFS makes everything durable, as syncfs
-//     on a disk filesystem does for everything written before the call.
+//     nothing durable. A program that relies on syncfs loses data here, as
+//     it would on any FUSE filesystem in production (objstore found this
+//     way that it must fsync each file on FUSE). SyncFS makes everything
+//     durable, as syncfs on a disk filesystem does for everything written
+//     before the call, for a test that wants to model that instead.
 //   - A clean Unmount, or Remount without a cut, makes everything durable
 //     (umount writes everything back).
 //   - Memory is bounded (Options.MaxVolatileBytes, 256 MiB): past it the
