@@ -119,9 +119,10 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	}
 	c = &Cluster{FSID: cfg.FSID, Dir: o.Dir, Conf: confPath, sup: sup}
 	c.closers = append(c.closers, closeSocket, sup.stop)
+	started := c // a failing return sets c to nil before this runs
 	defer func() {
 		if err != nil {
-			c.Stop()
+			started.Stop()
 			c = nil
 		}
 	}()

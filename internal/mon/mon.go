@@ -7,7 +7,10 @@ package mon
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -87,6 +90,9 @@ func Run(ctx context.Context, o Options, ready func()) error {
 	case <-time.After(60 * time.Second):
 		return fmt.Errorf("mon: etcd member %s did not become ready in 60 s (are the other members of %s up?)", o.Name, cfg.InitialCluster)
 	}
+	if err := syncDirs(o.DataDir); err != nil {
+		return fmt.Errorf("mon %s: %w", o.Name, err)
+	}
 	o.Logf("mon %s: etcd serving clients on %s", o.Name, o.ClientURL)
 	var auth *meta.Auth
 	if o.EtcdPassword != "" {
@@ -110,6 +116,53 @@ func Run(ctx context.Context, o Options, ready func()) error {
 	case err := <-e.Err():
 		return fmt.Errorf("mon: etcd: %w", err)
 	}
+}
+
+// syncDirs makes the names of etcd's directories durable: every directory
+// under dataDir, dataDir's own name and its parents' (etcd creates the
+// missing ones). etcd syncs the files it writes and the directories it
+// renames into, never the names of the directories it creates, so after a
+// power cut a filesystem that does not persist a new name with the next
+// fsync elsewhere (ext4's journal happens to) could lose the whole data
+// directory: every map and lease, the cluster gone. Cheap, and done at
+// every start, before anything is stored.
+func syncDirs(dataDir string) error {
+	dir, err := filepath.Abs(dataDir)
+	if err != nil {
+		return err
+	}
+	var dirs []string
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, path)
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sync the names of %s: %w", dir, err)
+	}
+	dirs = append(dirs, filepath.Dir(dir))
+	for _, p := range dirs {
+		if err := syncDir(p); err != nil {
+			return fmt.Errorf("sync the names of %s: %w", dir, err)
+		}
+	}
+	// Further up, as far as it works: an operator's directories are
+	// likely durable already, and some root filesystems refuse fsync.
+	for p := filepath.Dir(dir); p != filepath.Dir(p); {
+		p = filepath.Dir(p)
+		_ = syncDir(p)
+	}
+	return nil
+}
+
+func syncDir(path string) error {
+	d, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // Members parses "a=http://x:2380,b=..." for error messages and checks.
