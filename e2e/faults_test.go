@@ -230,7 +230,9 @@ func TestRecoveryConvergesWhileRecordsChange(t *testing.T) {
 					return
 				default:
 				}
-				name := fmt.Sprintf("obj-%03d", (gen*37+w*50)%200)
+				// Each writer owns 50 objects, so the order of its
+				// acknowledgements is the order of its writes.
+				name := fmt.Sprintf("obj-%03d", w*50+(gen*37)%50)
 				data := payload(name, gen*4+w, 1+(gen*7919)%(96<<10))
 				wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 				err := p.Put(wctx, name, data)

@@ -24,10 +24,13 @@ type expected struct {
 	// maybe holds contents of writes that failed after the last
 	// acknowledged one: they may or may not have landed.
 	maybe map[string][][32]byte
+	// acked holds every acknowledged content of each object, so a
+	// mismatch tells a stale read from content never written.
+	acked map[string][][32]byte
 }
 
 func newExpected() *expected {
-	return &expected{objs: map[string]*[32]byte{}, maybe: map[string][][32]byte{}}
+	return &expected{objs: map[string]*[32]byte{}, maybe: map[string][][32]byte{}, acked: map[string][][32]byte{}}
 }
 
 func (e *expected) put(name string, data []byte, err error) {
@@ -40,6 +43,7 @@ func (e *expected) put(name string, data []byte, err error) {
 	}
 	e.objs[name] = &d
 	delete(e.maybe, name)
+	e.acked[name] = append(e.acked[name], d)
 }
 
 func (e *expected) del(name string) {
@@ -61,7 +65,7 @@ func (e *expected) verify(t *testing.T, p *client.Pool, what string) {
 	ctx := context.Background()
 	parallel(t, names, 8, func(name string) error {
 		e.mu.Lock()
-		want, maybe := e.objs[name], e.maybe[name]
+		want, maybe, acked := e.objs[name], e.maybe[name], e.acked[name]
 		e.mu.Unlock()
 		got, err := p.Get(ctx, name)
 		if want == nil {
@@ -82,7 +86,12 @@ func (e *expected) verify(t *testing.T, p *client.Pool, what string) {
 				return nil
 			}
 		}
-		return fmt.Errorf("%s: acknowledged %s reads back different content (%d bytes)", what, name, len(got))
+		for i, a := range acked {
+			if d == a {
+				return fmt.Errorf("%s: acknowledged %s reads back an older acknowledged write (%d of %d; %d bytes)", what, name, i+1, len(acked), len(got))
+			}
+		}
+		return fmt.Errorf("%s: acknowledged %s reads back content never acknowledged (%d bytes)", what, name, len(got))
 	})
 }
 
