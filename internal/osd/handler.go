@@ -23,11 +23,14 @@ const epochWait = 3 * time.Second
 // Serve handles one request; it implements rpc.Handler.
 func (s *Server) Serve(ctx context.Context, req *proto.Request) *proto.Response {
 	if s.metrics == nil {
-		return s.serveOne(ctx, req)
+		resp := s.serveOne(ctx, req)
+		s.clientIO.count(req, resp)
+		return resp
 	}
 	start := time.Now()
 	resp := s.serveOne(ctx, req)
 	s.metrics.observe(req, resp, time.Since(start))
+	s.clientIO.count(req, resp)
 	return resp
 }
 

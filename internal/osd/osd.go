@@ -103,6 +103,8 @@ type Server struct {
 	backfillRefused atomic.Int64                          // unix nanos of the last recovery copy refused for space (space.go)
 	scrubs          scrubStats
 	metrics         *metrics // nil in tests that build a Server by hand
+	clientIO        clientIO
+	started         time.Time
 }
 
 // pgState is the in-memory state of a placement group on this OSD.
@@ -175,7 +177,7 @@ func Run(ctx context.Context, o Options) error {
 		pgs:   map[clustermap.PGID]*pgState{},
 		seed:  maphash.MakeSeed(),
 		kick:  make(chan struct{}, 1), recoveryWake: make(chan struct{}, 1), statsKick: make(chan struct{}, 1),
-		suspected: map[clustermap.OSDID]clustermap.Epoch{},
+		suspected: map[clustermap.OSDID]clustermap.Epoch{}, started: time.Now().UTC(),
 	}
 	s.metrics = newMetrics(s)
 	defer s.peers.Close()
@@ -430,6 +432,7 @@ func (s *Server) publishStats(ctx context.Context, lease *meta.Lease) {
 				UsedRatio: usedRatio(u), Filesystem: fs,
 				Objects: u.Objects, Updated: time.Now().UTC(), Epoch: clustermap.Epoch(s.checkedEpoch.Load()),
 				PGStates: states, DownPGs: down, Work: s.workProgress(),
+				ClientIO: s.clientIO.snapshot(), Started: s.started,
 			})
 		}
 		select {

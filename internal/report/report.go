@@ -28,6 +28,19 @@ type OSDStats struct {
 	// DownPGs names PGs that cannot go active, with the reason.
 	DownPGs map[string]string `json:"down_pgs,omitempty"`
 	Work    []WorkProgress    `json:"work,omitempty"`
+	// ClientIO counts the client requests this OSD served as primary
+	// since Started; a reader takes rates from two samples (a restart
+	// shows as a new Started).
+	ClientIO IOCounters `json:"client_io"`
+	Started  time.Time  `json:"started,omitzero"`
+}
+
+// IOCounters count client requests that succeeded, and their payload.
+type IOCounters struct {
+	ReadOps    uint64 `json:"read_ops"`
+	WriteOps   uint64 `json:"write_ops"`
+	ReadBytes  uint64 `json:"read_bytes"`
+	WriteBytes uint64 `json:"write_bytes"`
 }
 
 // WorkProgress is one background worker's progress (recovery, scrub).
