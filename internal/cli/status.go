@@ -8,7 +8,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/cairn-storage/cairn/internal/clustermap"
 	"github.com/cairn-storage/cairn/internal/health"
 	"github.com/cairn-storage/cairn/internal/meta"
 	"github.com/spf13/cobra"
@@ -134,68 +133,6 @@ func printStatus(w io.Writer, st health.Status) {
 	}
 }
 
-// treeRow is one line of `cairn osd tree`.
-type treeRow struct {
-	Type   string  `json:"type"` // root, rack, host, osd
-	Name   string  `json:"name"`
-	ID     *int    `json:"id,omitempty"`
-	Class  string  `json:"class,omitempty"`
-	Weight float64 `json:"weight"`
-	Status string  `json:"status,omitempty"` // up/down
-	In     *bool   `json:"in,omitempty"`
-	Addr   string  `json:"addr,omitempty"`
-	Depth  int     `json:"depth"`
-}
-
-// buildTree lays out root → rack → host → osd with summed weights.
-func buildTree(m *clustermap.Map) []treeRow {
-	racks := map[string][]string{}
-	for _, h := range m.Hosts {
-		racks[h.Rack] = append(racks[h.Rack], h.Name)
-	}
-	byHost := map[string][]clustermap.OSD{}
-	for _, o := range m.OSDs {
-		byHost[o.Host] = append(byHost[o.Host], o)
-	}
-	hostWeight := func(h string) (w float64) {
-		for _, o := range byHost[h] {
-			if o.In {
-				w += o.Weight
-			}
-		}
-		return w
-	}
-	rackNames := make([]string, 0, len(racks))
-	var total float64
-	for r, hs := range racks {
-		rackNames = append(rackNames, r)
-		for _, h := range hs {
-			total += hostWeight(h)
-		}
-	}
-	sort.Strings(rackNames)
-	rows := []treeRow{{Type: "root", Name: "default", Weight: total}}
-	for _, r := range rackNames {
-		var rw float64
-		for _, h := range racks[r] {
-			rw += hostWeight(h)
-		}
-		rows = append(rows, treeRow{Type: "rack", Name: r, Weight: rw, Depth: 1})
-		for _, h := range racks[r] {
-			rows = append(rows, treeRow{Type: "host", Name: h, Weight: hostWeight(h), Depth: 2})
-			for _, o := range byHost[h] {
-				id, in := int(o.ID), o.In
-				status := "down"
-				if o.Up {
-					status = "up"
-				}
-				rows = append(rows, treeRow{Type: "osd", Name: o.ID.String(), ID: &id, Class: string(o.Class), Weight: o.Weight, Status: status, In: &in, Addr: o.Addr, Depth: 3})
-			}
-		}
-	}
-	return rows
-}
-
 func osdTreeCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "tree",
@@ -211,7 +148,7 @@ func osdTreeCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rows := buildTree(m)
+			rows := health.Tree(m)
 			if g.json {
 				return g.printJSON(rows)
 			}

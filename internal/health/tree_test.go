@@ -1,4 +1,4 @@
-package cli
+package health
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 	"github.com/cairn-storage/cairn/internal/clustermap"
 )
 
-func testMap() *clustermap.Map {
+func treeTestMap() *clustermap.Map {
 	m := &clustermap.Map{Epoch: 7, FSID: "f", NextPoolID: 2}
 	for h := 0; h < 3; h++ {
 		host := []string{"h1", "h2", "h3"}[h]
@@ -20,10 +20,10 @@ func testMap() *clustermap.Map {
 }
 
 func TestTreeWeights(t *testing.T) {
-	m := testMap()
+	m := treeTestMap()
 	o, _ := m.OSD(5)
 	o.In = false
-	rows := buildTree(m)
+	rows := Tree(m)
 	if rows[0].Type != "root" || rows[0].Weight != 5 {
 		t.Fatalf("root weight %v, want 5 (one OSD out)", rows[0].Weight)
 	}
