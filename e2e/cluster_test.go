@@ -68,6 +68,7 @@ type cluster struct {
 	// metricsPort: osd.N serves metrics on this + N, the NBD gateway on
 	// the next (0: none).
 	metricsPort int
+	dashPort    int
 	hosts       int
 	perHost     int
 	leaseTTL    time.Duration
@@ -91,6 +92,7 @@ type clusterOpts struct {
 	// collector's times (0: the gateway's defaults).
 	s3                         bool
 	s3GCGrace, s3IntentTimeout time.Duration
+	dashboard                  bool // the mon serves the web dashboard (c.dashPort)
 }
 
 // freePorts finds n consecutive free TCP ports on 127.0.0.1 to .4, below
@@ -144,6 +146,9 @@ func startCluster(t testing.TB, o clusterOpts) *cluster {
 	if o.metrics {
 		c.metricsPort = freePorts(t, o.hosts*o.perHost+2)
 	}
+	if o.dashboard {
+		c.dashPort = freePorts(t, 1)
+	}
 	c.start()
 	t.Cleanup(c.stop)
 	return c
@@ -156,7 +161,8 @@ func (c *cluster) start() {
 	c.cmd = exec.Command(cairnBin, "dev", "--dir", c.dir,
 		"--hosts", fmt.Sprint(c.hosts), "--osds-per-host", fmt.Sprint(c.perHost),
 		"--etcd-port", fmt.Sprint(c.etcdPort), "--osd-port", fmt.Sprint(c.osdPort), "--lease-ttl", c.leaseTTL.String(),
-		"--nbd-port", fmt.Sprint(c.nbdPort), "--s3-port", fmt.Sprint(c.s3Port), "--metrics-port", fmt.Sprint(c.metricsPort))
+		"--nbd-port", fmt.Sprint(c.nbdPort), "--s3-port", fmt.Sprint(c.s3Port), "--metrics-port", fmt.Sprint(c.metricsPort),
+		"--dashboard-port", fmt.Sprint(c.dashPort))
 	if c.opts.s3GCGrace > 0 {
 		c.cmd.Args = append(c.cmd.Args, "--s3-gc-grace", c.opts.s3GCGrace.String())
 	}

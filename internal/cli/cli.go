@@ -46,7 +46,7 @@ func Main(args []string) int {
 	root.PersistentFlags().StringVar(&g.conf, "conf", "", "path of cairn.conf (default: $CAIRN_CONF, ./cairn.conf or ./cairn-dev/cairn.conf)")
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print the result as JSON")
 	root.AddCommand(longRunning(devCmd(g)), longRunning(monCmd(g)), longRunning(osdCmd(g)), poolCmd(g), objCmd(g),
-		statusCmd(g), healthCmd(g), longRunning(benchCmd(g)), baselineCopyCmd(), scrubCmd(g), volumeCmd(g), longRunning(nbdCmd(g)), s3Cmd(g))
+		statusCmd(g), healthCmd(g), longRunning(benchCmd(g)), baselineCopyCmd(), scrubCmd(g), volumeCmd(g), longRunning(nbdCmd(g)), s3Cmd(g), dashboardCmd(g))
 	root.SetArgs(args)
 	if c, _, err := root.Find(args); err == nil && slices.Equal(args, os.Args[1:]) {
 		reexecForSysmon(c) // see sysmon.go; returns only if it does not

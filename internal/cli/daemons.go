@@ -28,6 +28,9 @@ var logger = log.New(os.Stderr, "", log.LstdFlags|log.Lmicroseconds|log.LUTC)
 
 func monCmd(g *globals) *cobra.Command {
 	var o mon.Options
+	var dashListen string
+	var dashAuth bool
+	var dashEvery time.Duration
 	cmd := &cobra.Command{
 		Use:   "mon",
 		Short: "run a monitor: an embedded etcd member holding the cluster map",
@@ -51,9 +54,19 @@ etcd holds none yet.`,
 					o.EtcdPassword = c.EtcdPassword()
 				}
 			}
+			if dashListen != "" && cfg == nil {
+				return fmt.Errorf("mon: --dashboard-listen needs the cluster's cairn.conf (--conf or $CAIRN_CONF): the dashboard is a client of the cluster")
+			}
 			return mon.Run(ctx, o, func() {
 				if cfg == nil {
 					return
+				}
+				if dashListen != "" {
+					go func() {
+						if err := serveDashboard(ctx, cfg, o.ClientURL, dashListen, dashAuth, dashEvery); err != nil {
+							logger.Printf("mon: %v", err)
+						}
+					}()
 				}
 				go func() {
 					ms, err := meta.Connect(ctx, []string{o.ClientURL}, meta.AuthFor(cfg))
@@ -77,6 +90,9 @@ etcd holds none yet.`,
 	f.StringVar(&o.InitialCluster, "initial-cluster", "", "all members: NAME=PEERURL,... (default: this mon alone)")
 	f.StringVar(&o.ClusterState, "initial-cluster-state", "new", "new, or existing when joining a running cluster")
 	f.StringVar(&o.MetricsURL, "metrics-url", "", "serve etcd's Prometheus metrics at /metrics on this URL, e.g. http://127.0.0.1:9299")
+	f.StringVar(&dashListen, "dashboard-listen", "", "serve the web dashboard on this address, e.g. 127.0.0.1:8080 (needs --conf)")
+	f.DurationVar(&dashEvery, "dashboard-sample-every", 10*time.Second, "how often the dashboard samples client IO and usage (it keeps an hour); volumes and buckets are listed every three samples")
+	f.BoolVar(&dashAuth, "dashboard-auth", true, "ask for the dashboard password (cairn dashboard password prints it); false only where every user of the address may see the cluster")
 	return cmd
 }
 

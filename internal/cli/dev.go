@@ -39,6 +39,7 @@ one now. DIR/dev.json always lists the running pids.`,
 	f.BoolVar(&o.IPv6, "ipv6", false, "run IPv6-only: etcd and every OSD on [::1]")
 	f.IntVar(&o.NBDPort, "nbd-port", 10809, "port of the NBD server for volumes on 127.0.0.1 (0: none)")
 	f.IntVar(&o.MetricsPort, "metrics-port", 9300, "osd.N serves Prometheus metrics on this port + N, then the NBD gateway, then the mon (0: none)")
+	f.IntVar(&o.DashboardPort, "dashboard-port", 8080, "port of the mon's web dashboard on 127.0.0.1, without a password (0: none)")
 	f.IntVar(&o.S3Port, "s3-port", 9000, "port of the S3 gateway on 127.0.0.1, for user admin (DIR/s3.json has its key; 0: none)")
 	f.DurationVar(&o.S3GCGrace, "s3-gc-grace", 0, "the S3 gateway's --gc-grace (0: its default)")
 	f.DurationVar(&o.S3IntentTimeout, "s3-intent-timeout", 0, "the S3 gateway's --intent-timeout (0: its default)")
@@ -75,6 +76,9 @@ func runDev(ctx context.Context, g *globals, o devcluster.Options) error {
 		if p.Metrics != "" {
 			fmt.Fprintf(w, "  %-8s metrics http://%s/metrics\n", "", p.Metrics)
 		}
+	}
+	if dc.Dashboard != "" {
+		fmt.Fprintf(w, "\ndashboard %s\n", dc.Dashboard)
 	}
 	if s := dc.S3; s != nil {
 		fmt.Fprintf(w, "\n  s3  %s  access key %s secret %s  (also in %s)\n", s.Endpoint, s.AccessKey, s.SecretKey, filepath.Join(dc.Dir, "s3.json"))

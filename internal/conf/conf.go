@@ -67,6 +67,17 @@ func (c *Config) EtcdPassword() string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
+// DashboardPassword derives the web dashboard's password (user
+// DashboardUser) from the cluster key: whoever holds cairn.conf can look.
+func (c *Config) DashboardPassword() string {
+	m := hmac.New(sha256.New, c.ClusterKey)
+	m.Write([]byte("cairn dashboard password"))
+	return hex.EncodeToString(m.Sum(nil))[:32]
+}
+
+// DashboardUser is the user name the dashboard asks for.
+const DashboardUser = "admin"
+
 // Find returns the path of cairn.conf: the flag value if set, else $CAIRN_CONF,
 // else ./cairn.conf, else ./cairn-dev/cairn.conf (what `cairn dev` writes).
 func Find(flag string) (string, error) {

@@ -28,6 +28,7 @@ const chartW, chartH, chartPad = 540.0, 120.0, 40.0
 // chart draws the samples as an SVG line chart: time across (the span of
 // the samples), zero to the largest value up.
 func chart(title string, samples []Sample, ss []series) template.HTML {
+	samples = thin(samples, maxPoints)
 	top := 0.0
 	for _, s := range samples {
 		for _, se := range ss {
@@ -89,5 +90,31 @@ func valueLabel(title string, v float64) string {
 	if title == "throughput" {
 		return humanBytes(int64(v)) + "/s now"
 	}
+	if v < 10 {
+		return fmt.Sprintf("%.1f now", v)
+	}
 	return fmt.Sprintf("%.0f now", v)
+}
+
+// maxPoints bounds the points of a line, whatever the sampling rate.
+const maxPoints = 360
+
+// thin keeps at most n samples: each kept one stands for a run of them,
+// with the run's largest rates (a peak stays visible) and its last time.
+func thin(samples []Sample, n int) []Sample {
+	if len(samples) <= n {
+		return samples
+	}
+	step := (len(samples) + n - 1) / n
+	out := make([]Sample, 0, n)
+	for i := 0; i < len(samples); i += step {
+		run := samples[i:min(i+step, len(samples))]
+		k := run[len(run)-1]
+		for _, s := range run {
+			k.ReadOps, k.WriteOps = max(k.ReadOps, s.ReadOps), max(k.WriteOps, s.WriteOps)
+			k.ReadBytes, k.WriteBytes = max(k.ReadBytes, s.ReadBytes), max(k.WriteBytes, s.WriteBytes)
+		}
+		out = append(out, k)
+	}
+	return out
 }

@@ -66,7 +66,7 @@ func TestForecast(t *testing.T) {
 		t.Fatalf("flat usage: %+v", flat)
 	}
 	short := Forecast(samples[:1], gib, 100*gib, t0)
-	if !strings.Contains(short.Text, "needs") {
+	if !strings.Contains(short.Text, "trend shows after") {
 		t.Fatalf("one sample: %q", short.Text)
 	}
 }
@@ -174,5 +174,23 @@ func TestChartDrawsEverySample(t *testing.T) {
 	}
 	if !strings.Contains(svg, ">500<") || !strings.Contains(svg, "290 now") {
 		t.Fatalf("axis or legend wrong: %s", svg)
+	}
+}
+
+// TestThinKeepsPeaks: an hour of 2-second samples draws at most maxPoints
+// points, and a one-sample burst still shows.
+func TestThinKeepsPeaks(t *testing.T) {
+	var s []Sample
+	for i := range 1800 {
+		s = append(s, Sample{Time: t0.Add(time.Duration(i) * 2 * time.Second), WriteOps: 1})
+	}
+	s[777].WriteOps = 900
+	th := thin(s, maxPoints)
+	peak := 0.0
+	for _, x := range th {
+		peak = max(peak, x.WriteOps)
+	}
+	if len(th) > maxPoints || peak != 900 || !th[len(th)-1].Time.Equal(s[len(s)-1].Time) {
+		t.Fatalf("%d points, peak %v, last %v", len(th), peak, th[len(th)-1].Time)
 	}
 }

@@ -114,7 +114,7 @@ const minTrend = 2 * time.Minute
 func Forecast(samples []Sample, used, total int64, now time.Time) Capacity {
 	c := Capacity{Used: used, Total: total, Limit: int64(float64(total) * clustermap.FullRatio)}
 	if len(samples) < 2 || samples[len(samples)-1].Time.Sub(samples[0].Time) < minTrend {
-		c.Text = fmt.Sprintf("%s of %s used; the trend needs %s of samples", humanBytes(used), humanBytes(total), minTrend)
+		c.Text = fmt.Sprintf("%s of %s used; the growth trend shows after %s of samples", humanBytes(used), humanBytes(total), minTrend)
 		return c
 	}
 	a, b := samples[0], samples[len(samples)-1]

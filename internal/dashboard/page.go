@@ -8,6 +8,9 @@ import (
 	"time"
 )
 
+// shownDetail is how many lines of a finding show before "more".
+const shownDetail = 5
+
 //go:embed page.html
 var pageHTML string
 
@@ -26,6 +29,8 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"deref":      func(b *bool) bool { return b != nil && *b },
 	"sev":        func(s string) string { return strings.TrimPrefix(s, "HEALTH_") },
 	"eta":        eta,
+	"first":      func(l []string) []string { return l[:min(len(l), shownDetail)] },
+	"rest":       func(l []string) []string { return l[min(len(l), shownDetail):] },
 	"chartOps":   func(s []Sample) template.HTML { return chart("IOPS", s, opsSeries) },
 	"chartBytes": func(s []Sample) template.HTML { return chart("throughput", s, byteSeries) },
 }).Parse(pageHTML))

@@ -31,6 +31,9 @@ type Options struct {
 	DownOut     time.Duration
 	NBDPort     int // 0: no NBD server
 	S3Port      int // 0: no S3 gateway
+	// DashboardPort: the mon serves the web dashboard on this port of the
+	// first loopback address, without a password (0: none).
+	DashboardPort int
 	// MetricsPort: osd.N serves Prometheus metrics on this + N, the NBD
 	// gateway on this + the number of OSDs, the mon (etcd's) on the next
 	// (0: none).
@@ -79,6 +82,8 @@ type Cluster struct {
 	Pool    client.PoolInfo
 	NBDAddr string  // "" without an NBD server
 	S3      *S3Info // nil without an S3 gateway
+	// Dashboard is the web dashboard's URL ("": none).
+	Dashboard string
 
 	sup     *supervisor
 	closers []func() // run in reverse order by Stop
@@ -238,7 +243,17 @@ func (c *Cluster) startMon(o Options, cfg *conf.Config) error {
 	if metrics != "" {
 		args = append(args, "--metrics-url", "http://"+metrics)
 	}
+	if o.DashboardPort != 0 {
+		addr := fmt.Sprintf("%s:%d", o.Loopback(0), o.DashboardPort)
+		// A dev cluster is small: sample often, so what a test (or a
+		// newcomer) does shows within seconds.
+		args = append(args, "--dashboard-listen", addr, "--dashboard-auth=false", "--dashboard-sample-every", "2s")
+		c.Dashboard = "http://" + addr + "/"
+	}
 	if err := c.sup.start("mon.a", cfg.EtcdEndpoints[0], data, args); err != nil {
+		return err
+	}
+	if err := c.sup.setDashboard(c.Dashboard); err != nil {
 		return err
 	}
 	return c.sup.setMetrics("mon.a", metrics)

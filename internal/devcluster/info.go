@@ -21,4 +21,6 @@ type Info struct {
 	Conf          string    `json:"conf"`
 	EtcdEndpoints []string  `json:"etcd_endpoints"`
 	Processes     []Process `json:"processes"`
+	// Dashboard is the web dashboard's URL, if the mon serves one.
+	Dashboard string `json:"dashboard,omitempty"`
 }

@@ -121,6 +121,14 @@ func (s *supervisor) setMetrics(name, addr string) error {
 	return s.writeInfoLocked()
 }
 
+// setDashboard records in dev.json the web dashboard's URL.
+func (s *supervisor) setDashboard(url string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.info.Dashboard = url
+	return s.writeInfoLocked()
+}
+
 // snapshot returns a copy of dev.json's content as it is now.
 func (s *supervisor) snapshot() Info {
 	s.mu.Lock()
