@@ -93,6 +93,7 @@ type clusterOpts struct {
 	s3                         bool
 	s3GCGrace, s3IntentTimeout time.Duration
 	dashboard                  bool // the mon serves the web dashboard (c.dashPort)
+	s3TLS                      bool // the gateway serves HTTPS (cairn dev --tls)
 }
 
 // freePorts finds n consecutive free TCP ports on 127.0.0.1 to .4, below
@@ -168,6 +169,9 @@ func (c *cluster) start() {
 	}
 	if c.opts.s3IntentTimeout > 0 {
 		c.cmd.Args = append(c.cmd.Args, "--s3-intent-timeout", c.opts.s3IntentTimeout.String())
+	}
+	if c.opts.s3TLS {
+		c.cmd.Args = append(c.cmd.Args, "--tls")
 	}
 	if len(c.opts.external) > 0 {
 		c.cmd.Args = append(c.cmd.Args, "--etcd-endpoints", strings.Join(c.opts.external, ","))

@@ -46,7 +46,14 @@ func (c *cluster) s3Info() devcluster.S3Info {
 	if err := json.Unmarshal(b, &info); err != nil || info.AccessKey == "" || info.SecretKey == "" {
 		c.t.Fatalf("s3.json: %v: %s", err, b)
 	}
-	if want := fmt.Sprintf("http://127.0.0.1:%d", c.s3Port); info.Endpoint != want {
+	scheme := "http"
+	if c.opts.s3TLS {
+		scheme = "https"
+		if _, err := os.Stat(info.CAFile); err != nil {
+			c.t.Fatalf("s3.json's ca_file: %v", err)
+		}
+	}
+	if want := fmt.Sprintf("%s://127.0.0.1:%d", scheme, c.s3Port); info.Endpoint != want {
 		c.t.Fatalf("s3.json endpoint %q, want %q", info.Endpoint, want)
 	}
 	return info
@@ -66,7 +73,11 @@ func requireTool(t *testing.T, name, install string) string {
 // s3Env is the environment of a client process: the admin key, and no
 // configuration of the machine's user.
 func s3Env(info devcluster.S3Info) []string {
-	return append(os.Environ(), "AWS_ACCESS_KEY_ID="+info.AccessKey, "AWS_SECRET_ACCESS_KEY="+info.SecretKey,
+	env := os.Environ()
+	if info.CAFile != "" {
+		env = append(env, "AWS_CA_BUNDLE="+info.CAFile)
+	}
+	return append(env, "AWS_ACCESS_KEY_ID="+info.AccessKey, "AWS_SECRET_ACCESS_KEY="+info.SecretKey,
 		"AWS_DEFAULT_REGION=us-east-1", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null",
 		"AWS_EC2_METADATA_DISABLED=true", "S3_ENDPOINT="+info.Endpoint, "S3_ACCESS_KEY="+info.AccessKey, "S3_SECRET_KEY="+info.SecretKey)
 }
@@ -75,7 +86,11 @@ func runAWS(t *testing.T, info devcluster.S3Info, dir string, args ...string) (s
 	t.Helper()
 	cmd := exec.Command("aws", append([]string{"--endpoint-url", info.Endpoint}, args...)...)
 	cmd.Env, cmd.Dir = s3Env(info), dir
+	start := time.Now()
 	out, err := cmd.CombinedOutput()
+	if d := time.Since(start); d > 20*time.Second {
+		t.Logf("aws %s took %.1f s", strings.Join(args, " "), d.Seconds())
+	}
 	return string(out), err
 }
 
@@ -212,9 +227,15 @@ func TestS3Boto3(t *testing.T) {
 func startTLSGateway(t *testing.T, c *cluster) (endpoint, caFile string) {
 	dir := t.TempDir()
 	writeTLSDir(t, dir)
+	addr := startGateway(t, c, "--tls-cert", filepath.Join(dir, "server-cert.pem"), "--tls-key", filepath.Join(dir, "server-key.pem"))
+	return "https://" + addr, filepath.Join(dir, "ca-cert.pem")
+}
+
+// startGateway starts another gateway on the cluster's pool s3 with args,
+// stopped at the test's end, and returns its address once it listens.
+func startGateway(t *testing.T, c *cluster, args ...string) string {
 	addr := fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1))
-	srv := exec.Command(cairnBin, "--conf", c.conf, "s3", "--listen", addr, "--pool", "s3",
-		"--tls-cert", filepath.Join(dir, "server-cert.pem"), "--tls-key", filepath.Join(dir, "server-key.pem"))
+	srv := exec.Command(cairnBin, append([]string{"--conf", c.conf, "s3", "--listen", addr, "--pool", "s3"}, args...)...)
 	var log bytes.Buffer
 	srv.Stdout, srv.Stderr = &log, &log
 	if err := srv.Start(); err != nil {
@@ -224,7 +245,7 @@ func startTLSGateway(t *testing.T, c *cluster) (endpoint, caFile string) {
 		srv.Process.Kill()
 		srv.Wait()
 		if t.Failed() {
-			t.Logf("TLS gateway's log:\n%s", log.String())
+			t.Logf("the gateway on %s logged:\n%s", addr, log.String())
 		}
 	})
 	deadline := time.Now().Add(20 * time.Second)
@@ -232,14 +253,13 @@ func startTLSGateway(t *testing.T, c *cluster) (endpoint, caFile string) {
 		conn, err := net.Dial("tcp", addr)
 		if err == nil {
 			conn.Close()
-			break
+			return addr
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the TLS gateway does not listen: %s", log.String())
+			t.Fatalf("the gateway does not listen on %s: %s", addr, log.String())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return "https://" + addr, filepath.Join(dir, "ca-cert.pem")
 }
 
 // sdkClient is the AWS SDK for Go's S3 client on the gateway.

@@ -98,40 +98,80 @@ func runEnv(t *testing.T, env []string, name string, args ...string) string {
 	return string(out)
 }
 
-// TestS3Clients runs the clients nobody here wrote against one cluster's
-// gateway: rclone, restic and s3cmd as processes, minio-go and the AWS SDK
-// for Go (with its transfer manager) from this test.
+// TestS3Clients runs the clients nobody here wrote against one cluster,
+// over HTTPS to cairn dev --tls's gateway (trusting the CA it made) and
+// over HTTP to a second gateway: rclone, restic, s3cmd and aws-cli as
+// processes, minio-go and the AWS SDK for Go (with its transfer manager)
+// from this test.
 func TestS3Clients(t *testing.T) {
 	for _, tool := range []string{"rclone", "restic", "s3cmd"} {
 		requireTool(t, tool, "apt-get install "+tool)
 	}
-	c := startCluster(t, clusterOpts{s3: true})
-	info := c.s3Info()
-	for _, tc := range []struct {
-		name string
-		run  func(*testing.T, devcluster.S3Info, string)
-	}{
-		{"rclone", rcloneSession},
-		{"restic", resticSession},
-		{"s3cmd", s3cmdSession},
-		{"minio-go", minioSession},
-		{"aws-sdk-go-v2", sdkSession},
-	} {
-		ok := t.Run(tc.name, func(t *testing.T) {
-			start := time.Now()
-			tc.run(t, info, "")
-			t.Logf("%.1f s", time.Since(start).Seconds())
-		})
-		if !ok {
-			t.Logf("cluster logs:\n%s", c.logs())
+	requireTool(t, "aws", "pip install awscli")
+	c := startCluster(t, clusterOpts{s3: true, s3TLS: true})
+	tlsInfo := c.s3Info()
+	httpInfo := tlsInfo
+	httpInfo.Endpoint, httpInfo.CAFile = "http://"+startGateway(t, c), ""
+	for _, info := range []devcluster.S3Info{httpInfo, tlsInfo} {
+		for _, tc := range []struct {
+			name string
+			run  func(*testing.T, devcluster.S3Info)
+		}{
+			{"rclone", rcloneSession},
+			{"restic", resticSession},
+			{"s3cmd", s3cmdSession},
+			{"aws-cli", awsSession},
+			{"minio-go", minioSession},
+			{"aws-sdk-go-v2", sdkSession},
+		} {
+			ok := t.Run(scheme(info)+"/"+tc.name, func(t *testing.T) {
+				start := time.Now()
+				tc.run(t, info)
+				t.Logf("%.1f s", time.Since(start).Seconds())
+			})
+			if !ok {
+				t.Logf("cluster logs:\n%s", c.logs())
+			}
 		}
 	}
+}
+
+// scheme is "http" or "https", as info's endpoint says.
+func scheme(info devcluster.S3Info) string {
+	s, _, _ := strings.Cut(info.Endpoint, "://")
+	return s
+}
+
+// bucketFor names a client's bucket for one endpoint, so that the runs
+// over HTTP and HTTPS use buckets of their own.
+func bucketFor(info devcluster.S3Info, client string) string {
+	return client + "-" + scheme(info)
+}
+
+// awsSession: aws-cli cp of a 12 MiB file (in parts) and back, sync of the
+// awkward tree both ways, rm --recursive and rb.
+func awsSession(t *testing.T, info devcluster.S3Info) {
+	work := t.TempDir()
+	src, back := filepath.Join(work, "src"), filepath.Join(work, "back")
+	awkwardTree(t, src, 12<<20+1)
+	b := "s3://" + bucketFor(info, "awscli")
+	mustAWS(t, info, work, "s3", "mb", b)
+	mustAWS(t, info, work, "s3", "cp", "--only-show-errors", filepath.Join(src, "big/multipart.bin"), b+"/one/big")
+	mustAWS(t, info, work, "s3", "cp", "--only-show-errors", b+"/one/big", filepath.Join(work, "big.back"))
+	if !bytes.Equal(readFile(t, filepath.Join(work, "big.back")), readFile(t, filepath.Join(src, "big/multipart.bin"))) {
+		t.Error("aws s3 cp: the 12 MiB object came back different")
+	}
+	mustAWS(t, info, work, "s3", "sync", "--only-show-errors", src, b+"/tree")
+	mustAWS(t, info, work, "s3", "sync", "--only-show-errors", b+"/tree", back)
+	sameTree(t, src, back)
+	mustAWS(t, info, work, "s3", "rm", "--only-show-errors", "--recursive", b)
+	mustAWS(t, info, work, "s3", "rb", b)
 }
 
 // rcloneSession: rclone sync to a bucket and back, check both ways, then
 // a changed tree synced again (new, changed and deleted files). Parts of
 // 5 MiB from 5 MiB on, so the 12 MiB file goes up in 3 parts.
-func rcloneSession(t *testing.T, info devcluster.S3Info, caFile string) {
+func rcloneSession(t *testing.T, info devcluster.S3Info) {
 	work := t.TempDir()
 	conf := filepath.Join(work, "rclone.conf")
 	os.WriteFile(conf, []byte(fmt.Sprintf("[cairn]\ntype = s3\nprovider = Other\naccess_key_id = %s\nsecret_access_key = %s\nendpoint = %s\n",
@@ -149,57 +189,58 @@ func rcloneSession(t *testing.T, info devcluster.S3Info, caFile string) {
 	rc := func(args ...string) string {
 		t.Helper()
 		args = append([]string{"--config", conf, "--s3-upload-cutoff", "5M", "--s3-chunk-size", "5M", "--retries", "1", "--low-level-retries", "1"}, args...)
-		if caFile != "" {
-			args = append([]string{"--ca-cert", caFile}, args...)
+		if info.CAFile != "" {
+			args = append([]string{"--ca-cert", info.CAFile}, args...)
 		}
 		return runEnv(t, env, "rclone", args...)
 	}
-	rc("mkdir", "cairn:rclone")
-	rc("sync", src, "cairn:rclone/tree")
-	rc("check", src, "cairn:rclone/tree")
-	rc("sync", "cairn:rclone/tree", back)
-	rc("check", "cairn:rclone/tree", back)
+	r := "cairn:" + bucketFor(info, "rclone")
+	rc("mkdir", r)
+	rc("sync", src, r+"/tree")
+	rc("check", src, r+"/tree")
+	rc("sync", r+"/tree", back)
+	rc("check", r+"/tree", back)
 	sameTree(t, src, back)
 	// Change the tree: a new file, a changed one, a removed one.
 	os.WriteFile(filepath.Join(src, "dir/new file"), []byte("new"), 0o644)
 	os.WriteFile(filepath.Join(src, "a+b=c.txt"), randomBytes(5000), 0o644)
 	os.Remove(filepath.Join(src, "dir/semi;colon,comma"))
-	rc("sync", src, "cairn:rclone/tree")
-	rc("check", src, "cairn:rclone/tree")
-	rc("sync", "cairn:rclone/tree", back)
+	rc("sync", src, r+"/tree")
+	rc("check", src, r+"/tree")
+	rc("sync", r+"/tree", back)
 	sameTree(t, src, back)
-	if out := rc("lsf", "cairn:rclone/tree/dir/"); !strings.Contains(out, "with space/") || strings.Contains(out, "semi;colon") {
+	if out := rc("lsf", r+"/tree/dir/"); !strings.Contains(out, "with space/") || strings.Contains(out, "semi;colon") {
 		t.Errorf("rclone lsf of a directory:\n%s", out)
 	}
 	// A server-side copy, a move, and the MD5 rclone keeps for an object
 	// it uploaded in parts.
-	rc("copyto", "cairn:rclone/tree/big/multipart.bin", "cairn:rclone/copy.bin")
-	rc("moveto", "cairn:rclone/copy.bin", "cairn:rclone/moved.bin")
-	rc("check", "--download", filepath.Join(src, "big"), "cairn:rclone/tree/big")
+	rc("copyto", r+"/tree/big/multipart.bin", r+"/copy.bin")
+	rc("moveto", r+"/copy.bin", r+"/moved.bin")
+	rc("check", "--download", filepath.Join(src, "big"), r+"/tree/big")
 	sum := md5.Sum(readFile(t, filepath.Join(src, "big/multipart.bin")))
-	if out := rc("md5sum", "cairn:rclone/moved.bin"); !strings.HasPrefix(out, hex.EncodeToString(sum[:])+" ") {
+	if out := rc("md5sum", r+"/moved.bin"); !strings.HasPrefix(out, hex.EncodeToString(sum[:])+" ") {
 		t.Errorf("rclone md5sum of the moved copy: %q, want %x", out, sum)
 	}
-	if out := rc("lsf", "cairn:rclone/"); strings.Contains(out, "copy.bin") || !strings.Contains(out, "moved.bin") {
+	if out := rc("lsf", r+"/"); strings.Contains(out, "copy.bin") || !strings.Contains(out, "moved.bin") {
 		t.Errorf("rclone lsf after moveto:\n%s", out)
 	}
-	rc("purge", "cairn:rclone")
+	rc("purge", r)
 }
 
 // resticSession: restic init, backup, a second backup of a changed tree,
 // check --read-data, forget --keep-last 1 and prune, restore, and the
 // restored tree equal byte for byte to the source.
-func resticSession(t *testing.T, info devcluster.S3Info, caFile string) {
+func resticSession(t *testing.T, info devcluster.S3Info) {
 	work := t.TempDir()
 	src, restored := filepath.Join(work, "src"), filepath.Join(work, "restored")
 	awkwardTree(t, src, 9<<20)
-	env := append(s3Env(info), "RESTIC_REPOSITORY=s3:"+info.Endpoint+"/restic", "RESTIC_PASSWORD=correct horse",
+	env := append(s3Env(info), "RESTIC_REPOSITORY=s3:"+info.Endpoint+"/"+bucketFor(info, "restic"), "RESTIC_PASSWORD=correct horse",
 		"RESTIC_CACHE_DIR="+filepath.Join(work, "cache"))
-	if caFile != "" {
-		env = append(env, "RESTIC_CACERT="+caFile)
-	}
 	rs := func(args ...string) string {
 		t.Helper()
+		if info.CAFile != "" {
+			args = append([]string{"--cacert", info.CAFile}, args...)
+		}
 		return runEnv(t, env, "restic", args...)
 	}
 	rs("init")
@@ -219,15 +260,15 @@ func resticSession(t *testing.T, info devcluster.S3Info, caFile string) {
 
 // s3cmdSession: s3cmd mb, put (a 12 MiB file goes in 5 MiB parts), get,
 // ls, sync both ways, del, rb.
-func s3cmdSession(t *testing.T, info devcluster.S3Info, caFile string) {
+func s3cmdSession(t *testing.T, info devcluster.S3Info) {
 	work := t.TempDir()
 	host := strings.TrimPrefix(strings.TrimPrefix(info.Endpoint, "http://"), "https://")
 	conf := filepath.Join(work, "s3cfg")
 	cfg := fmt.Sprintf("[default]\naccess_key = %s\nsecret_key = %s\nhost_base = %s\nhost_bucket = %s\nuse_https = %v\n"+
 		"signature_v2 = False\nmultipart_chunk_size_mb = 5\ncheck_ssl_certificate = True\n",
 		info.AccessKey, info.SecretKey, host, host, strings.HasPrefix(info.Endpoint, "https"))
-	if caFile != "" {
-		cfg += "ca_certs_file = " + caFile + "\n"
+	if info.CAFile != "" {
+		cfg += "ca_certs_file = " + info.CAFile + "\n"
 	}
 	os.WriteFile(conf, []byte(cfg), 0o600)
 	src, back := filepath.Join(work, "src"), filepath.Join(work, "back")
@@ -237,31 +278,32 @@ func s3cmdSession(t *testing.T, info devcluster.S3Info, caFile string) {
 		t.Helper()
 		return runEnv(t, env, "s3cmd", append([]string{"-c", conf, "--no-progress"}, args...)...)
 	}
-	sc("mb", "s3://s3cmd")
-	sc("put", filepath.Join(src, "big/multipart.bin"), "s3://s3cmd/one/big.bin")
-	sc("put", filepath.Join(src, "a+b=c.txt"), "s3://s3cmd/one/a+b=c.txt")
+	b := "s3://" + bucketFor(info, "s3cmd")
+	sc("mb", b)
+	sc("put", filepath.Join(src, "big/multipart.bin"), b+"/one/big.bin")
+	sc("put", filepath.Join(src, "a+b=c.txt"), b+"/one/a+b=c.txt")
 	got := filepath.Join(work, "got")
-	sc("get", "s3://s3cmd/one/big.bin", got)
+	sc("get", b+"/one/big.bin", got)
 	if !bytes.Equal(readFile(t, got), readFile(t, filepath.Join(src, "big/multipart.bin"))) {
 		t.Error("s3cmd get of the multipart object differs from what put sent")
 	}
-	if out := sc("ls", "s3://s3cmd/one/"); !strings.Contains(out, "s3://s3cmd/one/big.bin") || !strings.Contains(out, "a+b=c.txt") {
+	if out := sc("ls", b+"/one/"); !strings.Contains(out, b+"/one/big.bin") || !strings.Contains(out, "a+b=c.txt") {
 		t.Errorf("s3cmd ls:\n%s", out)
 	}
-	sc("sync", src+"/", "s3://s3cmd/tree/")
-	sc("sync", "s3://s3cmd/tree/", back+"/")
+	sc("sync", src+"/", b+"/tree/")
+	sc("sync", b+"/tree/", back+"/")
 	sameTree(t, src, back)
 	// A second sync sends nothing: the listing's ETags and sizes match.
-	if out := sc("sync", "--dry-run", src+"/", "s3://s3cmd/tree/"); strings.Contains(out, "upload:") {
+	if out := sc("sync", "--dry-run", src+"/", b+"/tree/"); strings.Contains(out, "upload:") {
 		t.Errorf("a second s3cmd sync would upload again:\n%s", out)
 	}
-	sc("del", "s3://s3cmd/one/big.bin")
-	if out := sc("ls", "s3://s3cmd/one/"); strings.Contains(out, "big.bin") {
+	sc("del", b+"/one/big.bin")
+	if out := sc("ls", b+"/one/"); strings.Contains(out, "big.bin") {
 		t.Errorf("s3cmd ls after del:\n%s", out)
 	}
-	sc("del", "--recursive", "--force", "s3://s3cmd/")
-	sc("rb", "s3://s3cmd")
-	if out := sc("ls"); strings.Contains(out, "s3://s3cmd") {
+	sc("del", "--recursive", "--force", b+"/")
+	sc("rb", b)
+	if out := sc("ls"); strings.Contains(out, b) {
 		t.Errorf("s3cmd ls after rb:\n%s", out)
 	}
 }

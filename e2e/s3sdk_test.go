@@ -60,7 +60,8 @@ func objKeys(keys, prefixes []string) string {
 // whole and a range, lists with and without its delimiter, writes with
 // its If-Match and If-None-Match options, copies, presigns a GET, removes
 // objects in one DeleteObjects and the bucket.
-func minioSession(t *testing.T, info devcluster.S3Info, caFile string) {
+func minioSession(t *testing.T, info devcluster.S3Info) {
+	caFile, bucket := info.CAFile, bucketFor(info, "minio")
 	ctx := context.Background()
 	host, secure := strings.TrimPrefix(info.Endpoint, "http://"), false
 	if strings.HasPrefix(info.Endpoint, "https://") {
@@ -71,11 +72,11 @@ func minioSession(t *testing.T, info devcluster.S3Info, caFile string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mc.MakeBucket(ctx, "minio", minio.MakeBucketOptions{}); err != nil {
+	if err := mc.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	big := randomBytes(17<<20 + 3)
-	up, err := mc.PutObject(ctx, "minio", "dir/big", io.MultiReader(bytes.NewReader(big)), -1, minio.PutObjectOptions{PartSize: 5 << 20})
+	up, err := mc.PutObject(ctx, bucket, "dir/big", io.MultiReader(bytes.NewReader(big)), -1, minio.PutObjectOptions{PartSize: 5 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,13 +84,13 @@ func minioSession(t *testing.T, info devcluster.S3Info, caFile string) {
 		t.Errorf("the 17 MiB upload's ETag %q: want one of 4 parts", up.ETag)
 	}
 	small := []byte("small object")
-	if _, err := mc.PutObject(ctx, "minio", "dir/sub/small", bytes.NewReader(small), int64(len(small)),
+	if _, err := mc.PutObject(ctx, bucket, "dir/sub/small", bytes.NewReader(small), int64(len(small)),
 		minio.PutObjectOptions{ContentType: "text/plain", UserMetadata: map[string]string{"Colour": "blue"}}); err != nil {
 		t.Fatal(err)
 	}
 	get := func(key string, opts minio.GetObjectOptions) []byte {
 		t.Helper()
-		o, err := mc.GetObject(ctx, "minio", key, opts)
+		o, err := mc.GetObject(ctx, bucket, key, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,13 +109,13 @@ func minioSession(t *testing.T, info devcluster.S3Info, caFile string) {
 	if !bytes.Equal(get("dir/big", rg), big[5<<20-10:5<<20+10]) {
 		t.Error("a range across a part boundary differs")
 	}
-	st, err := mc.StatObject(ctx, "minio", "dir/sub/small", minio.StatObjectOptions{})
+	st, err := mc.StatObject(ctx, bucket, "dir/sub/small", minio.StatObjectOptions{})
 	if err != nil || st.ContentType != "text/plain" || st.UserMetadata["Colour"] != "blue" || st.Size != int64(len(small)) {
 		t.Errorf("stat: %+v %v", st, err)
 	}
 	list := func(prefix string, recursive bool) string {
 		var keys, prefixes []string
-		for o := range mc.ListObjects(ctx, "minio", minio.ListObjectsOptions{Prefix: prefix, Recursive: recursive}) {
+		for o := range mc.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: recursive}) {
 			if o.Err != nil {
 				t.Fatal(o.Err)
 			}
@@ -136,7 +137,7 @@ func minioSession(t *testing.T, info devcluster.S3Info, caFile string) {
 	put := func(key string, cond func(*minio.PutObjectOptions)) (minio.UploadInfo, error) {
 		var o minio.PutObjectOptions
 		cond(&o)
-		return mc.PutObject(ctx, "minio", key, strings.NewReader(key), int64(len(key)), o)
+		return mc.PutObject(ctx, bucket, key, strings.NewReader(key), int64(len(key)), o)
 	}
 	isPrecondition := func(err error) bool {
 		return minio.ToErrorResponse(err).Code == "PreconditionFailed"
@@ -155,13 +156,13 @@ func minioSession(t *testing.T, info devcluster.S3Info, caFile string) {
 		t.Errorf("If-Match of the current ETag: %v", err)
 	}
 	// Copy, presign, remove.
-	if _, err := mc.CopyObject(ctx, minio.CopyDestOptions{Bucket: "minio", Object: "copy"}, minio.CopySrcOptions{Bucket: "minio", Object: "dir/big"}); err != nil {
+	if _, err := mc.CopyObject(ctx, minio.CopyDestOptions{Bucket: bucket, Object: "copy"}, minio.CopySrcOptions{Bucket: bucket, Object: "dir/big"}); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(get("copy", minio.GetObjectOptions{}), big) {
 		t.Error("the copy differs")
 	}
-	u, err := mc.PresignedGetObject(ctx, "minio", "dir/sub/small", 300e9, nil)
+	u, err := mc.PresignedGetObject(ctx, bucket, "dir/sub/small", 300e9, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,10 +180,10 @@ func minioSession(t *testing.T, info devcluster.S3Info, caFile string) {
 		objs <- minio.ObjectInfo{Key: k}
 	}
 	close(objs)
-	for e := range mc.RemoveObjects(ctx, "minio", objs, minio.RemoveObjectsOptions{}) {
+	for e := range mc.RemoveObjects(ctx, bucket, objs, minio.RemoveObjectsOptions{}) {
 		t.Errorf("RemoveObjects %s: %v", e.ObjectName, e.Err)
 	}
-	if err := mc.RemoveBucket(ctx, "minio"); err != nil {
+	if err := mc.RemoveBucket(ctx, bucket); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -191,7 +192,8 @@ func minioSession(t *testing.T, info devcluster.S3Info, caFile string) {
 // transfer manager uploads 21 MiB from a stream (5 MiB parts, 3 at once)
 // and downloads it in ranged parts; ListObjectsV2 with a delimiter;
 // PutObject with If-None-Match and If-Match.
-func sdkSession(t *testing.T, info devcluster.S3Info, caFile string) {
+func sdkSession(t *testing.T, info devcluster.S3Info) {
+	caFile := info.CAFile
 	ctx := context.Background()
 	opts := []func(*config.LoadOptions) error{config.WithRegion("us-east-1"),
 		config.WithSharedConfigFiles([]string{}), config.WithSharedCredentialsFiles([]string{}),
@@ -204,7 +206,7 @@ func sdkSession(t *testing.T, info devcluster.S3Info, caFile string) {
 		t.Fatal(err)
 	}
 	cl := s3.NewFromConfig(cfg, func(o *s3.Options) { o.BaseEndpoint = aws.String(info.Endpoint); o.UsePathStyle = true })
-	bucket := aws.String("sdk")
+	bucket := aws.String(bucketFor(info, "sdk"))
 	if _, err := cl.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: bucket}); err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,8 @@ func devCmd(g *globals) *cobra.Command {
 		Short: "start a local cluster: etcd plus hosts × OSDs as separate processes on 127.0.0.x",
 		Long: `Starts a complete cluster on this machine: one mon (embedded etcd) and
 --hosts × --osds-per-host OSD processes, host N listening on 127.0.0.N, with all
-data under --dir, an NBD server and an S3 gateway. Creates the pool "default"
+data under --dir, an NBD server and an S3 gateway (HTTPS with --tls: the
+certificate and its CA are made once, in DIR). Creates the pool "default"
 (3 copies, one per host), the pool "s3" for the gateway's buckets and the S3
 user admin with an access key, writes DIR/cairn.conf, DIR/dev.json and
 DIR/s3.json, prints how to use it, and runs until Ctrl-C.
@@ -41,6 +42,7 @@ one now. DIR/dev.json always lists the running pids.`,
 	f.IntVar(&o.MetricsPort, "metrics-port", 9300, "osd.N serves Prometheus metrics on this port + N, then the NBD gateway, then the mon (0: none)")
 	f.IntVar(&o.DashboardPort, "dashboard-port", 8080, "port of the mon's web dashboard on 127.0.0.1, without a password (0: none)")
 	f.IntVar(&o.S3Port, "s3-port", 9000, "port of the S3 gateway on 127.0.0.1, for user admin (DIR/s3.json has its key; 0: none)")
+	f.BoolVar(&o.S3TLS, "tls", false, "the S3 gateway serves HTTPS with a certificate signed by a CA made for DIR (clients trust DIR/s3-ca.pem)")
 	f.DurationVar(&o.S3GCGrace, "s3-gc-grace", 0, "the S3 gateway's --gc-grace (0: its default)")
 	f.DurationVar(&o.S3IntentTimeout, "s3-intent-timeout", 0, "the S3 gateway's --intent-timeout (0: its default)")
 	f.Int64Var(&o.DataCacheSize, "data-cache-size", 0, "each OSD's memory for repeated large reads, as cairn osd --data-cache-size (0: its default)")
@@ -82,6 +84,9 @@ func runDev(ctx context.Context, g *globals, o devcluster.Options) error {
 	}
 	if s := dc.S3; s != nil {
 		fmt.Fprintf(w, "\n  s3  %s  access key %s secret %s  (also in %s)\n", s.Endpoint, s.AccessKey, s.SecretKey, filepath.Join(dc.Dir, "s3.json"))
+		if s.CAFile != "" {
+			fmt.Fprintf(w, "      its certificate's CA: %s\n", s.CAFile)
+		}
 	}
 	fmt.Fprintf(w, "\n  pool %q: %d copies (min %d), %d pgs, one copy per %s\n", pinfo.Name, pinfo.Size, pinfo.MinSize, pinfo.PGNum, pinfo.FailureDomain)
 	fmt.Fprintf(w, "  config: %s (process list: %s)\n\n", dc.Conf, filepath.Join(dc.Dir, "dev.json"))
@@ -93,7 +98,11 @@ func runDev(ctx context.Context, g *globals, o devcluster.Options) error {
 		fmt.Fprintf(w, "  cairn volume create default/vm1 --size 10G && qemu-img info nbd://%s/default/vm1\n", dc.NBDAddr)
 	}
 	if s := dc.S3; s != nil {
-		fmt.Fprintf(w, "  AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s aws --endpoint-url %s s3 mb s3://photos\n", s.AccessKey, s.SecretKey, s.Endpoint)
+		ca := ""
+		if s.CAFile != "" {
+			ca = "AWS_CA_BUNDLE=" + s.CAFile + " "
+		}
+		fmt.Fprintf(w, "  %sAWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s aws --endpoint-url %s s3 mb s3://photos\n", ca, s.AccessKey, s.SecretKey, s.Endpoint)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "A process that exits is restarted; cairn dev restart osd.0 --dir %s restarts one now.\n", o.Dir)

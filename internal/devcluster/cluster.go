@@ -29,8 +29,9 @@ type Options struct {
 	External    []string // etcd endpoints to use instead of starting a mon
 	IPv6        bool
 	DownOut     time.Duration
-	NBDPort     int // 0: no NBD server
-	S3Port      int // 0: no S3 gateway
+	NBDPort     int  // 0: no NBD server
+	S3Port      int  // 0: no S3 gateway
+	S3TLS       bool // the S3 gateway serves HTTPS with a certificate made for DIR
 	// DashboardPort: the mon serves the web dashboard on this port of the
 	// first loopback address, without a password (0: none).
 	DashboardPort int

@@ -24,6 +24,9 @@ type S3Info struct {
 	Endpoint  string `json:"endpoint"`
 	AccessKey string `json:"access_key"`
 	SecretKey string `json:"secret_key"`
+	// CAFile is the CA that signed the gateway's certificate, with
+	// --tls (the endpoint is then https://).
+	CAFile string `json:"ca_file,omitempty"`
 }
 
 // s3Pool is the pool the dev cluster's gateway keeps buckets in; s3PGs its
@@ -36,7 +39,8 @@ const (
 
 // startS3 makes sure the pool s3 and the user admin with a key exist
 // (writing DIR/s3.json at the first start, reusing it later while its key
-// still exists), and starts the gateway on o.S3Port.
+// still exists), and starts the gateway on o.S3Port, over TLS with
+// o.S3TLS.
 func (c *Cluster) startS3(ctx context.Context, o Options, cfg *conf.Config, ms *meta.Store, cl *client.Client) error {
 	if _, err := cl.Pool(s3Pool); errors.Is(err, client.ErrPoolNotFound) {
 		if _, err := cl.CreatePool(ctx, client.PoolSpec{Name: s3Pool, Size: min(3, o.Hosts), PGNum: s3PGs, FailureDomain: clustermap.DomainHost}); err != nil {
@@ -46,11 +50,20 @@ func (c *Cluster) startS3(ctx context.Context, o Options, cfg *conf.Config, ms *
 		return err
 	}
 	addr := net.JoinHostPort(strings.Trim(o.Loopback(0), "[]"), strconv.Itoa(o.S3Port))
-	info, err := s3Credentials(ctx, ms, filepath.Join(c.Dir, "s3.json"), "http://"+addr)
+	args := []string{"s3", "--conf", c.Conf, "--listen", addr, "--pool", s3Pool}
+	endpoint, caFile := "http://"+addr, ""
+	if o.S3TLS {
+		ca, cert, key, err := s3TLSFiles(c.Dir, strings.Trim(o.Loopback(0), "[]"))
+		if err != nil {
+			return err
+		}
+		args = append(args, "--tls-cert", cert, "--tls-key", key)
+		endpoint, caFile = "https://"+addr, ca
+	}
+	info, err := s3Credentials(ctx, ms, filepath.Join(c.Dir, "s3.json"), endpoint, caFile)
 	if err != nil {
 		return err
 	}
-	args := []string{"s3", "--conf", c.Conf, "--listen", addr, "--pool", s3Pool}
 	if o.S3GCGrace > 0 {
 		args = append(args, "--gc-grace", o.S3GCGrace.String())
 	}
@@ -76,14 +89,14 @@ func (c *Cluster) startS3(ctx context.Context, o Options, cfg *conf.Config, ms *
 
 // s3Credentials returns admin's key from path if it still exists, or
 // creates the user (if missing) and a new key, and writes path.
-func s3Credentials(ctx context.Context, ms *meta.Store, path, endpoint string) (S3Info, error) {
+func s3Credentials(ctx context.Context, ms *meta.Store, path, endpoint, caFile string) (S3Info, error) {
 	var info S3Info
 	if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &info) == nil && info.AccessKey != "" {
 		keys, err := ms.S3Keys(ctx, s3User)
 		if err == nil {
 			for _, k := range keys {
 				if k.AccessKey == info.AccessKey {
-					info.Endpoint = endpoint
+					info.Endpoint, info.CAFile = endpoint, caFile
 					return info, writeS3Info(path, info)
 				}
 			}
@@ -96,7 +109,7 @@ func s3Credentials(ctx context.Context, ms *meta.Store, path, endpoint string) (
 	if err != nil {
 		return info, fmt.Errorf("dev: creating an access key for S3 user %s: %w", s3User, err)
 	}
-	info = S3Info{Endpoint: endpoint, AccessKey: key.AccessKey, SecretKey: secret}
+	info = S3Info{Endpoint: endpoint, AccessKey: key.AccessKey, SecretKey: secret, CAFile: caFile}
 	return info, writeS3Info(path, info)
 }
 
