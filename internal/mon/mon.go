@@ -128,6 +128,9 @@ func Run(ctx context.Context, o Options, ready func()) error {
 // every start, before anything is stored.
 func syncDirs(dataDir string) error {
 	dir, err := filepath.Abs(dataDir)
+	if err == nil {
+		dir, err = filepath.EvalSymlinks(dir) // WalkDir stops at a link
+	}
 	if err != nil {
 		return err
 	}

@@ -67,8 +67,15 @@ func TestPowerCutMonChild(t *testing.T) {
 // after its data directory was created: etcd syncs the files and
 // directories it makes inside, but not the data directory's own name, so
 // the mon syncs that (a filesystem that does not write new names with the
-// next fsync, as ext4's journal happens to, lost every map).
+// next fsync, as ext4's journal happens to, lost every map), also where
+// the data directory is a symbolic link (as in a dev cluster).
 func TestMonKeepsMapAfterPowerCut(t *testing.T) {
+	for _, link := range []bool{false, true} {
+		t.Run(fmt.Sprint("link=", link), func(t *testing.T) { monKeepsMapAfterPowerCut(t, link) })
+	}
+}
+
+func monKeepsMapAfterPowerCut(t *testing.T, link bool) {
 	f := powercut.ForTest(t, filepath.Join(t.TempDir(), "disk"), powercut.Options{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -76,9 +83,27 @@ func TestMonKeepsMapAfterPowerCut(t *testing.T) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
+	// The data directory: new, in a durable one; or a link to the root
+	// of the mount.
+	dataDir := func() string { return filepath.Join(f.Dir(), "var", "mon") }
+	if link {
+		l := filepath.Join(t.TempDir(), "mon")
+		dataDir = func() string {
+			os.Remove(l)
+			if err := os.Symlink(f.Dir(), l); err != nil {
+				t.Fatal(err)
+			}
+			return l
+		}
+	} else {
+		if err := os.Mkdir(filepath.Join(f.Dir(), "var"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		syncTestDir(t, f.Dir())
+	}
 	run := func(env ...string) string {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestPowerCutMonChild$")
-		cmd.Env = append(os.Environ(), append(env, "MON_POWERCUT_DIR="+filepath.Join(f.Dir(), "var", "mon"),
+		cmd.Env = append(os.Environ(), append(env, "MON_POWERCUT_DIR="+dataDir(),
 			fmt.Sprint("MON_POWERCUT_PORT=", port))...)
 		out, err := cmd.StdoutPipe()
 		if err != nil {
@@ -102,10 +127,6 @@ func TestMonKeepsMapAfterPowerCut(t *testing.T) {
 		}
 		return line
 	}
-	if err := os.Mkdir(filepath.Join(f.Dir(), "var"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	syncTestDir(t, f.Dir())
 	if got := run("MON_POWERCUT_FSID=c1"); got != "acked" {
 		t.Fatalf("the mon did not store the map: %s", got)
 	}
