@@ -270,54 +270,131 @@ func sdkClient(info devcluster.S3Info) *s3.Client {
 		})})
 }
 
-// TestS3ConditionalCreators: 16 clients create one key with
-// If-None-Match: * at once, 20 rounds: exactly one 200 each round, the
-// others 412, and the object holds the winner's bytes.
-func TestS3ConditionalCreators(t *testing.T) {
+// TestS3Conditional: the gateway's conditional writes under contention,
+// on one cluster. 64 clients create one key with If-None-Match: * at once,
+// round after round (100, or as many as 45 s allow, at least 20): exactly
+// one 200 each round, the others 412, and the object holds the winner's
+// bytes. Then 16 writers each add 1 to a counter object 10 times by
+// read-modify-write with If-Match, retrying on 412: no update is lost.
+func TestS3Conditional(t *testing.T) {
 	c := startCluster(t, clusterOpts{s3: true})
 	cl := sdkClient(c.s3Info())
 	ctx := context.Background()
 	if _, err := cl.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("race")}); err != nil {
 		t.Fatal(err)
 	}
-	for round := 0; round < 20; round++ {
-		key := fmt.Sprint("key", round)
+	t.Run("creators", func(t *testing.T) { conditionalCreators(t, cl) })
+	t.Run("if-match", func(t *testing.T) { ifMatchWriters(t, cl) })
+}
+
+func isPreconditionFailed(err error) bool {
+	var ae smithy.APIError
+	return errors.As(err, &ae) && ae.ErrorCode() == "PreconditionFailed"
+}
+
+func conditionalCreators(t *testing.T, cl *s3.Client) {
+	const creators = 64
+	ctx := context.Background()
+	start := time.Now()
+	rounds := 0
+	for ; rounds < 100 && (rounds < 20 || time.Since(start) < 45*time.Second); rounds++ {
+		key := fmt.Sprint("key", rounds)
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		var winners []int
 		fails := 0
-		for i := 0; i < 16; i++ {
+		ready := make(chan struct{})
+		for i := 0; i < creators; i++ {
 			wg.Add(1)
 			go func(i int) {
 				defer wg.Done()
+				<-ready
 				_, err := cl.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("race"), Key: aws.String(key),
 					Body: strings.NewReader(fmt.Sprint("writer ", i)), IfNoneMatch: aws.String("*")})
-				var ae smithy.APIError
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
 				case err == nil:
 					winners = append(winners, i)
-				case errors.As(err, &ae) && ae.ErrorCode() == "PreconditionFailed":
+				case isPreconditionFailed(err):
 					fails++
 				default:
-					t.Errorf("round %d writer %d: %v", round, i, err)
+					t.Errorf("round %d writer %d: %v", rounds, i, err)
 				}
 			}(i)
 		}
+		close(ready)
 		wg.Wait()
-		if len(winners) != 1 || fails != 15 {
-			t.Fatalf("round %d: %d got 200 and %d got 412, want 1 and 15", round, len(winners), fails)
+		if len(winners) != 1 || fails != creators-1 {
+			t.Fatalf("round %d: %d got 200 and %d got 412, want 1 and %d", rounds, len(winners), fails, creators-1)
 		}
 		got, err := cl.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("race"), Key: aws.String(key)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		b, _ := io.ReadAll(got.Body)
+		got.Body.Close()
 		if string(b) != fmt.Sprint("writer ", winners[0]) {
-			t.Fatalf("round %d: the object holds %q, the winner was writer %d", round, b, winners[0])
+			t.Fatalf("round %d: the object holds %q, the winner was writer %d", rounds, b, winners[0])
 		}
 	}
+	t.Logf("%d rounds of %d creators in %.1f s, one winner each", rounds, creators, time.Since(start).Seconds())
+}
+
+func ifMatchWriters(t *testing.T, cl *s3.Client) {
+	const writers, each = 16, 10
+	ctx := context.Background()
+	key := aws.String("counter")
+	if _, err := cl.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("race"), Key: key, Body: strings.NewReader("0")}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	applied, conflicts := 0, 0
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for done := 0; done < each; {
+				got, err := cl.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("race"), Key: key})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				b, _ := io.ReadAll(got.Body)
+				got.Body.Close()
+				var n int
+				fmt.Sscan(string(b), &n)
+				_, err = cl.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("race"), Key: key,
+					Body: strings.NewReader(fmt.Sprint(n + 1)), IfMatch: got.ETag})
+				mu.Lock()
+				switch {
+				case err == nil:
+					applied++
+					done++
+				case isPreconditionFailed(err):
+					conflicts++
+				default:
+					t.Error(err)
+					mu.Unlock()
+					return
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	got, err := cl.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("race"), Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(got.Body)
+	got.Body.Close()
+	if string(b) != fmt.Sprint(writers*each) || applied != writers*each {
+		t.Fatalf("the counter holds %q after %d successful If-Match writes, want %d", b, applied, writers*each)
+	}
+	t.Logf("%d writers, %d updates each, %d conflicts (412) retried, %.1f s", writers, each, conflicts, time.Since(start).Seconds())
 }
 
 // s3Stripes counts the gateway's data stripes in pool s3.
