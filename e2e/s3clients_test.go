@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"crypto/md5"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -112,6 +115,7 @@ func TestS3Clients(t *testing.T) {
 	tlsInfo := c.s3Info()
 	httpInfo := tlsInfo
 	httpInfo.Endpoint, httpInfo.CAFile = "http://"+startGateway(t, c), ""
+	s3StatusLists(t, c, tlsInfo.Endpoint, httpInfo.Endpoint)
 	for _, info := range []devcluster.S3Info{httpInfo, tlsInfo} {
 		for _, tc := range []struct {
 			name string
@@ -133,6 +137,40 @@ func TestS3Clients(t *testing.T) {
 				t.Logf("cluster logs:\n%s", c.logs())
 			}
 		}
+	}
+}
+
+// s3StatusLists fails unless cairn status lists exactly the gateways of
+// endpoints (waiting a little for the last one to register).
+func s3StatusLists(t *testing.T, c *cluster, endpoints ...string) {
+	t.Helper()
+	sort.Strings(endpoints)
+	var got []string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		out, err := c.cli(nil, "status", "--json")
+		var st struct {
+			Gateways []struct{ Kind, Endpoint, Pool string }
+		}
+		if err != nil || json.Unmarshal(out, &st) != nil {
+			t.Fatalf("cairn status --json: %v\n%s", err, out)
+		}
+		got = got[:0]
+		for _, g := range st.Gateways {
+			if g.Kind != "s3" || g.Pool != "s3" {
+				t.Fatalf("cairn status lists %+v", g)
+			}
+			got = append(got, g.Endpoint)
+		}
+		sort.Strings(got)
+		if slices.Equal(got, endpoints) {
+			break
+		}
+	}
+	if !slices.Equal(got, endpoints) {
+		t.Fatalf("cairn status lists the gateways %q, want %q", got, endpoints)
+	}
+	if out, err := c.cli(nil, "status"); err != nil || !strings.Contains(string(out), "gateways:") || !strings.Contains(string(out), endpoints[0]) {
+		t.Fatalf("cairn status: %v\n%s", err, out)
 	}
 }
 

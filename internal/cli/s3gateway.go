@@ -10,11 +10,14 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cairn-storage/cairn/client"
+	"github.com/cairn-storage/cairn/internal/meta"
+	"github.com/cairn-storage/cairn/internal/report"
 	"github.com/cairn-storage/cairn/internal/runtimepolicy"
 	"github.com/cairn-storage/cairn/internal/s3gw"
 )
@@ -114,6 +117,7 @@ func (o s3Gateway) run(ctx context.Context, g *globals) error {
 		scheme = "https"
 	}
 	logger.Printf("s3: serving the buckets of pool %q on %s://%s", o.pool, scheme, ln.Addr())
+	defer registerGateway(ctx, ms, report.Gateway{Kind: "s3", Endpoint: scheme + "://" + ln.Addr().String(), Pool: o.pool})()
 	if o.tlsCert != "" {
 		err = srv.ServeTLS(ln, o.tlsCert, o.tlsKey)
 	} else {
@@ -123,6 +127,23 @@ func (o s3Gateway) run(ctx context.Context, g *globals) error {
 		return nil
 	}
 	return err
+}
+
+// registerGateway lists the gateway g in etcd (cairn status shows it)
+// while it runs; the function it returns removes it and waits until done.
+func registerGateway(ctx context.Context, ms *meta.Store, g report.Gateway) (stop func()) {
+	g.Host, _ = os.Hostname()
+	g.PID, g.Started = os.Getpid(), time.Now().UTC().Truncate(time.Second)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ms.RegisterGateway(ctx, g, 10*time.Second)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // countLoad counts requests in and out for the runtime policy, which gives

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cairn-storage/cairn/internal/health"
 	"github.com/cairn-storage/cairn/internal/meta"
+	"github.com/cairn-storage/cairn/internal/report"
 	"github.com/spf13/cobra"
 )
 
@@ -85,10 +86,15 @@ func loadStatus(cmd *cobra.Command, ms *meta.Store) (health.Status, error) {
 	if err != nil {
 		return health.Status{}, err
 	}
+	gws, err := ms.Gateways(ctx)
+	if err != nil {
+		return health.Status{}, err
+	}
 	st := health.Compute(m, stats, reports, time.Now())
 	if st.Checks == nil {
 		st.Checks = []health.Check{}
 	}
+	st.Gateways = gws
 	return st, nil
 }
 
@@ -117,6 +123,7 @@ func printStatus(w io.Writer, st health.Status) {
 		fmt.Fprintf(w, "  pgs:    %s\n", strings.Join(parts, ", "))
 	}
 	fmt.Fprintf(w, "  usage:  %s used of %s\n", humanBytes(st.Used), humanBytes(st.Total))
+	printGateways(w, st.Gateways)
 	if len(st.Work) > 0 {
 		fmt.Fprintf(w, "  work:\n")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -131,6 +138,20 @@ func printStatus(w io.Writer, st health.Status) {
 		}
 		tw.Flush()
 	}
+}
+
+// printGateways lists the running gateways, one a line.
+func printGateways(w io.Writer, gws []report.Gateway) {
+	if len(gws) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "  gateways:\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, g := range gws {
+		up := time.Since(g.Started).Truncate(time.Second)
+		fmt.Fprintf(tw, "    %s\t%s\tpool %s\ton %s\tpid %d\tup %s\n", g.Kind, g.Endpoint, g.Pool, g.Host, g.PID, up)
+	}
+	tw.Flush()
 }
 
 func osdTreeCmd(g *globals) *cobra.Command {

@@ -51,6 +51,9 @@ type Status struct {
 	// PGStates counts PGs by the state their primaries report.
 	PGStates map[string]int `json:"pg_states,omitempty"`
 	Work     []Work         `json:"work,omitempty"`
+	// Gateways are the running gateways (cairn s3), as they registered
+	// themselves; Compute leaves it to the caller, who reads etcd.
+	Gateways []report.Gateway `json:"gateways"`
 }
 
 // Work is one OSD's background job (recovery, scrub) with its progress.

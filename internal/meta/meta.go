@@ -1,7 +1,7 @@
 // Package meta is the only importer of etcd. It stores the cluster map as one
 // JSON document changed by compare-and-swap on its epoch, holds OSD liveness
-// leases, per-OSD usage and health reports, snapshot groups, and S3 users
-// with their access keys, and drives the keeper: its election and the watch
+// leases, per-OSD usage and health reports, snapshot groups, S3 users
+// with their access keys and the running gateways, and drives the keeper: its election and the watch
 // of the leases (what the keeper changes in the map is package keeper's pure
 // policy).
 //

@@ -70,3 +70,14 @@ type Event struct {
 	Count    int              `json:"count"`
 	Archived time.Time        `json:"archived,omitzero"`
 }
+
+// Gateway is what a running gateway (cairn s3) publishes about itself
+// under a lease of its own, so that it vanishes when the process does.
+type Gateway struct {
+	Kind     string    `json:"kind"`     // "s3"
+	Endpoint string    `json:"endpoint"` // what clients use, e.g. https://10.0.0.1:9000
+	Pool     string    `json:"pool"`
+	Host     string    `json:"host"` // the machine's host name
+	PID      int       `json:"pid"`
+	Started  time.Time `json:"started"`
+}
