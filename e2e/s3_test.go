@@ -272,7 +272,7 @@ func sdkClient(info devcluster.S3Info) *s3.Client {
 
 // TestS3Conditional: the gateway's conditional writes under contention,
 // on one cluster. 64 clients create one key with If-None-Match: * at once,
-// round after round (100, or as many as 45 s allow, at least 20): exactly
+// round after round (100, or as many as 30 s allow, at least 20): exactly
 // one 200 each round, the others 412, and the object holds the winner's
 // bytes. Then 16 writers each add 1 to a counter object 10 times by
 // read-modify-write with If-Match, retrying on 412: no update is lost.
@@ -297,7 +297,7 @@ func conditionalCreators(t *testing.T, cl *s3.Client) {
 	ctx := context.Background()
 	start := time.Now()
 	rounds := 0
-	for ; rounds < 100 && (rounds < 20 || time.Since(start) < 45*time.Second); rounds++ {
+	for ; rounds < 100 && (rounds < 20 || time.Since(start) < 30*time.Second); rounds++ {
 		key := fmt.Sprint("key", rounds)
 		var wg sync.WaitGroup
 		var mu sync.Mutex
