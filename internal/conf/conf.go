@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -32,7 +33,11 @@ type Config struct {
 	// clusters whose etcd is cairn's own mon (which turns auth on); an
 	// external etcd keeps whatever access control its operator set up.
 	EtcdAuth bool
-	Path     string // where it was loaded from (not stored)
+	// Encrypt: client↔OSD and OSD↔OSD connections are TLS, the cluster
+	// key's handshake bound to each session (package rpc). Every daemon
+	// and client of the cluster must agree.
+	Encrypt bool
+	Path    string // where it was loaded from (not stored)
 }
 
 // KeyLen is the length of a generated cluster key.
@@ -143,14 +148,15 @@ func Parse(b []byte) (*Config, error) {
 					c.EtcdEndpoints = append(c.EtcdEndpoints, e)
 				}
 			}
-		case "etcd_auth":
-			switch v {
-			case "true":
-				c.EtcdAuth = true
-			case "false":
-				c.EtcdAuth = false
-			default:
-				return nil, fmt.Errorf("line %d: etcd_auth must be true or false, not %q", n, v)
+		case "etcd_auth", "encrypt":
+			b, err := strconv.ParseBool(v)
+			if err != nil || v != "true" && v != "false" {
+				return nil, fmt.Errorf("line %d: %s must be true or false, not %q", n, k, v)
+			}
+			if k == "encrypt" {
+				c.Encrypt = b
+			} else {
+				c.EtcdAuth = b
 			}
 		case "cluster_key":
 			key, err := hex.DecodeString(v)
@@ -184,6 +190,9 @@ func (c *Config) Save(path string) error {
 	fmt.Fprintf(&b, "etcd_endpoints = %s\n", strings.Join(c.EtcdEndpoints, ","))
 	fmt.Fprintf(&b, "etcd_auth = %t\n", c.EtcdAuth)
 	fmt.Fprintf(&b, "cluster_key = %s\n", hex.EncodeToString(c.ClusterKey))
+	if c.Encrypt {
+		b.WriteString("encrypt = true\n")
+	}
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 
 func TestSaveLoadRoundTrip(t *testing.T) {
 	c := New([]string{"http://127.0.0.1:2379", "http://[::1]:2379"})
+	c.Encrypt, c.EtcdAuth = true, true
 	p := filepath.Join(t.TempDir(), "cairn.conf")
 	if err := c.Save(p); err != nil {
 		t.Fatal(err)
@@ -25,7 +26,8 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.FSID != c.FSID || !bytes.Equal(got.ClusterKey, c.ClusterKey) || strings.Join(got.EtcdEndpoints, ",") != strings.Join(c.EtcdEndpoints, ",") {
+	if got.FSID != c.FSID || !bytes.Equal(got.ClusterKey, c.ClusterKey) || strings.Join(got.EtcdEndpoints, ",") != strings.Join(c.EtcdEndpoints, ",") ||
+		!got.Encrypt || !got.EtcdAuth {
 		t.Fatalf("round trip changed config: %+v vs %+v", got, c)
 	}
 }
@@ -51,6 +53,8 @@ func TestParseErrors(t *testing.T) {
 		{"fsid = x\netcd_endpoints = a\ncluster_key = 00\n", "at least 16"},
 		{"bogus\n", "want key = value"},
 		{"color = blue\n", "unknown key"},
+		{"encrypt = yes\n", "encrypt must be true or false"},
+		{"etcd_auth = 1\n", "etcd_auth must be true or false"},
 	} {
 		_, err := Parse([]byte(tc.in))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

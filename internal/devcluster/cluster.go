@@ -32,6 +32,9 @@ type Options struct {
 	NBDPort     int  // 0: no NBD server
 	S3Port      int  // 0: no S3 gateway
 	S3TLS       bool // the S3 gateway serves HTTPS with a certificate made for DIR
+	// Encrypt: every connection to and between OSDs is TLS (cairn.conf's
+	// encrypt; package rpc says how the peers authenticate).
+	Encrypt bool
 	// DashboardPort: the mon serves the web dashboard on this port of the
 	// first loopback address, without a password (0: none).
 	DashboardPort int
@@ -216,6 +219,12 @@ func loadConf(o Options, path string) (*conf.Config, error) {
 	switch {
 	case err == nil:
 		fmt.Fprintf(o.Out, "restarting cluster %s from %s\n", cfg.FSID, o.Dir)
+		if cfg.Encrypt != o.Encrypt { // every process starts again: they all follow
+			cfg.Encrypt = o.Encrypt
+			if err := cfg.Save(path); err != nil {
+				return nil, err
+			}
+		}
 		return cfg, nil
 	case errors.Is(err, os.ErrNotExist):
 		eps := o.External
@@ -224,6 +233,7 @@ func loadConf(o Options, path string) (*conf.Config, error) {
 		}
 		cfg = conf.New(eps)
 		cfg.EtcdAuth = len(o.External) == 0 // our own mon: turn etcd auth on
+		cfg.Encrypt = o.Encrypt
 		if err := cfg.Save(path); err != nil {
 			return nil, err
 		}

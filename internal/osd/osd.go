@@ -172,7 +172,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	s := &Server{
 		id: id, opts: o, store: st, meta: ms, view: view,
-		peers: rpc.NewPool(o.Conf.ClusterKey),
+		peers: rpc.NewPoolWith(o.Conf.ClusterKey, rpc.DialOptions{Encrypt: o.Conf.Encrypt}),
 		logf:  o.Logf,
 		pgs:   map[clustermap.PGID]*pgState{},
 		seed:  maphash.MakeSeed(),
@@ -191,7 +191,7 @@ func Run(ctx context.Context, o Options) error {
 	// marks down (it may be frozen, its socket open) fail now.
 	view.OnOSDDown(func(_ clustermap.OSDID, addr string) { s.peers.Drop(addr) })
 	ctx, removed := stopWhenRemoved(ctx, view, id)
-	srv := rpc.NewServer(o.Conf.ClusterKey, s, rpc.ServerOptions{Logf: o.Logf})
+	srv := rpc.NewServer(o.Conf.ClusterKey, s, rpc.ServerOptions{Logf: o.Logf, Encrypt: o.Conf.Encrypt})
 	go srv.Serve(ln)
 	defer srv.Close()
 	if err := s.serve(ctx, ln.Addr().String()); err != nil {

@@ -3,6 +3,7 @@ package rpc
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -47,29 +48,51 @@ var callPool = sync.Pool{New: func() any { return &call{ch: make(chan result, 1)
 // handshake (at most HandshakeTimeout), not the connection's life. An error
 // from a peer without this cluster's key matches ErrAuth.
 func Dial(ctx context.Context, addr string, key []byte) (*Conn, error) {
+	return DialWith(ctx, addr, key, DialOptions{})
+}
+
+// DialOptions say how a client connects.
+type DialOptions struct {
+	// Encrypt: TLS first, the handshake bound to it (tls.go). Every
+	// daemon and client of a cluster must agree.
+	Encrypt bool
+}
+
+// DialWith is Dial with options.
+func DialWith(ctx context.Context, addr string, key []byte, o DialOptions) (*Conn, error) {
 	if len(key) == 0 {
 		return nil, fmt.Errorf("rpc: dial %s: empty cluster key", addr)
 	}
 	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	tcp, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("rpc: dial %s: %w", addr, err)
 	}
+	var nc net.Conn = tcp
 	deadline := time.Now().Add(HandshakeTimeout)
 	ctxDeadline := false
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline, ctxDeadline = dl, true
 	}
-	nc.SetDeadline(deadline)
+	tcp.SetDeadline(deadline)
 	// A cancelled ctx interrupts the handshake's blocking reads at once.
-	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
-	err = clientHandshake(nc, key)
+	stop := context.AfterFunc(ctx, func() { tcp.SetDeadline(time.Unix(1, 0)) })
+	var bind []byte
+	if o.Encrypt {
+		var tc *tls.Conn
+		if tc, bind, err = clientEncrypt(ctx, tcp); err == nil {
+			nc = tc
+		}
+	}
+	if err == nil {
+		err = clientHandshake(nc, key, bind)
+	}
 	stopped := stop()
 	if !stopped || err != nil && (ctx.Err() != nil || ctxDeadline && isTimeout(err)) {
 		// ctx ended (the socket deadline may fire a moment before ctx
 		// reports it); a handshake that finished anyway is discarded, as
 		// the AfterFunc may still be resetting the deadline.
-		nc.Close()
+		tcp.Close()
 		cerr := ctx.Err()
 		if cerr == nil {
 			cerr = context.DeadlineExceeded
@@ -77,7 +100,7 @@ func Dial(ctx context.Context, addr string, key []byte) (*Conn, error) {
 		return nil, fmt.Errorf("rpc: dial %s: handshake: %w", addr, cerr)
 	}
 	if err != nil {
-		nc.Close()
+		tcp.Close()
 		return nil, fmt.Errorf("rpc: dial %s: %w", addr, err)
 	}
 	nc.SetDeadline(time.Time{})

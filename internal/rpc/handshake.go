@@ -51,18 +51,22 @@ var (
 	ErrClosed = errors.New("rpc: connection closed")
 )
 
-func mac(key []byte, label string, a, b []byte) []byte {
+// mac proves the key over both nonces and, on an encrypted connection,
+// the TLS session's exported keying material (bind): a relay between two
+// peers has a different session with each, so its proofs fail.
+func mac(key []byte, label string, a, b, bind []byte) []byte {
 	h := hmac.New(sha256.New, key)
 	h.Write([]byte(label))
 	h.Write(a)
 	h.Write(b)
+	h.Write(bind)
 	return h.Sum(nil)
 }
 
 // serverHandshake authenticates the client on rw. It returns nil if the
 // client proved it holds key; otherwise it has told the client why (when the
 // client spoke the protocol at all) and returns the reason for the log.
-func serverHandshake(rw io.ReadWriter, key []byte) error {
+func serverHandshake(rw io.ReadWriter, key, bind []byte) error {
 	var hello [helloLen]byte
 	binary.BigEndian.PutUint32(hello[0:4], helloMagic)
 	hello[4] = protocolVersion
@@ -78,6 +82,9 @@ func serverHandshake(rw io.ReadWriter, key []byte) error {
 		return fmt.Errorf("reading client proof: %w", err)
 	}
 	if m := binary.BigEndian.Uint32(proof[0:4]); m != helloMagic {
+		if proof[0] == tlsHandshakeRecord && proof[1] == 3 {
+			return errors.New("the client encrypts its traffic (TLS) and this server does not: cairn.conf's encrypt setting must be the same on every daemon and client")
+		}
 		return fmt.Errorf("not a cairn client (handshake magic %#08x)", m)
 	}
 	if v := proof[4]; v != protocolVersion {
@@ -86,11 +93,11 @@ func serverHandshake(rw io.ReadWriter, key []byte) error {
 		return errors.New(msg)
 	}
 	cn := proof[5 : 5+nonceLen]
-	if !hmac.Equal(proof[5+nonceLen:], mac(key, "cairn client", sn, cn)) {
+	if !hmac.Equal(proof[5+nonceLen:], mac(key, "cairn client", sn, cn, bind)) {
 		writeVerdict(rw, verdictAuth, []byte(refusalText))
 		return fmt.Errorf("%w: the peer does not have this cluster's key", ErrAuth)
 	}
-	if err := writeVerdict(rw, verdictOK, mac(key, "cairn server", cn, sn)); err != nil {
+	if err := writeVerdict(rw, verdictOK, mac(key, "cairn server", cn, sn, bind)); err != nil {
 		return fmt.Errorf("sending verdict: %w", err)
 	}
 	return nil
@@ -106,9 +113,12 @@ func writeVerdict(w io.Writer, code byte, payload []byte) error {
 
 // clientHandshake proves to the server that we hold key and checks that the
 // server holds it too.
-func clientHandshake(rw io.ReadWriter, key []byte) error {
+func clientHandshake(rw io.ReadWriter, key, bind []byte) error {
 	var hello [helloLen]byte
 	if _, err := io.ReadFull(rw, hello[:]); err != nil {
+		if bind == nil && isTimeout(err) {
+			return fmt.Errorf("no hello from the server: it may encrypt its traffic while this client does not (cairn.conf's encrypt setting must be the same everywhere): %w", err)
+		}
 		return fmt.Errorf("reading server hello: %w", err)
 	}
 	if m := binary.BigEndian.Uint32(hello[0:4]); m != helloMagic {
@@ -125,7 +135,7 @@ func clientHandshake(rw io.ReadWriter, key []byte) error {
 	if _, err := rand.Read(cn); err != nil {
 		return fmt.Errorf("client nonce: %w", err)
 	}
-	copy(proof[5+nonceLen:], mac(key, "cairn client", sn, cn))
+	copy(proof[5+nonceLen:], mac(key, "cairn client", sn, cn, bind))
 	if _, err := rw.Write(proof[:]); err != nil {
 		return fmt.Errorf("sending proof: %w", err)
 	}
@@ -143,7 +153,7 @@ func clientHandshake(rw io.ReadWriter, key []byte) error {
 	}
 	switch vh[0] {
 	case verdictOK:
-		if !hmac.Equal(payload, mac(key, "cairn server", cn, sn)) {
+		if !hmac.Equal(payload, mac(key, "cairn server", cn, sn, bind)) {
 			return fmt.Errorf("%w: the server does not have this cluster's key", ErrAuth)
 		}
 		return nil

@@ -15,7 +15,8 @@ const DialTimeout = 3 * time.Second
 // one on the next call. Clients and OSDs share this: every request to a peer
 // is pipelined on that one connection.
 type Pool struct {
-	key []byte
+	key  []byte
+	dial DialOptions
 
 	mu     sync.Mutex
 	conns  map[string]*poolEntry
@@ -40,7 +41,12 @@ func (e *poolEntry) done() bool {
 
 // NewPool returns an empty pool whose connections authenticate with key.
 func NewPool(key []byte) *Pool {
-	return &Pool{key: key, conns: map[string]*poolEntry{}}
+	return NewPoolWith(key, DialOptions{})
+}
+
+// NewPoolWith returns an empty pool whose connections dial with o.
+func NewPoolWith(key []byte, o DialOptions) *Pool {
+	return &Pool{key: key, dial: o, conns: map[string]*poolEntry{}}
 }
 
 // get returns a live connection to addr, dialling at most once at a time
@@ -69,7 +75,7 @@ func (p *Pool) get(ctx context.Context, addr string) (*Conn, error) {
 	p.mu.Unlock()
 	if dial {
 		dctx, cancel := context.WithTimeout(context.Background(), DialTimeout)
-		e.conn, e.err = Dial(dctx, addr, p.key)
+		e.conn, e.err = DialWith(dctx, addr, p.key, p.dial)
 		cancel()
 		e.at = time.Now()
 		close(e.ready)

@@ -268,7 +268,7 @@ func rawConn(t *testing.T, addr string) net.Conn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { nc.Close() })
-	if err := clientHandshake(nc, testKey); err != nil {
+	if err := clientHandshake(nc, testKey, nil); err != nil {
 		t.Fatal(err)
 	}
 	return nc
@@ -565,6 +565,10 @@ func TestConnClose(t *testing.T) {
 // benchCall sends size-byte writes from callers goroutines; read makes the
 // server answer with the same bytes instead (a read of that size).
 func benchCall(b *testing.B, callers, size int, read bool) {
+	benchCallWith(b, callers, size, read, false)
+}
+
+func benchCallWith(b *testing.B, callers, size int, read, encrypt bool) {
 	h := HandlerFunc(func(ctx context.Context, req *proto.Request) *proto.Response {
 		r := &proto.Response{Status: proto.StatusOK, Size: uint64(len(req.Data)), Version: req.Offset}
 		if read {
@@ -572,8 +576,12 @@ func benchCall(b *testing.B, callers, size int, read bool) {
 		}
 		return r
 	})
-	_, addr, _ := startServer(b, "127.0.0.1", testKey, h, ServerOptions{})
-	c := dial(b, addr)
+	_, addr, _ := startServer(b, "127.0.0.1", testKey, h, ServerOptions{Encrypt: encrypt})
+	c, err := DialWith(context.Background(), addr, testKey, DialOptions{Encrypt: encrypt})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
 	data := make([]byte, size)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(data)))
@@ -615,6 +623,18 @@ func BenchmarkCall4KiB(b *testing.B) {
 func BenchmarkCall1MiB(b *testing.B) {
 	for _, dir := range []string{"write", "read"} {
 		b.Run(dir, func(b *testing.B) { benchCall(b, 4, 1<<20, dir == "read") })
+	}
+}
+
+// BenchmarkCallEncrypted is BenchmarkCall4KiB and BenchmarkCall1MiB with
+// encryption on and off side by side, so its cost is a ratio of one run.
+func BenchmarkCallEncrypted(b *testing.B) {
+	for _, enc := range []bool{false, true} {
+		name := map[bool]string{false: "plain", true: "tls"}[enc]
+		b.Run("4KiB/callers=1/"+name, func(b *testing.B) { benchCallWith(b, 1, 4096, false, enc) })
+		b.Run("4KiB/callers=16/"+name, func(b *testing.B) { benchCallWith(b, 16, 4096, false, enc) })
+		b.Run("1MiB/write/"+name, func(b *testing.B) { benchCallWith(b, 4, 1<<20, false, enc) })
+		b.Run("1MiB/read/"+name, func(b *testing.B) { benchCallWith(b, 4, 1<<20, true, enc) })
 	}
 }
 

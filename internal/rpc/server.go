@@ -3,6 +3,7 @@ package rpc
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -51,6 +52,9 @@ type ServerOptions struct {
 	// HandshakeTimeout bounds a new connection's handshake (default
 	// HandshakeTimeout).
 	HandshakeTimeout time.Duration
+	// Encrypt: admit only TLS connections, the handshake bound to them
+	// (tls.go).
+	Encrypt bool
 }
 
 // Server accepts authenticated connections and hands their requests to a
@@ -66,6 +70,7 @@ type Server struct {
 	closed bool
 	lns    map[net.Listener]struct{}
 	conns  map[net.Conn]struct{}
+	tls    *tls.Config    // set by Serve when encrypting; read by connections it accepted
 	wg     sync.WaitGroup // connection goroutines, each waiting for its handlers
 }
 
@@ -98,6 +103,14 @@ func (s *Server) Serve(ln net.Listener) error {
 	if len(s.key) == 0 {
 		ln.Close()
 		return errors.New("rpc: server has an empty cluster key")
+	}
+	if s.opts.Encrypt && s.tls == nil {
+		cfg, err := serverTLS()
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		s.tls = cfg
 	}
 	s.mu.Lock()
 	if s.closed {
@@ -179,17 +192,29 @@ func (s *Server) Close() error {
 	return nil
 }
 
-func (s *Server) serveConn(nc net.Conn) {
+func (s *Server) serveConn(tcp net.Conn) {
 	defer s.wg.Done()
 	defer func() {
-		nc.Close()
+		tcp.Close()
 		s.mu.Lock()
-		delete(s.conns, nc)
+		delete(s.conns, tcp)
 		s.mu.Unlock()
 	}()
-	peer := nc.RemoteAddr().String()
+	peer := tcp.RemoteAddr().String()
+	nc := tcp // the TLS connection over it, when encrypted
 	nc.SetDeadline(time.Now().Add(s.opts.HandshakeTimeout))
-	if err := serverHandshake(nc, s.key); err != nil {
+	var bind []byte
+	if s.tls != nil {
+		tc, b, err := serverEncrypt(tcp, s.tls)
+		if err != nil {
+			if s.ctx.Err() == nil {
+				s.opts.Logf("rpc: refused connection from %s: %v", peer, err)
+			}
+			return
+		}
+		nc, bind = tc, b
+	}
+	if err := serverHandshake(nc, s.key, bind); err != nil {
 		if s.ctx.Err() == nil {
 			s.opts.Logf("rpc: refused connection from %s: %v", peer, err)
 		}
