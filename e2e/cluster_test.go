@@ -82,6 +82,7 @@ type clusterOpts struct {
 	leaseTTL       time.Duration // default 3 s
 	external       []string      // etcd endpoints to use instead of starting a mon
 	ipv6           bool
+	tls            bool          // cairn dev --tls: the cluster's traffic encrypted
 	downOut        time.Duration // default: cairn dev's (30 s)
 	// autoRestart lets cairn dev restart processes that exit. Off by
 	// default: tests kill OSDs and restart them themselves (c.kill,
@@ -178,6 +179,9 @@ func (c *cluster) start() {
 	}
 	if c.opts.ipv6 {
 		c.cmd.Args = append(c.cmd.Args, "--ipv6")
+	}
+	if c.opts.tls {
+		c.cmd.Args = append(c.cmd.Args, "--tls")
 	}
 	if c.opts.downOut > 0 {
 		c.cmd.Args = append(c.cmd.Args, "--down-out", c.opts.downOut.String())

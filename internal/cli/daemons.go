@@ -53,6 +53,9 @@ etcd holds none yet.`,
 				if c.EtcdAuth {
 					o.EtcdPassword = c.EtcdPassword()
 				}
+				if err := monTLS(&o, c); err != nil {
+					return err
+				}
 			}
 			if dashListen != "" && cfg == nil {
 				return fmt.Errorf("mon: --dashboard-listen needs the cluster's cairn.conf (--conf or $CAIRN_CONF): the dashboard is a client of the cluster")
@@ -94,6 +97,20 @@ etcd holds none yet.`,
 	f.DurationVar(&dashEvery, "dashboard-sample-every", 10*time.Second, "how often the dashboard samples client IO and usage (it keeps an hour); volumes and buckets are listed every three samples")
 	f.BoolVar(&dashAuth, "dashboard-auth", true, "ask for the dashboard password (cairn dashboard password prints it); false only where every user of the address may see the cluster")
 	return cmd
+}
+
+// monTLS gives a mon whose URLs are https a certificate of the cluster's
+// etcd CA (derived from the cluster key: conf/etcdtls.go).
+func monTLS(o *mon.Options, c *client.Config) error {
+	if !strings.HasPrefix(o.ClientURL, "https://") && !strings.HasPrefix(o.PeerURL, "https://") {
+		return nil
+	}
+	var err error
+	if o.CertPEM, o.KeyPEM, o.CAPEM, err = c.EtcdServerCert(o.ClientURL, o.PeerURL); err != nil {
+		return err
+	}
+	o.ClientTLS, err = c.EtcdClientTLS()
+	return err
 }
 
 func osdCmd(g *globals) *cobra.Command {

@@ -42,7 +42,7 @@ one now. DIR/dev.json always lists the running pids.`,
 	f.IntVar(&o.MetricsPort, "metrics-port", 9300, "osd.N serves Prometheus metrics on this port + N, then the NBD gateway, then the mon (0: none)")
 	f.IntVar(&o.DashboardPort, "dashboard-port", 8080, "port of the mon's web dashboard on 127.0.0.1, without a password (0: none)")
 	f.IntVar(&o.S3Port, "s3-port", 9000, "port of the S3 gateway on 127.0.0.1, for user admin (DIR/s3.json has its key; 0: none)")
-	f.BoolVar(&o.S3TLS, "tls", false, "the S3 gateway serves HTTPS with a certificate signed by a CA made for DIR (clients trust DIR/s3-ca.pem)")
+	f.BoolVar(&o.TLS, "tls", false, "HTTPS for the S3 gateway (a certificate signed by a CA made for DIR: clients trust DIR/s3-ca.pem) and encrypted cluster traffic (client and OSD connections, and etcd over https)")
 	f.DurationVar(&o.S3GCGrace, "s3-gc-grace", 0, "the S3 gateway's --gc-grace (0: its default)")
 	f.DurationVar(&o.S3IntentTimeout, "s3-intent-timeout", 0, "the S3 gateway's --intent-timeout (0: its default)")
 	f.Int64Var(&o.DataCacheSize, "data-cache-size", 0, "each OSD's memory for repeated large reads, as cairn osd --data-cache-size (0: its default)")

@@ -2,6 +2,9 @@ package conf
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,4 +78,43 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse accepted an incomplete config: %+v", c)
 		}
 	})
+}
+
+// TestEtcdCertificates: every holder of the key derives the same CA, a
+// mon's certificate verifies against it for its addresses, and a cluster
+// with another key does not trust it.
+func TestEtcdCertificates(t *testing.T) {
+	c := New([]string{"https://127.0.0.1:2379"})
+	certPEM, keyPEM, caPEM, err := c.EtcdServerCert("https://127.0.0.1:2379", "https://[::1]:2380", "https://mon-a.example:2380")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tls.X509KeyPair(certPEM, keyPEM); err != nil {
+		t.Fatal(err)
+	}
+	_, _, caPEM2, _ := c.EtcdServerCert("https://127.0.0.1:2379")
+	if !bytes.Equal(caPEM, caPEM2) {
+		t.Fatal("the derived CA differs between calls")
+	}
+	block, _ := pem.Decode(certPEM)
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := c.EtcdClientTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, host := range []string{"127.0.0.1", "::1", "mon-a.example"} {
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: cfg.RootCAs, DNSName: host}); err != nil {
+			t.Errorf("%s: %v", host, err)
+		}
+	}
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: cfg.RootCAs, DNSName: "127.0.0.2"}); err == nil {
+		t.Error("the certificate verifies for an address it was not made for")
+	}
+	other, _ := New([]string{"https://127.0.0.1:2379"}).EtcdClientTLS()
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: other.RootCAs}); err == nil {
+		t.Error("another cluster's CA trusts this cluster's mon")
+	}
 }

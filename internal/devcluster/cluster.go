@@ -29,12 +29,12 @@ type Options struct {
 	External    []string // etcd endpoints to use instead of starting a mon
 	IPv6        bool
 	DownOut     time.Duration
-	NBDPort     int  // 0: no NBD server
-	S3Port      int  // 0: no S3 gateway
-	S3TLS       bool // the S3 gateway serves HTTPS with a certificate made for DIR
-	// Encrypt: every connection to and between OSDs is TLS (cairn.conf's
-	// encrypt; package rpc says how the peers authenticate).
-	Encrypt bool
+	NBDPort     int // 0: no NBD server
+	S3Port      int // 0: no S3 gateway
+	// TLS: the S3 gateway serves HTTPS with a certificate made for DIR,
+	// and every connection to and between OSDs is TLS, etcd's too
+	// (cairn.conf's encrypt; package rpc says how the peers authenticate).
+	TLS bool
 	// DashboardPort: the mon serves the web dashboard on this port of the
 	// first loopback address, without a password (0: none).
 	DashboardPort int
@@ -219,8 +219,11 @@ func loadConf(o Options, path string) (*conf.Config, error) {
 	switch {
 	case err == nil:
 		fmt.Fprintf(o.Out, "restarting cluster %s from %s\n", cfg.FSID, o.Dir)
-		if cfg.Encrypt != o.Encrypt { // every process starts again: they all follow
-			cfg.Encrypt = o.Encrypt
+		if cfg.Encrypt != o.TLS { // every process starts again: they all follow
+			cfg.Encrypt = o.TLS
+			if len(o.External) == 0 {
+				cfg.EtcdEndpoints = []string{o.etcdURL(0)}
+			}
 			if err := cfg.Save(path); err != nil {
 				return nil, err
 			}
@@ -229,11 +232,11 @@ func loadConf(o Options, path string) (*conf.Config, error) {
 	case errors.Is(err, os.ErrNotExist):
 		eps := o.External
 		if len(eps) == 0 {
-			eps = []string{fmt.Sprintf("http://%s:%d", o.Loopback(0), o.EtcdPort)}
+			eps = []string{o.etcdURL(0)}
 		}
 		cfg = conf.New(eps)
 		cfg.EtcdAuth = len(o.External) == 0 // our own mon: turn etcd auth on
-		cfg.Encrypt = o.Encrypt
+		cfg.Encrypt = o.TLS
 		if err := cfg.Save(path); err != nil {
 			return nil, err
 		}
@@ -243,13 +246,22 @@ func loadConf(o Options, path string) (*conf.Config, error) {
 	}
 }
 
+// etcdURL is the mon's client URL (port 0) or peer URL (1): https when
+// the cluster encrypts its traffic.
+func (o Options) etcdURL(port int) string {
+	scheme := "http"
+	if o.TLS {
+		scheme = "https"
+	}
+	return fmt.Sprintf("%s://%s:%d", scheme, o.Loopback(0), o.EtcdPort+port)
+}
+
 // startMon starts the cluster's one mon, mon.a, on the first loopback
 // address.
 func (c *Cluster) startMon(o Options, cfg *conf.Config) error {
 	data := filepath.Join(c.Dir, "mon.a")
 	args := []string{"mon", "--conf", c.Conf, "--name", "a", "--data", data,
-		"--client-url", fmt.Sprintf("http://%s:%d", o.Loopback(0), o.EtcdPort),
-		"--peer-url", fmt.Sprintf("http://%s:%d", o.Loopback(0), o.EtcdPort+1)}
+		"--client-url", o.etcdURL(0), "--peer-url", o.etcdURL(1)}
 	metrics := o.metricsAddr(o.Loopback(0), o.Hosts*o.OSDsPerHost+1)
 	if metrics != "" {
 		args = append(args, "--metrics-url", "http://"+metrics)

@@ -40,7 +40,7 @@ const (
 // startS3 makes sure the pool s3 and the user admin with a key exist
 // (writing DIR/s3.json at the first start, reusing it later while its key
 // still exists), and starts the gateway on o.S3Port, over TLS with
-// o.S3TLS.
+// o.TLS.
 func (c *Cluster) startS3(ctx context.Context, o Options, cfg *conf.Config, ms *meta.Store, cl *client.Client) error {
 	if _, err := cl.Pool(s3Pool); errors.Is(err, client.ErrPoolNotFound) {
 		if _, err := cl.CreatePool(ctx, client.PoolSpec{Name: s3Pool, Size: min(3, o.Hosts), PGNum: s3PGs, FailureDomain: clustermap.DomainHost}); err != nil {
@@ -52,7 +52,7 @@ func (c *Cluster) startS3(ctx context.Context, o Options, cfg *conf.Config, ms *
 	addr := net.JoinHostPort(strings.Trim(o.Loopback(0), "[]"), strconv.Itoa(o.S3Port))
 	args := []string{"s3", "--conf", c.Conf, "--listen", addr, "--pool", s3Pool}
 	endpoint, caFile := "http://"+addr, ""
-	if o.S3TLS {
+	if o.TLS {
 		ca, cert, key, err := s3TLSFiles(c.Dir, strings.Trim(o.Loopback(0), "[]"))
 		if err != nil {
 			return err

@@ -12,6 +12,7 @@ package meta
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,14 +66,32 @@ func (s *Store) watch(ctx context.Context, key string, opts ...clientv3.OpOption
 }
 
 // Auth is the etcd user and password to authenticate with.
-type Auth struct{ User, Password string }
+type Auth struct {
+	User, Password string // "": no user
+	// TLS, for https endpoints: whom to trust (conf.EtcdClientTLS).
+	TLS *tls.Config
+}
 
-// AuthFor returns the etcd credentials a cairn.conf implies (nil: none).
+// AuthFor returns the etcd credentials and TLS configuration a cairn.conf
+// implies (nil: none).
 func AuthFor(c *conf.Config) *Auth {
-	if !c.EtcdAuth {
+	a := &Auth{}
+	if c.EtcdAuth {
+		a.User, a.Password = conf.EtcdUser, c.EtcdPassword()
+	}
+	if c.EtcdTLS() {
+		cfg, err := c.EtcdClientTLS()
+		if err != nil {
+			// Only a broken random source gets here; connecting without
+			// trust would fail anyway, with etcd's error.
+			cfg = &tls.Config{MinVersion: tls.VersionTLS13}
+		}
+		a.TLS = cfg
+	}
+	if a.User == "" && a.TLS == nil {
 		return nil
 	}
-	return &Auth{User: conf.EtcdUser, Password: c.EtcdPassword()}
+	return a
 }
 
 // ConnectConf opens a client to the etcd that cairn.conf names.
@@ -88,7 +107,7 @@ func Connect(ctx context.Context, endpoints []string, auth *Auth) (*Store, error
 		Logger:      zap.NewNop(),
 	}
 	if auth != nil {
-		cc.Username, cc.Password = auth.User, auth.Password
+		cc.Username, cc.Password, cc.TLS = auth.User, auth.Password, auth.TLS
 	}
 	cli, err := clientv3.New(cc)
 	if err != nil {
@@ -561,8 +580,9 @@ func (s *Store) reconcile(ctx context.Context, logf func(string, ...any)) error 
 
 // EnableAuth turns on etcd authentication with the user root and password,
 // unless it is on already. Safe to race from several mons.
-func EnableAuth(ctx context.Context, endpoint, password string) error {
-	s, err := Connect(ctx, []string{endpoint}, &Auth{User: conf.EtcdUser, Password: password})
+func EnableAuth(ctx context.Context, endpoint string, auth *Auth) error {
+	password := auth.Password
+	s, err := Connect(ctx, []string{endpoint}, auth)
 	if err != nil {
 		return fmt.Errorf("etcd auth: %w", err)
 	}

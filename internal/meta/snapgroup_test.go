@@ -149,7 +149,7 @@ func TestSnapGroupAfterAuthTokenExpired(t *testing.T) {
 	}
 	ep := startEtcdWith(t, func(c *embed.Config) { c.AuthTokenTTL = 1 })
 	ctx := context.Background()
-	if err := EnableAuth(ctx, ep, "secret"); err != nil {
+	if err := EnableAuth(ctx, ep, &Auth{User: conf.EtcdUser, Password: "secret"}); err != nil {
 		t.Fatal(err)
 	}
 	s, err := Connect(ctx, []string{ep}, &Auth{User: conf.EtcdUser, Password: "secret"})

@@ -6,6 +6,7 @@ package mon
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io/fs"
 	"net/url"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cairn-storage/cairn/internal/meta"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
@@ -32,7 +34,12 @@ type Options struct {
 	// MetricsURL, if set (http://host:port), serves etcd's Prometheus
 	// metrics at /metrics there.
 	MetricsURL string
-	Logf       func(string, ...any)
+	// For https URLs: the mon's certificate and key and the CA that
+	// signed them, in PEM (conf.EtcdServerCert), and the TLS
+	// configuration its own client connections use (conf.EtcdClientTLS).
+	CertPEM, KeyPEM, CAPEM []byte
+	ClientTLS              *tls.Config
+	Logf                   func(string, ...any)
 }
 
 // Run starts etcd and the keeper and blocks until ctx ends, then stops etcd.
@@ -69,6 +76,9 @@ func Run(ctx context.Context, o Options, ready func()) error {
 	// The password is derived from a 256-bit key: a slow hash adds cost to
 	// every connection and no protection.
 	cfg.BcryptCost = 4
+	if err := o.setTLS(cfg, cu, pu); err != nil {
+		return err
+	}
 	if o.MetricsURL != "" {
 		mu, err := url.Parse(o.MetricsURL)
 		if err != nil || mu.Host == "" {
@@ -96,10 +106,12 @@ func Run(ctx context.Context, o Options, ready func()) error {
 	o.Logf("mon %s: etcd serving clients on %s", o.Name, o.ClientURL)
 	var auth *meta.Auth
 	if o.EtcdPassword != "" {
-		if err := meta.EnableAuth(ctx, o.ClientURL, o.EtcdPassword); err != nil {
+		auth = &meta.Auth{User: "root", Password: o.EtcdPassword, TLS: o.ClientTLS} // conf.EtcdUser
+		if err := meta.EnableAuth(ctx, o.ClientURL, auth); err != nil {
 			return fmt.Errorf("mon %s: %w", o.Name, err)
 		}
-		auth = &meta.Auth{User: "root", Password: o.EtcdPassword} // conf.EtcdUser
+	} else if o.ClientTLS != nil {
+		auth = &meta.Auth{TLS: o.ClientTLS}
 	}
 	if ready != nil {
 		ready()
@@ -177,4 +189,38 @@ func Members(initial string) []string {
 		}
 	}
 	return out
+}
+
+// setTLS has etcd serve https client and peer URLs with the mon's
+// certificate, written beside the data directory (etcd reads files).
+// Peers must present a certificate of the same CA; clients need none.
+func (o Options) setTLS(cfg *embed.Config, cu, pu *url.URL) error {
+	if cu.Scheme != "https" && pu.Scheme != "https" {
+		return nil
+	}
+	if len(o.CertPEM) == 0 || len(o.KeyPEM) == 0 || len(o.CAPEM) == 0 {
+		return fmt.Errorf("mon: https URLs need the cluster's cairn.conf (--conf): its key makes the mon's certificate")
+	}
+	dir := strings.TrimRight(o.DataDir, "/") + ".tls"
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("mon: %w", err)
+	}
+	files := map[string][]byte{"mon.crt": o.CertPEM, "mon.key": o.KeyPEM, "ca.crt": o.CAPEM}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			return fmt.Errorf("mon: %w", err)
+		}
+	}
+	// Clients prove the cluster key with etcd's password, not a
+	// certificate (etcd asks for one from every client if it has a CA).
+	info := transport.TLSInfo{CertFile: filepath.Join(dir, "mon.crt"), KeyFile: filepath.Join(dir, "mon.key"), MinVersion: tls.VersionTLS13}
+	if cu.Scheme == "https" {
+		cfg.ClientTLSInfo = info
+	}
+	if pu.Scheme == "https" {
+		peer := info
+		peer.TrustedCAFile, peer.ClientCertAuth = filepath.Join(dir, "ca.crt"), true
+		cfg.PeerTLSInfo = peer
+	}
+	return nil
 }

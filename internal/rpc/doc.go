@@ -18,9 +18,12 @@
 // HMAC-SHA256 over both sides' fresh nonces, that it holds the cluster key;
 // the key itself is never sent. A client without the key is refused with a
 // message saying so; a client also refuses a server that cannot prove it
-// holds the key. The handshake authenticates the peers only: frames after it
-// are checked by crc32c sums, not encrypted or MACed, so the network between
-// daemons is trusted not to rewrite traffic.
+// holds the key. On its own the handshake authenticates the peers only:
+// frames after it are checked by crc32c sums, not encrypted or MACed. With
+// encryption on (DialOptions.Encrypt, ServerOptions.Encrypt; cairn.conf's
+// encrypt) the connection is TLS 1.3 first and the handshake runs inside
+// it, bound to the session (tls.go), so frames are encrypted and
+// authenticated too.
 //
 // After the handshake both directions carry frames:
 //
