@@ -82,7 +82,6 @@ type clusterOpts struct {
 	leaseTTL       time.Duration // default 3 s
 	external       []string      // etcd endpoints to use instead of starting a mon
 	ipv6           bool
-	tls            bool          // cairn dev --tls: the cluster's traffic encrypted
 	downOut        time.Duration // default: cairn dev's (30 s)
 	// autoRestart lets cairn dev restart processes that exit. Off by
 	// default: tests kill OSDs and restart them themselves (c.kill,
@@ -94,7 +93,7 @@ type clusterOpts struct {
 	s3                         bool
 	s3GCGrace, s3IntentTimeout time.Duration
 	dashboard                  bool // the mon serves the web dashboard (c.dashPort)
-	s3TLS                      bool // the gateway serves HTTPS (cairn dev --tls)
+	tls                        bool // cairn dev --tls: the S3 gateway serves HTTPS, the cluster's traffic is encrypted
 }
 
 // freePorts finds n consecutive free TCP ports on 127.0.0.1 to .4, below
@@ -171,7 +170,7 @@ func (c *cluster) start() {
 	if c.opts.s3IntentTimeout > 0 {
 		c.cmd.Args = append(c.cmd.Args, "--s3-intent-timeout", c.opts.s3IntentTimeout.String())
 	}
-	if c.opts.s3TLS {
+	if c.opts.tls {
 		c.cmd.Args = append(c.cmd.Args, "--tls")
 	}
 	if len(c.opts.external) > 0 {
@@ -179,9 +178,6 @@ func (c *cluster) start() {
 	}
 	if c.opts.ipv6 {
 		c.cmd.Args = append(c.cmd.Args, "--ipv6")
-	}
-	if c.opts.tls {
-		c.cmd.Args = append(c.cmd.Args, "--tls")
 	}
 	if c.opts.downOut > 0 {
 		c.cmd.Args = append(c.cmd.Args, "--down-out", c.opts.downOut.String())

@@ -47,7 +47,7 @@ func (c *cluster) s3Info() devcluster.S3Info {
 		c.t.Fatalf("s3.json: %v: %s", err, b)
 	}
 	scheme := "http"
-	if c.opts.s3TLS {
+	if c.opts.tls {
 		scheme = "https"
 		if _, err := os.Stat(info.CAFile); err != nil {
 			c.t.Fatalf("s3.json's ca_file: %v", err)

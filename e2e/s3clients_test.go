@@ -111,7 +111,7 @@ func TestS3Clients(t *testing.T) {
 		requireTool(t, tool, "apt-get install "+tool)
 	}
 	requireTool(t, "aws", "pip install awscli")
-	c := startCluster(t, clusterOpts{s3: true, s3TLS: true})
+	c := startCluster(t, clusterOpts{s3: true, tls: true})
 	tlsInfo := c.s3Info()
 	httpInfo := tlsInfo
 	httpInfo.Endpoint, httpInfo.CAFile = "http://"+startGateway(t, c), ""
