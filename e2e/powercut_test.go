@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -21,8 +22,9 @@ import (
 // The cluster power-cut test: a dev cluster whose mon (its etcd) and OSDs
 // (their data and index) all live on internal/powercut's filesystem, one
 // mount each, served by this process. Clients put, overwrite and delete
-// objects of many sizes and record every acknowledgement; at a random
-// moment every mount loses power at once (Cut, or CutHarsh with HARSH=1)
+// objects of many sizes, set and remove their omap keys, and record every
+// acknowledgement; at a random moment every mount loses power at once
+// (Cut, or CutHarsh with HARSH=1)
 // and every process of the cluster is SIGKILLed. The mounts come back with
 // what survived, the cluster starts again from it, must reach HEALTH_OK by
 // itself, and every acknowledged write must read back exactly: none lost,
@@ -33,10 +35,11 @@ import (
 // clients' operations, the moment of the cut (as a delay; what the cluster
 // has done by then is timing) and the harsh cuts' choices.
 
-// pcState is one state of an object: absent, or data.
+// pcState is one state of an object: absent, or data and omap.
 type pcState struct {
 	exists bool
 	data   []byte
+	omap   map[string]string
 }
 
 // pcObject is what the clients know of one object: its acknowledged state,
@@ -96,21 +99,37 @@ func (w *pcWorker) run(ctx context.Context, p *client.Pool, seed int64) {
 
 // op draws an operation on an object in state cur: a put of a new content
 // (any size up to pcMaxSize, small ones most often), an overwrite of a
-// random range (which may extend it), or a delete.
+// random range (which may extend it), an omap change, or a delete.
 func (w *pcWorker) op(r *rand.Rand, cur pcState, name string, gen int) (pcState, func(context.Context, *client.Pool) error) {
-	switch k := r.IntN(10); {
+	next := pcState{exists: true, data: cur.data, omap: maps.Clone(cur.omap)}
+	if next.omap == nil {
+		next.omap = map[string]string{}
+	}
+	switch k := r.IntN(12); {
 	case !cur.exists || k < 5:
-		data := payload(name, gen, logUniformSize(r, pcMaxSize))
-		return pcState{true, data}, func(ctx context.Context, p *client.Pool) error { return p.Put(ctx, name, data) }
+		next.data = payload(name, gen, logUniformSize(r, pcMaxSize))
+		return next, func(ctx context.Context, p *client.Pool) error { return p.Put(ctx, name, next.data) }
 	case k < 8:
 		off := r.IntN(len(cur.data) + 4096)
 		patch := payload(name, gen, 1+logUniformSize(r, pcMaxWrite))
-		data := make([]byte, max(len(cur.data), off+len(patch)))
-		copy(data, cur.data)
-		copy(data[off:], patch)
-		return pcState{true, data}, func(ctx context.Context, p *client.Pool) error {
+		next.data = make([]byte, max(len(cur.data), off+len(patch)))
+		copy(next.data, cur.data)
+		copy(next.data[off:], patch)
+		return next, func(ctx context.Context, p *client.Pool) error {
 			return p.WriteAt(ctx, name, uint64(off), patch)
 		}
+	case k < 10:
+		kvs := map[string][]byte{}
+		for i := 1 + r.IntN(3); i > 0; i-- {
+			key := fmt.Sprint("k", r.IntN(16))
+			kvs[key] = payload(name+key, gen, logUniformSize(r, 2048))
+			next.omap[key] = string(kvs[key])
+		}
+		return next, func(ctx context.Context, p *client.Pool) error { return p.OmapSet(ctx, name, kvs) }
+	case k < 11:
+		key := fmt.Sprint("k", r.IntN(16))
+		delete(next.omap, key)
+		return next, func(ctx context.Context, p *client.Pool) error { return p.OmapRm(ctx, name, key) }
 	default:
 		return pcState{}, func(ctx context.Context, p *client.Pool) error { return p.Delete(ctx, name) }
 	}
@@ -139,6 +158,9 @@ func (w *pcWorker) check(t *testing.T, p *client.Pool, n *pcCounts) {
 		case !o.acked.exists && (o.pending == nil || !o.pending.exists):
 			n.resurrected++
 			t.Errorf("%s: resurrected after an acknowledged delete (%d bytes)", name, len(got.data))
+		case digest(got.data) == digest(o.acked.data) || (o.pending != nil && digest(got.data) == digest(o.pending.data)):
+			n.lost++
+			t.Errorf("%s: its omap lost an acknowledged change: %d keys, acknowledged %d", name, len(got.omap), len(o.acked.omap))
 		case o.older[digest(got.data)]:
 			n.lost++
 			t.Errorf("%s: lost its last acknowledged write (an earlier content, %d bytes, reads back)", name, len(got.data))
@@ -154,7 +176,7 @@ func (w *pcWorker) check(t *testing.T, p *client.Pool, n *pcCounts) {
 }
 
 func pcSame(a, b pcState) bool {
-	return a.exists == b.exists && (!a.exists || digest(a.data) == digest(b.data))
+	return a.exists == b.exists && (!a.exists || digest(a.data) == digest(b.data) && len(a.omap) == len(b.omap) && maps.Equal(a.omap, b.omap))
 }
 
 // pcRead reads an object, retrying what may pass (a PG still peering).
@@ -164,16 +186,38 @@ func pcRead(p *client.Pool, name string) (pcState, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		var data []byte
 		data, err = p.Get(ctx, name)
+		var omap map[string]string
+		if err == nil {
+			omap, err = pcOmap(ctx, p, name)
+		}
 		cancel()
 		switch {
 		case err == nil:
-			return pcState{true, data}, nil
+			return pcState{true, data, omap}, nil
 		case errors.Is(err, client.ErrNotFound):
 			return pcState{}, nil
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
 	return pcState{}, err
+}
+
+// pcOmap reads an object's whole omap.
+func pcOmap(ctx context.Context, p *client.Pool, name string) (map[string]string, error) {
+	omap := map[string]string{}
+	for start := ""; ; {
+		kvs, more, err := p.OmapList(ctx, name, start, "", 100)
+		if err != nil {
+			return nil, err
+		}
+		for _, kv := range kvs {
+			omap[kv.Key] = string(kv.Value)
+			start = kv.Key + "\x00"
+		}
+		if !more || len(kvs) == 0 {
+			return omap, nil
+		}
+	}
 }
 
 // pcEnvInt reads an integer from the environment, def if unset.
