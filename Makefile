@@ -25,9 +25,9 @@ test-short:
 	CAIRN_BUFPOOL_POISON=1 $(GO) test -count=1 -short ./...
 
 # Power cuts of a whole dev cluster (e2e/powercut_test.go): its mon and
-# OSDs on power-cut filesystems, all cut at once CUTS times (HARSH=1: some
-# unsynced writes land, torn at sectors); every acknowledged write must read
-# back. make test runs 2 cuts. Replay a cut with the seed it printed:
+# OSDs on power-cut filesystems, one OSD cut alone during writes and
+# recovery, then all cut at once, CUTS times (HARSH=1: some unsynced writes
+# land, torn at sectors); every acknowledged write must read back. make test runs 2 cuts. Replay a cut with the seed it printed:
 # POWERCUT_SEED=... CUTS=1.
 CUTS ?= 50
 powercut:

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -23,17 +24,20 @@ import (
 // (their data and index) all live on internal/powercut's filesystem, one
 // mount each, served by this process. Clients put, overwrite and delete
 // objects of many sizes, set and remove their omap keys, and record every
-// acknowledgement; at a random moment every mount loses power at once
-// (Cut, or CutHarsh with HARSH=1)
-// and every process of the cluster is SIGKILLed. The mounts come back with
-// what survived, the cluster starts again from it, must reach HEALTH_OK by
-// itself, and every acknowledged write must read back exactly: none lost,
-// none torn, no acknowledged delete undone.
+// acknowledgement. While they write, one OSD loses power alone (and is
+// SIGKILLed) and starts again on what survived, twice, the second time
+// while it recovers and a deep scrub runs; then every mount loses power at
+// once (Cut, or CutHarsh with HARSH=1) and every process of the cluster is
+// SIGKILLed. The mounts come back with what survived, the cluster starts
+// again from it, must reach HEALTH_OK by itself, and every acknowledged
+// write must read back exactly: none lost, none torn, no acknowledged
+// delete undone.
 //
-// CUTS=N cuts (default 2; `make powercut`: 50), HARSH=1 for harsh cuts,
-// POWERCUT_SEED to replay: each cut prints its seed, which decides the
-// clients' operations, the moment of the cut (as a delay; what the cluster
-// has done by then is timing) and the harsh cuts' choices.
+// CUTS=N cuts of the whole cluster (default 2; `make powercut`: 50),
+// HARSH=1 for harsh cuts, POWERCUT_SEED to replay: each cut prints its
+// seed, which decides the clients' operations, the OSD cut alone, the
+// moments of the cuts (as delays; what the cluster has done by then is
+// timing) and the harsh cuts' choices.
 
 // pcState is one state of an object: absent, or data and omap.
 type pcState struct {
@@ -266,10 +270,12 @@ func TestPowerCutCluster(t *testing.T) {
 			wg.Add(1)
 			go func() { defer wg.Done(); w.run(ctx, pool, cutSeed) }()
 		}
-		time.Sleep(time.Duration(1000+r.IntN(3000)) * time.Millisecond)
+		scrub := pc.cutOne(ctx, r, harsh, cutSeed)
+		time.Sleep(time.Duration(500+r.IntN(2500)) * time.Millisecond)
 		pc.powerCut(harsh, cutSeed)
 		stop()
 		wg.Wait()
+		<-scrub
 		pc.restart()
 		pool = c.pool("default")
 		before := n
@@ -346,26 +352,72 @@ func (pc *pcCluster) waitHealthy() {
 	})
 }
 
+// cutOne cuts the power of one OSD alone, twice, while the clients write:
+// the OSD is SIGKILLed with the cut and started again on what survived, the
+// second time while it peers and recovers and a deep scrub of the pool
+// runs. The returned channel closes when the scrub has ended (it ends with
+// ctx).
+func (pc *pcCluster) cutOne(ctx context.Context, r *rand.Rand, harsh bool, seed int64) <-chan struct{} {
+	c := pc.c
+	name := pc.names[1+r.IntN(len(pc.names)-1)]
+	scrub := make(chan struct{})
+	for i := range 2 {
+		if i == 1 {
+			cmd := exec.CommandContext(ctx, cairnBin, "--conf", c.conf, "scrub", "--deep", "default")
+			go func() {
+				defer close(scrub)
+				if out, err := cmd.CombinedOutput(); err != nil && ctx.Err() == nil {
+					pc.t.Logf("the deep scrub during %s's recovery: %v: %s", name, err, out)
+				}
+			}()
+		}
+		time.Sleep(time.Duration(300+r.IntN(1500)) * time.Millisecond)
+		pc.cut(name, harsh, seed+int64(100+i))
+		pid := c.procs[name].PID
+		syscall.Kill(pid, syscall.SIGKILL)
+		pc.waitGone(pid)
+		if err := pc.mounts[name].Remount(); err != nil {
+			pc.t.Fatalf("remount %s: %v", name, err)
+		}
+		pc.link(name)
+		c.restart(name)
+	}
+	pc.t.Logf("%s lost power alone twice, the second time while it recovered under a deep scrub", name)
+	return scrub
+}
+
+// cut cuts one mount's power.
+func (pc *pcCluster) cut(name string, harsh bool, seed int64) {
+	f := pc.mounts[name]
+	var err error
+	if harsh {
+		_, err = f.CutHarsh(seed)
+	} else {
+		err = f.Cut()
+	}
+	if err != nil {
+		pc.t.Errorf("cut %s: %v", name, err)
+	}
+}
+
+// waitGone waits until every thread of process pid has exited.
+func (pc *pcCluster) waitGone(pid int) {
+	deadline := time.Now().Add(30 * time.Second)
+	for !pcGone(pid) {
+		if time.Now().After(deadline) {
+			pc.t.Fatalf("pid %d still alive 30 s after SIGKILL", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // powerCut cuts every mount's power at once, then SIGKILLs every process
 // of the cluster and cairn dev, and waits until they are gone.
 func (pc *pcCluster) powerCut(harsh bool, seed int64) {
-	t := pc.t
 	var wg sync.WaitGroup
 	for i, name := range pc.names {
-		f := pc.mounts[name]
 		wg.Add(1)
-		go func(s int64) {
-			defer wg.Done()
-			var err error
-			if harsh {
-				_, err = f.CutHarsh(s)
-			} else {
-				err = f.Cut()
-			}
-			if err != nil {
-				t.Errorf("cut %s: %v", name, err)
-			}
-		}(seed + int64(i))
+		go func() { defer wg.Done(); pc.cut(name, harsh, seed+int64(i)) }()
 	}
 	wg.Wait()
 	c := pc.c
@@ -375,14 +427,8 @@ func (pc *pcCluster) powerCut(harsh bool, seed int64) {
 	c.cmd.Process.Kill()
 	c.cmd.Wait()
 	c.cmd = nil
-	deadline := time.Now().Add(30 * time.Second)
 	for _, p := range c.procs {
-		for !pcGone(p.PID) {
-			if time.Now().After(deadline) {
-				t.Fatalf("pid %d still alive 30 s after SIGKILL", p.PID)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		pc.waitGone(p.PID)
 	}
 }
 
