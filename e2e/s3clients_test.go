@@ -262,7 +262,9 @@ func rcloneSession(t *testing.T, info devcluster.S3Info) {
 	if out := rc("lsf", r+"/"); strings.Contains(out, "copy.bin") || !strings.Contains(out, "moved.bin") {
 		t.Errorf("rclone lsf after moveto:\n%s", out)
 	}
-	rc("purge", r)
+	if out := rc("purge", r); strings.Contains(out, "ERROR") {
+		t.Errorf("rclone purge: %s", out)
+	}
 }
 
 // resticSession: restic init, backup, a second backup of a changed tree,

@@ -210,6 +210,20 @@ func (rq *request) bucketLocation() error {
 	return rq.writeXML(http.StatusOK, loc{NS: s3NS, Value: v})
 }
 
+// bucketVersioning answers GetBucketVersioning: a configuration without
+// a Status, as S3 answers for a bucket whose versioning was never enabled
+// (PUT ?versioning is NotImplemented, so none ever is).
+func (rq *request) bucketVersioning() error {
+	if _, err := rq.ownBucket(); err != nil {
+		return err
+	}
+	type conf struct {
+		XMLName xml.Name `xml:"VersioningConfiguration"`
+		NS      string   `xml:"xmlns,attr"`
+	}
+	return rq.writeXML(http.StatusOK, conf{NS: s3NS})
+}
+
 // deleteBucket removes an empty bucket. It first closes the index shard
 // (removes its open key, guarded on its presence): from then on every
 // commit into the shard fails its guard on that key, so no PUT can land

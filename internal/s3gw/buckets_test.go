@@ -87,10 +87,33 @@ func TestAnonymousAndBadSignature(t *testing.T) {
 func TestNotImplementedAnswersS3Error(t *testing.T) {
 	env := newEnv(t)
 	env.mkBucket(env.alice, "bk1")
-	resp, body := env.raw("GET", "/bk1?versioning", nil, nil)
-	if resp.StatusCode != 501 || !strings.Contains(string(body), "<Code>NotImplemented</Code>") {
-		t.Fatalf("GET ?versioning: %d %s", resp.StatusCode, body)
+	for _, rq := range []struct{ method, path string }{{"PUT", "/bk1?versioning"}, {"GET", "/bk1?tagging"}, {"GET", "/bk1?versions"}} {
+		resp, body := env.raw(rq.method, rq.path, nil, nil)
+		if resp.StatusCode != 501 || !strings.Contains(string(body), "<Code>NotImplemented</Code>") {
+			t.Fatalf("%s %s: %d %s", rq.method, rq.path, resp.StatusCode, body)
+		}
 	}
+}
+
+// GetBucketVersioning says "never enabled" (no Status), as S3 does for
+// such a bucket: rclone purge asks before deleting a bucket's contents and
+// logged an error at the NotImplemented it got before. Another user's
+// bucket is AccessDenied, a missing one NoSuchBucket.
+func TestGetBucketVersioningUnversioned(t *testing.T) {
+	env := newEnv(t)
+	env.mkBucket(env.alice, "bk1")
+	ctx := context.Background()
+	out, err := env.alice.GetBucketVersioning(ctx, &s3.GetBucketVersioningInput{Bucket: aws.String("bk1")})
+	if err != nil {
+		t.Fatalf("GetBucketVersioning: %v", err)
+	}
+	if out.Status != "" || out.MFADelete != "" {
+		t.Fatalf("GetBucketVersioning: status %q, MFA delete %q, want neither", out.Status, out.MFADelete)
+	}
+	_, err = env.bob.GetBucketVersioning(ctx, &s3.GetBucketVersioningInput{Bucket: aws.String("bk1")})
+	wantCode(t, "bob's GetBucketVersioning of alice's bucket", err, "AccessDenied")
+	_, err = env.alice.GetBucketVersioning(ctx, &s3.GetBucketVersioningInput{Bucket: aws.String("nope")})
+	wantCode(t, "GetBucketVersioning of a missing bucket", err, "NoSuchBucket")
 }
 
 // Virtual-host style: <bucket>.<domain> addresses the bucket, the path is

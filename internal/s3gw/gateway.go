@@ -186,6 +186,11 @@ func (rq *request) subresource() string {
 }
 
 func (rq *request) dispatch() error {
+	if rq.bucket != "" && rq.key == "" && rq.r.Method == http.MethodGet && rq.query.Has("versioning") {
+		// Versioning is never on, and saying so is what clients ask
+		// before they delete a bucket's contents (rclone purge).
+		return rq.bucketVersioning()
+	}
 	if s := rq.subresource(); s != "" {
 		return ErrNotImplemented.with("The %q subresource is not implemented by this gateway.", s)
 	}
