@@ -3,10 +3,12 @@ package nbdgw
 import (
 	"context"
 	"errors"
+	"flag"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/cairn-storage/cairn/internal/metricsrv"
 	"github.com/cairn-storage/cairn/internal/nbd"
 )
 
@@ -74,5 +76,20 @@ func TestMetricsCountCommands(t *testing.T) {
 	d.Close()
 	if n := testutil.ToFloat64(m.open.WithLabelValues("default/vm1")); n != 0 {
 		t.Errorf("vm1 open after close: %g", n)
+	}
+}
+
+var updateDocs = flag.Bool("update-docs", false, "rewrite docs/metrics.md's NBD section from the registry")
+
+// TestMetricsDocumented keeps docs/metrics.md's table of the NBD
+// gateway's metrics equal to what it serves.
+func TestMetricsDocumented(t *testing.T) {
+	m := NewMetrics()
+	ctx := context.Background()
+	d := m.wrap(fakeDevice{failWrites: true}, "default/vm1")
+	d.Write(ctx, 0, make([]byte, 4096))
+	d.Read(ctx, 0, 4096)
+	if err := metricsrv.CheckDoc("../../docs/metrics.md", "nbd", m.Registry, *updateDocs); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -115,6 +115,7 @@ func (s *Store) syncFiles(batch []appliedJ) error {
 				return err
 			}
 		}
+		s.fileSyncs.Add(1)
 		err := df.f.SyncData()
 		s.releaseFile(df)
 		if err != nil {

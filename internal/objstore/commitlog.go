@@ -120,6 +120,8 @@ type commitLog struct {
 	// For tests and benchmarks: groups written, segment switches, large
 	// batches, waits for held journal records.
 	groups, wraps, large, heldWaits atomic.Int64
+	// Commits written in those groups, and the groups' bytes (Counters).
+	commits, groupBytes atomic.Int64
 	// waitingHeld counts writers waiting in waitHeld: while there are any,
 	// every deferred write applied asks for a checkpoint (see afterCommit).
 	waitingHeld atomic.Int32

@@ -255,6 +255,8 @@ func (l *commitLog) writeGroup(group []*logWaiter) error {
 	l.off += size
 	l.seq++
 	l.groups.Add(1)
+	l.commits.Add(int64(len(group)))
+	l.groupBytes.Add(size)
 	return nil
 }
 

@@ -115,8 +115,9 @@ type Store struct {
 	// fsSync syncs Dir's filesystem for checkpoints of many files
 	// (syncfs.go); nil for the in-memory FS of the tests.
 	fsSync *fsSyncer
-	// fsSyncs counts the checkpoints that synced the whole filesystem.
-	fsSyncs atomic.Int64
+	// fsSyncs counts the checkpoints that synced the whole filesystem;
+	// fileSyncs the data files checkpoints synced one by one.
+	fsSyncs, fileSyncs atomic.Int64
 
 	locks [nShards]sync.RWMutex
 

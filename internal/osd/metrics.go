@@ -55,7 +55,7 @@ func newMetrics(s *Server) *metrics {
 	m.found = prometheus.NewCounter(prometheus.CounterOpts(opts("inconsistent_objects_total", "Objects whose copies scrub found to differ or fail their checksums.")))
 	m.repaired = prometheus.NewCounterVec(prometheus.CounterOpts(opts("repaired_objects_total", "Copies rewritten from a good copy, by how the damage was found (scrub, read).")), []string{"by"})
 	m.reg.MustRegister(m.ops, m.failed, m.byStatus, m.latency, m.bytesIn, m.bytesOut, m.scrubbed, m.found, m.repaired,
-		newStateCollector(s, labels),
+		newStateCollector(s, labels), newStoreCollector(s, labels),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every series exists from the start, at zero, so a rate over it is
 	// defined before the first event (and a dashboard shows a flat line,

@@ -1,0 +1,73 @@
+package osd
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// storeCollector reads, when Prometheus scrapes, the store's running
+// totals (how commits batch into synced log writes, checkpoint syncs,
+// cache hits) and the client IO this OSD served as primary, by pool. The
+// pool label is bounded by the pools that exist.
+type storeCollector struct {
+	s                                        *Server
+	logWrites, logCommits, logBytes, logSegs *prometheus.Desc
+	syncs, cache, cow                        *prometheus.Desc
+	poolOps, poolBytes                       *prometheus.Desc
+}
+
+func newStoreCollector(s *Server, labels prometheus.Labels) *storeCollector {
+	d := func(name, help string, vars ...string) *prometheus.Desc {
+		return prometheus.NewDesc("cairn_osd_"+name, help, vars, labels)
+	}
+	return &storeCollector{s: s,
+		logWrites:  d("commit_log_writes_total", "Synced writes of the store's commit log (each carries a group of commits)."),
+		logCommits: d("commit_log_commits_total", "Commits the commit log's synced writes carried (over cairn_osd_commit_log_writes_total: the batch size)."),
+		logBytes:   d("commit_log_bytes_total", "Bytes of the commit log's synced writes, alignment padding included."),
+		logSegs:    d("commit_log_segment_switches_total", "Moves of the commit log to its next segment."),
+		syncs:      d("checkpoint_syncs_total", "Syncs by checkpoints: of the whole filesystem, or of one data file.", "kind"),
+		cache:      d("cache_lookups_total", "Lookups of the store's memory caches (index records, large data reads), by result.", "cache", "result"),
+		cow:        d("copy_on_write_total", "Overwrites written to a fresh slot instead of in place."),
+		poolOps:    d("pool_client_requests_total", "Client requests this OSD served as primary that succeeded, by pool and kind (read, write).", "pool", "kind"),
+		poolBytes:  d("pool_client_bytes_total", "Payload bytes of the client requests this OSD served as primary that succeeded, by pool and kind (read, write).", "pool", "kind"),
+	}
+}
+
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.logWrites, c.logCommits, c.logBytes, c.logSegs, c.syncs, c.cache, c.cow, c.poolOps, c.poolBytes} {
+		ch <- d
+	}
+}
+
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	counter := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	if c.s.store != nil {
+		st := c.s.store.Counters()
+		counter(c.logWrites, st.LogWrites)
+		counter(c.logCommits, st.LogCommits)
+		counter(c.logBytes, st.LogBytes)
+		counter(c.logSegs, st.LogSwitches)
+		counter(c.syncs, st.FSSyncs, "filesystem")
+		counter(c.syncs, st.FileSyncs, "file")
+		counter(c.cache, st.IndexHits, "index", "hit")
+		counter(c.cache, st.IndexMisses, "index", "miss")
+		counter(c.cache, st.DataHits, "data", "hit")
+		counter(c.cache, st.DataMisses, "data", "miss")
+		counter(c.cow, st.CopyOnWrites)
+	}
+	if c.s.view == nil {
+		return
+	}
+	m := c.s.view.Map()
+	for id, io := range c.s.clientIO.byPool() {
+		p, ok := m.Pool(id)
+		if !ok {
+			continue // removed: its series end
+		}
+		counter(c.poolOps, int64(io.ReadOps), p.Name, "read")
+		counter(c.poolOps, int64(io.WriteOps), p.Name, "write")
+		counter(c.poolBytes, int64(io.ReadBytes), p.Name, "read")
+		counter(c.poolBytes, int64(io.WriteBytes), p.Name, "write")
+	}
+}
