@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/manager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 	"github.com/minio/minio-go/v7"
 	miniocreds "github.com/minio/minio-go/v7/pkg/credentials"
@@ -155,6 +156,17 @@ func minioSession(t *testing.T, info devcluster.S3Info) {
 	if _, err := put("once", func(o *minio.PutObjectOptions) { o.SetMatchETag(created.ETag) }); err != nil {
 		t.Errorf("If-Match of the current ETag: %v", err)
 	}
+	// ComposeObject: UploadPartCopy of a range of one object and the
+	// whole of another.
+	_, err = mc.ComposeObject(ctx, minio.CopyDestOptions{Bucket: bucket, Object: "composed"},
+		minio.CopySrcOptions{Bucket: bucket, Object: "dir/big", MatchRange: true, Start: 1, End: 5 << 20},
+		minio.CopySrcOptions{Bucket: bucket, Object: "dir/big"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := get("composed", minio.GetObjectOptions{}); !bytes.Equal(got, append(append([]byte{}, big[1:5<<20+1]...), big...)) {
+		t.Errorf("ComposeObject: %d bytes, not the ranges it named", len(got))
+	}
 	// Copy, presign, remove.
 	if _, err := mc.CopyObject(ctx, minio.CopyDestOptions{Bucket: bucket, Object: "copy"}, minio.CopySrcOptions{Bucket: bucket, Object: "dir/big"}); err != nil {
 		t.Fatal(err)
@@ -176,7 +188,7 @@ func minioSession(t *testing.T, info devcluster.S3Info) {
 		t.Errorf("presigned GET %s: %s %q", u, resp.Status, b)
 	}
 	objs := make(chan minio.ObjectInfo, 8)
-	for _, k := range []string{"dir/big", "dir/sub/small", "once", "copy"} {
+	for _, k := range []string{"dir/big", "dir/sub/small", "once", "copy", "composed"} {
 		objs <- minio.ObjectInfo{Key: k}
 	}
 	close(objs)
@@ -271,6 +283,7 @@ func sdkSession(t *testing.T, info devcluster.S3Info) {
 	if _, err := putIf("new", "three", first.ETag, nil); !isPrecondition(err) {
 		t.Errorf("If-Match of the ETag it had before: %v", err)
 	}
+	sdkCompleteIfNoneMatch(t, cl, *bucket)
 	got, err := cl.GetObject(ctx, &s3.GetObjectInput{Bucket: bucket, Key: aws.String("new")})
 	if err != nil {
 		t.Fatal(err)
@@ -279,5 +292,49 @@ func sdkSession(t *testing.T, info devcluster.S3Info) {
 	got.Body.Close()
 	if string(b) != "two" {
 		t.Errorf("after the conditional writes the object holds %q, want \"two\"", b)
+	}
+}
+
+// sdkCompleteIfNoneMatch: a multipart upload with CRC32 checksums whose
+// CompleteMultipartUpload carries If-None-Match: * fails on a key that
+// exists (412, the upload stays open) and succeeds on a new one, and the
+// object then has the composite CRC32 of its parts.
+func sdkCompleteIfNoneMatch(t *testing.T, cl *s3.Client, bucket string) {
+	ctx := context.Background()
+	data := randomBytes(5<<20 + 100)
+	upload := func(key string) (*s3.CreateMultipartUploadOutput, []types.CompletedPart) {
+		up, err := cl.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String(key), ChecksumAlgorithm: types.ChecksumAlgorithmCrc32})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var parts []types.CompletedPart
+		for i, p := range [][]byte{data[:5<<20], data[5<<20:]} {
+			out, err := cl.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String(bucket), Key: aws.String(key), UploadId: up.UploadId,
+				PartNumber: aws.Int32(int32(i + 1)), Body: bytes.NewReader(p), ChecksumAlgorithm: types.ChecksumAlgorithmCrc32})
+			if err != nil {
+				t.Fatal(err)
+			}
+			parts = append(parts, types.CompletedPart{PartNumber: aws.Int32(int32(i + 1)), ETag: out.ETag, ChecksumCRC32: out.ChecksumCRC32})
+		}
+		return up, parts
+	}
+	complete := func(key string, up *s3.CreateMultipartUploadOutput, parts []types.CompletedPart) error {
+		_, err := cl.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String(key), UploadId: up.UploadId,
+			IfNoneMatch: aws.String("*"), MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}})
+		return err
+	}
+	up, parts := upload("f")
+	var ae smithy.APIError
+	if err := complete("f", up, parts); !errors.As(err, &ae) || ae.ErrorCode() != "PreconditionFailed" {
+		t.Errorf("CompleteMultipartUpload If-None-Match * on an existing key: %v", err)
+	}
+	cl.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String("f"), UploadId: up.UploadId})
+	up, parts = upload("mp")
+	if err := complete("mp", up, parts); err != nil {
+		t.Fatalf("CompleteMultipartUpload If-None-Match * on a new key: %v", err)
+	}
+	h, err := cl.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String("mp"), ChecksumMode: types.ChecksumModeEnabled})
+	if err != nil || !strings.HasSuffix(aws.ToString(h.ChecksumCRC32), "-2") {
+		t.Errorf("HEAD of the completed upload: CRC32 %q (want a composite of 2 parts), %v", aws.ToString(h.ChecksumCRC32), err)
 	}
 }
