@@ -202,7 +202,7 @@ func minioSession(t *testing.T, info devcluster.S3Info) {
 
 // sdkSession: the AWS SDK for Go from config.LoadDefaultConfig: its
 // transfer manager uploads 21 MiB from a stream (5 MiB parts, 3 at once)
-// and downloads it in ranged parts; ListObjectsV2 with a delimiter;
+// and downloads it in ranged parts; GetObject of one part; ListObjectsV2 with a delimiter;
 // PutObject with If-None-Match and If-Match.
 func sdkSession(t *testing.T, info devcluster.S3Info) {
 	caFile := info.CAFile
@@ -236,6 +236,15 @@ func sdkSession(t *testing.T, info devcluster.S3Info) {
 		&s3.GetObjectInput{Bucket: bucket, Key: aws.String("a/big")})
 	if err != nil || n != int64(len(big)) || !bytes.Equal(buf.Bytes(), big) {
 		t.Errorf("the download manager: %d bytes, %v, equal %v", n, err, bytes.Equal(buf.Bytes(), big))
+	}
+	part, err := cl.GetObject(ctx, &s3.GetObjectInput{Bucket: bucket, Key: aws.String("a/big"), PartNumber: aws.Int32(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, _ := io.ReadAll(part.Body)
+	part.Body.Close()
+	if !bytes.Equal(pb, big[5<<20:10<<20]) || aws.ToInt32(part.PartsCount) != 5 {
+		t.Errorf("GetObject part 2: %d bytes (equal %v), parts count %d", len(pb), bytes.Equal(pb, big[5<<20:10<<20]), aws.ToInt32(part.PartsCount))
 	}
 	for _, k := range []string{"a/b/c", "a/b/d", "a/e", "f"} {
 		if _, err := cl.PutObject(ctx, &s3.PutObjectInput{Bucket: bucket, Key: aws.String(k), Body: strings.NewReader(k)}); err != nil {

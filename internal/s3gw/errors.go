@@ -51,6 +51,7 @@ var (
 	ErrInvalidBucketName     = s3err("InvalidBucketName", 400, "The specified bucket is not valid.")
 	ErrInvalidDigest         = s3err("InvalidDigest", 400, "The Content-MD5 you specified is not valid.")
 	ErrInvalidPart           = s3err("InvalidPart", 400, "One or more of the specified parts could not be found. The part may not have been uploaded, or the specified entity tag may not match the part's entity tag.")
+	ErrInvalidPartNumber     = s3err("InvalidPartNumber", 416, "The requested partnumber is not satisfiable")
 	ErrInvalidPartOrder      = s3err("InvalidPartOrder", 400, "The list of parts was not in ascending order. The parts list must be specified in order by part number.")
 	ErrInvalidRange          = s3err("InvalidRange", 416, "The requested range is not satisfiable")
 	ErrInvalidRequest        = s3err("InvalidRequest", 400, "Invalid Request")

@@ -253,9 +253,6 @@ func (rq *request) objectOp(m string) error {
 		if upload && m == http.MethodGet {
 			return rq.listParts()
 		}
-		if rq.query.Has("partNumber") {
-			return ErrNotImplemented.with("GET and HEAD of one part (partNumber) are not implemented yet.")
-		}
 		return rq.getObject(m == http.MethodHead)
 	case http.MethodDelete:
 		if upload {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/md5"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 
@@ -193,4 +194,66 @@ func TestUploadPartCopy(t *testing.T) {
 	if got := env.get("dstb", "copy"); !bytes.Equal(got, data) {
 		t.Fatalf("object made of copied parts differs (%d bytes)", len(got))
 	}
+}
+
+// GET and HEAD with partNumber serve one part of a multipart upload as a
+// ranged GET (206, Content-Range, the part count), part 1 of a plain
+// object is all of it, and a part past the last is InvalidPartNumber.
+// The AWS SDK for Go's newer transfer manager downloads by part; this was
+// NotImplemented before.
+func TestGetObjectPartNumber(t *testing.T) {
+	env := newEnv(t)
+	c, ctx := env.alice, context.Background()
+	env.mkBucket(c, "parts")
+	data := randBytes(10<<20+1000, 7)
+	cr, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("parts"), Key: aws.String("mp")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bounds := []int{0, 5 << 20, 10 << 20, len(data)}
+	var done []types.CompletedPart
+	for i := 0; i < 3; i++ {
+		out, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String("parts"), Key: aws.String("mp"), UploadId: cr.UploadId,
+			PartNumber: aws.Int32(int32(i + 1)), Body: bytes.NewReader(data[bounds[i]:bounds[i+1]])})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done = append(done, types.CompletedPart{PartNumber: aws.Int32(int32(i + 1)), ETag: out.ETag})
+	}
+	if _, err := c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String("parts"), Key: aws.String("mp"), UploadId: cr.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: done}}); err != nil {
+		t.Fatal(err)
+	}
+	env.put("parts", "plain", []byte("plain object"))
+	for _, tc := range []struct {
+		key        string
+		part       int32
+		start, end int // of data, or of "plain object"
+	}{{"mp", 1, bounds[0], bounds[1]}, {"mp", 2, bounds[1], bounds[2]}, {"mp", 3, bounds[2], bounds[3]}, {"plain", 1, 0, 12}} {
+		src, size, count := data, len(data), int32(3)
+		if tc.key == "plain" {
+			src, size, count = []byte("plain object"), 12, 1
+		}
+		got, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("parts"), Key: aws.String(tc.key), PartNumber: aws.Int32(tc.part)})
+		if err != nil {
+			t.Fatalf("GET %s part %d: %v", tc.key, tc.part, err)
+		}
+		b, _ := io.ReadAll(got.Body)
+		got.Body.Close()
+		wantRange := fmt.Sprintf("bytes %d-%d/%d", tc.start, tc.end-1, size)
+		if !bytes.Equal(b, src[tc.start:tc.end]) || aws.ToString(got.ContentRange) != wantRange || aws.ToInt32(got.PartsCount) != count {
+			t.Errorf("GET %s part %d: %d bytes (equal %v), Content-Range %q (want %q), parts count %d (want %d)", tc.key, tc.part,
+				len(b), bytes.Equal(b, src[tc.start:tc.end]), aws.ToString(got.ContentRange), wantRange, aws.ToInt32(got.PartsCount), count)
+		}
+		h, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("parts"), Key: aws.String(tc.key), PartNumber: aws.Int32(tc.part)})
+		if err != nil || aws.ToInt64(h.ContentLength) != int64(tc.end-tc.start) || aws.ToInt32(h.PartsCount) != count {
+			t.Errorf("HEAD %s part %d: %v %v", tc.key, tc.part, h, err)
+		}
+	}
+	_, err = c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("parts"), Key: aws.String("mp"), PartNumber: aws.Int32(4)})
+	wantCode(t, "GET of part 4 of 3", err, "InvalidPartNumber")
+	_, err = c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("parts"), Key: aws.String("plain"), PartNumber: aws.Int32(2)})
+	wantCode(t, "GET of part 2 of a plain object", err, "InvalidPartNumber")
+	_, err = c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("parts"), Key: aws.String("mp"), PartNumber: aws.Int32(1), Range: aws.String("bytes=0-9")})
+	wantCode(t, "GET with partNumber and Range", err, "InvalidRequest")
 }

@@ -169,6 +169,44 @@ var responseOverrides = map[string]string{
 	"response-content-disposition": "Content-Disposition", "response-content-encoding": "Content-Encoding",
 }
 
+// objectRange is the part of e a GET or HEAD asks for: the Range header's,
+// one part's (partNumber: S3's ranged GET of a part of a multipart upload,
+// answered 206 with the part count; part 1 of any other object is all of
+// it), or all of e (partial false).
+func (rq *request) objectRange(e *Entry) (byteRange, bool, error) {
+	if !rq.query.Has("partNumber") {
+		rng, partial, err := parseRange(rq.r.Header.Get("Range"), e.Size)
+		if err != nil {
+			rq.w.Header().Set("Content-Range", "bytes */"+strconv.FormatUint(e.Size, 10))
+			return byteRange{}, false, err
+		}
+		if !partial {
+			rng = byteRange{0, e.Size}
+		}
+		return rng, partial, nil
+	}
+	n, err := partNumber(rq.query.Get("partNumber"))
+	if err != nil {
+		return byteRange{}, false, err
+	}
+	if rq.r.Header.Get("Range") != "" {
+		return byteRange{}, false, ErrInvalidRequest.with("Cannot specify both Range header and partNumber query parameter.")
+	}
+	count := max(len(e.Parts), 1)
+	if n > count {
+		return byteRange{}, false, ErrInvalidPartNumber
+	}
+	rq.w.Header().Set("x-amz-mp-parts-count", strconv.Itoa(count))
+	rng := byteRange{0, e.Size}
+	if len(e.Parts) > 1 {
+		for _, p := range e.Parts[:n-1] {
+			rng.Start += p.Size
+		}
+		rng.Length = e.Parts[n-1].Size
+	}
+	return rng, rng.Length > 0, nil
+}
+
 func (rq *request) getObject(head bool) error {
 	b, err := rq.ownBucket()
 	if err != nil {
@@ -190,13 +228,9 @@ func (rq *request) getObject(head bool) error {
 		}
 		return err
 	}
-	rng, partial, err := parseRange(rq.r.Header.Get("Range"), e.Size)
+	rng, partial, err := rq.objectRange(e)
 	if err != nil {
-		rq.w.Header().Set("Content-Range", "bytes */"+strconv.FormatUint(e.Size, 10))
 		return err
-	}
-	if !partial {
-		rng = byteRange{0, e.Size}
 	}
 	h := rq.w.Header()
 	setObjectHeaders(h, e)
