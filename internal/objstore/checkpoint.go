@@ -13,6 +13,7 @@ type appliedJ struct {
 	seq, fileID uint64
 	n           int
 	pos         commitPos // where its record was committed
+	ck          uint64    // the checkpoint that synced it (syncJournal), from 1
 }
 
 func (s *Store) checkpointer() {
@@ -72,9 +73,11 @@ func (s *Store) syncJournal() ([]appliedJ, error) {
 	if err := s.syncFiles(batch); err != nil {
 		return nil, err
 	}
+	s.ckSynced++
 	held := map[commitPos]int{}
-	for _, j := range batch {
+	for i, j := range batch {
 		held[j.pos]++
+		batch[i].ck = s.ckSynced
 	}
 	for p, n := range held {
 		s.log.release(p, n)
@@ -129,7 +132,25 @@ func (s *Store) syncFiles(batch []appliedJ) error {
 // the log's view of the journal, or from the index for records that went
 // there. Until then the records' files take no direct writes (see
 // hasPending), since a replay of the records would overwrite them.
+//
+// Checkpoints drop their records in the order they synced them: a later
+// checkpoint may hold a newer record of a block whose older record an
+// earlier one holds, and if the newer record's deletion were durable
+// before the older one's, a crash then would replay the older record over
+// the newer data, which the index's checksum no longer matches.
 func (s *Store) dropJournal(batch []appliedJ) error {
+	ck := batch[0].ck
+	s.ckDropMu.Lock()
+	for s.ckDropped+1 < ck {
+		s.ckDropCond.Wait()
+	}
+	s.ckDropMu.Unlock()
+	defer func() {
+		s.ckDropMu.Lock()
+		s.ckDropped = ck
+		s.ckDropCond.Broadcast()
+		s.ckDropMu.Unlock()
+	}()
 	b := s.db.NewBatch()
 	defer b.Close()
 	j := s.db.NewBatch()

@@ -255,3 +255,52 @@ func crashConsistency(t *testing.T, interval time.Duration, inline int) *Store {
 	}
 	return s
 }
+
+// Checkpoints drop their journal records in the order they synced them. A
+// later checkpoint holds the newer record of a block whose older record an
+// earlier one holds: had its drop committed first, a crash would replay
+// the older record over the newer data (found by TestCrashConsistency
+// with GOMAXPROCS=1, where the newer drop's goroutine tends to run first).
+func TestCheckpointsDropInOrder(t *testing.T) {
+	defer func(d time.Duration) { checkpointInterval = d }(checkpointInterval)
+	checkpointInterval = time.Hour // only the test's checkpoints run
+	fs := vfs.NewCrashableMem()
+	opts := Options{Dir: "/osd", MetaDir: "/nvme/meta", FS: fs, ReserveBytes: -1}
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply(t, s, func(tx *Txn) { tx.Put("1.0", "vm", pattern(1, 512<<10)) })
+	apply(t, s, func(tx *Txn) { tx.Write("1.0", "vm", 0, pattern(2, blockSize)) })
+	first, err := s.syncJournal()
+	if err != nil || len(first) == 0 {
+		t.Fatalf("first checkpoint: %v, %d records", err, len(first))
+	}
+	newer := pattern(3, blockSize)
+	apply(t, s, func(tx *Txn) { tx.Write("1.0", "vm", 0, newer) })
+	second, err := s.syncJournal()
+	if err != nil || len(second) == 0 {
+		t.Fatalf("second checkpoint: %v, %d records", err, len(second))
+	}
+	dropped := make(chan error, 1)
+	go func() { dropped <- s.dropJournal(second) }()
+	time.Sleep(100 * time.Millisecond)
+
+	opts.FS = fs.CrashClone(vfs.CrashCloneCfg{})
+	s2, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s2.Read("1.0", "vm", 0, blockSize)
+	if err != nil || !bytes.Equal(got, newer) {
+		t.Errorf("after a crash between the checkpoints' drops the block reads %v (newest: %v)", err, bytes.Equal(got, newer))
+	}
+	s2.Close()
+	if err := s.dropJournal(first); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-dropped; err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+}

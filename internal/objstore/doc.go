@@ -114,7 +114,9 @@
 //     pending), or syncs the whole filesystem once when they are many
 //     (syncfs.go; never on FUSE, where syncfs makes nothing durable: each
 //     file is fdatasynced there), then lets the log reuse the records' space, and deletes
-//     them (a deletion the log keeps, so a replay skips them). Partial-block
+//     them (a deletion the log keeps, so a replay skips them; checkpoints
+//     delete in the order they synced, or a replay could apply an older
+//     record of a block whose newer one is gone). Partial-block
 //     writes read, verify and rewrite the whole block, so journal records
 //     always hold whole blocks.
 //   - Direct write (a Put of a large object, or a write of at least 128 KiB

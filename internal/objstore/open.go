@@ -12,6 +12,7 @@ import (
 	"hash/maphash"
 	"os"
 	"strconv"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -101,6 +102,7 @@ func newStore(o Options, realFS bool) *Store {
 		closing: make(chan struct{}),
 		ckDone:  make(chan struct{}),
 	}
+	s.ckDropCond = sync.NewCond(&s.ckDropMu)
 	s.directIO.Store(realFS)
 	s.slotBase = slotBaseReal
 	if !realFS {

@@ -132,16 +132,22 @@ type Store struct {
 	spaceMu sync.Mutex
 	space   [2]spaceEntry
 
-	ckMu      sync.Mutex
-	applied   []appliedJ
-	ckBytes   int64
-	pending   map[uint64]int // fileID -> journal records not yet checkpointed
-	ckRunMu   sync.Mutex     // one checkpoint at a time
-	ckKick    chan struct{}
-	ckDrops   sync.WaitGroup // checkpoints committing the deletion of their records
-	closing   chan struct{}
-	ckDone    chan struct{}
-	closeOnce sync.Once
+	ckMu     sync.Mutex
+	applied  []appliedJ
+	ckBytes  int64
+	pending  map[uint64]int // fileID -> journal records not yet checkpointed
+	ckRunMu  sync.Mutex     // one checkpoint at a time
+	ckKick   chan struct{}
+	ckDrops  sync.WaitGroup // checkpoints committing the deletion of their records
+	ckSynced uint64         // checkpoints that synced records (under ckRunMu)
+	// ckDropped is the last checkpoint whose records' deletion committed:
+	// they commit in order (dropJournal).
+	ckDropMu   sync.Mutex
+	ckDropCond *sync.Cond
+	ckDropped  uint64
+	closing    chan struct{}
+	ckDone     chan struct{}
+	closeOnce  sync.Once
 
 	rm *remover // unlinks dropped data files after their commit
 
