@@ -23,11 +23,11 @@ import (
 // The cluster power-cut test: a dev cluster whose mon (its etcd) and OSDs
 // (their data and index) all live on internal/powercut's filesystem, one
 // mount each, served by this process. Clients put, overwrite and delete
-// objects of many sizes, set and remove their omap keys, and record every
-// acknowledgement. While they write, one OSD loses power alone (and is
-// SIGKILLed) and starts again on what survived, twice, the second time
-// while it recovers and a deep scrub runs; then every mount loses power at
-// once (Cut, or CutHarsh with HARSH=1) and every process of the cluster is
+// objects of many sizes, set and remove their omap keys, write to a volume
+// and take its snapshots, and record every acknowledgement. While they
+// write, one OSD loses power alone (and is SIGKILLed) and starts again on
+// what survived, twice, the second time while it recovers and a deep scrub
+// runs; then every mount loses power at once (Cut, or CutHarsh with HARSH=1) and every process of the cluster is
 // SIGKILLed. The mounts come back with what survived, the cluster starts
 // again from it, must reach HEALTH_OK by itself, and every acknowledged
 // write must read back exactly: none lost, none torn, no acknowledged
@@ -254,6 +254,7 @@ func TestPowerCutCluster(t *testing.T) {
 	for i := range workers {
 		workers[i] = &pcWorker{id: i, objects: map[string]*pcObject{}}
 	}
+	vol := newPCVolume(t, pool)
 	var n pcCounts
 	start := time.Now()
 	done := 0
@@ -270,6 +271,8 @@ func TestPowerCutCluster(t *testing.T) {
 			wg.Add(1)
 			go func() { defer wg.Done(); w.run(ctx, pool, cutSeed) }()
 		}
+		wg.Add(1)
+		go func() { defer wg.Done(); vol.run(ctx, pool, cutSeed) }()
 		scrub := pc.cutOne(ctx, r, harsh, cutSeed)
 		time.Sleep(time.Duration(500+r.IntN(2500)) * time.Millisecond)
 		pc.powerCut(harsh, cutSeed)
@@ -282,6 +285,7 @@ func TestPowerCutCluster(t *testing.T) {
 		for _, w := range workers {
 			w.check(t, pool, &n)
 		}
+		vol.check(t, pool, &n)
 		done++
 		t.Logf("power cut %d: %d acknowledged writes checked, %d lost, %d torn, %d resurrected (%s so far)",
 			cut+1, n.checked-before.checked, n.lost-before.lost, n.torn-before.torn, n.resurrected-before.resurrected,
@@ -298,6 +302,7 @@ func TestPowerCutCluster(t *testing.T) {
 		t.Logf("%s's disk: %d writes (%d O_DIRECT, %d O_SYNC), %d fsyncs, %d directory syncs, %d punches, %d written back early",
 			name, st.Writes, st.DirectWrites, st.SyncWrites, st.Fsyncs, st.DirSyncs, st.Punches, st.ForcedWritebacks)
 	}
+	t.Logf("volume %s: %d writes and %d snapshots acknowledged", vol.name, vol.writes, vol.snapsTaken)
 	t.Log(msg)
 	fmt.Println(msg)
 	if n.checked == 0 {

@@ -1,0 +1,170 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/cairn-storage/cairn/client"
+	"github.com/cairn-storage/cairn/internal/volume"
+)
+
+// pcVolume is the power-cut clients' volume: writes within one of its
+// objects (each one atomic) and a snapshot now and then, with what they
+// were told.
+type pcVolume struct {
+	name    string
+	data    []byte            // the acknowledged content
+	snaps   map[string][]byte // acknowledged snapshots' contents
+	nsnap   int
+	pending *pcVolumeWrite // a write that failed: it may have landed
+	psnap   string         // a snapshot whose creation failed: it may exist
+	pdata   []byte         // the content psnap would hold
+	acks    int
+	// Totals over the run: acknowledged writes and snapshots.
+	writes, snapsTaken int
+}
+
+type pcVolumeWrite struct {
+	off  int
+	data []byte
+}
+
+const (
+	pcVolumeSize   = 16 << 20
+	pcVolumeObject = 4 << 20
+)
+
+func newPCVolume(t *testing.T, p *client.Pool) *pcVolume {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := volume.Create(ctx, p, "pcvol", pcVolumeSize, pcVolumeObject); err != nil {
+		t.Fatal(err)
+	}
+	return &pcVolume{name: "pcvol", data: make([]byte, pcVolumeSize), snaps: map[string][]byte{}}
+}
+
+// run writes to the volume until ctx ends or a write fails; every 40th
+// operation takes a snapshot (the two newest are kept).
+func (v *pcVolume) run(ctx context.Context, p *client.Pool, seed int64) {
+	r := rand.New(rand.NewPCG(uint64(seed), 99))
+	vol, err := volume.Open(ctx, p, v.name)
+	if err != nil {
+		return
+	}
+	defer vol.Close()
+	for i := 0; ctx.Err() == nil; i++ {
+		octx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		if i%40 == 39 {
+			err = v.snap(octx, p)
+			cancel()
+			if err != nil {
+				return
+			}
+			continue
+		}
+		n := 1 + logUniformSize(r, 256<<10)
+		obj := r.IntN(pcVolumeSize / pcVolumeObject)
+		off := obj*pcVolumeObject + r.IntN(pcVolumeObject-n+1)
+		data := payload(v.name, int(seed%1_000_000)*1_000_000+i, n)
+		err = vol.WriteAt(octx, data, uint64(off))
+		cancel()
+		if err != nil {
+			v.pending = &pcVolumeWrite{off, data}
+			return
+		}
+		copy(v.data[off:], data)
+		v.acks++
+		v.writes++
+	}
+}
+
+func (v *pcVolume) snap(ctx context.Context, p *client.Pool) error {
+	v.nsnap++
+	name := fmt.Sprint("s", v.nsnap)
+	if _, err := volume.SnapCreate(ctx, p, v.name, name); err != nil {
+		v.psnap, v.pdata = name, bytes.Clone(v.data)
+		return err
+	}
+	v.snaps[name] = bytes.Clone(v.data)
+	v.acks++
+	v.snapsTaken++
+	if old := fmt.Sprint("s", v.nsnap-2); v.snaps[old] != nil {
+		delete(v.snaps, old) // gone or not after a failure: not checked again
+		if err := volume.SnapRemove(ctx, p, v.name, old, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// check reads the volume and its snapshots back after a cut.
+func (v *pcVolume) check(t *testing.T, p *client.Pool, n *pcCounts) {
+	n.checked += v.acks
+	v.acks = 0
+	got := pcReadVolume(t, p, v.name, "")
+	ok := bytes.Equal(got, v.data)
+	if !ok && v.pending != nil {
+		want := bytes.Clone(v.data)
+		copy(want[v.pending.off:], v.pending.data)
+		ok = bytes.Equal(got, want)
+	}
+	if !ok {
+		n.torn++
+		t.Errorf("volume %s: its content differs from every acknowledged state", v.name)
+	}
+	v.data, v.pending = got, nil
+	for name, want := range v.snaps {
+		if got := pcReadVolume(t, p, v.name, name); !bytes.Equal(got, want) {
+			n.lost++
+			t.Errorf("volume %s@%s: its content differs from the volume's when it was taken", v.name, name)
+		}
+	}
+	if v.psnap != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		info, err := volume.Stat(ctx, p, v.name)
+		cancel()
+		if err == nil && hasSnap(info, v.psnap) {
+			if got := pcReadVolume(t, p, v.name, v.psnap); !bytes.Equal(got, v.pdata) {
+				n.torn++
+				t.Errorf("volume %s@%s, created as the power went: its content differs from the volume's then", v.name, v.psnap)
+			}
+			v.snaps[v.psnap] = v.pdata
+		}
+		v.psnap, v.pdata = "", nil
+	}
+}
+
+func hasSnap(info volume.Info, name string) bool {
+	for _, s := range info.Snaps {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func pcReadVolume(t *testing.T, p *client.Pool, name, snap string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var vol *volume.Volume
+	var err error
+	if snap == "" {
+		vol, err = volume.Open(ctx, p, name)
+	} else {
+		vol, err = volume.OpenSnap(ctx, p, name, snap)
+	}
+	if err != nil {
+		t.Fatalf("open volume %s@%s after the cut: %v", name, snap, err)
+	}
+	defer vol.Close()
+	b := make([]byte, pcVolumeSize)
+	if err := vol.ReadAt(ctx, b, 0); err != nil {
+		t.Fatalf("read volume %s@%s after the cut: %v", name, snap, err)
+	}
+	return b
+}
