@@ -96,6 +96,14 @@ const (
 // ServeHTTP authenticates a request, routes it to its operation and writes
 // the operation's answer or its S3 error.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength == 0 && r.ProtoAtLeast(1, 1) && strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+		// net/http sends 100 Continue when a handler first reads a body,
+		// which an empty one never needs. S3 sends it anyway, and botocore
+		// (aws-cli, boto3) expects it: given only the final answer, it
+		// misreads the next answer on that connection and waits 60 s for
+		// a body that never comes, then sends the request again.
+		w.WriteHeader(http.StatusContinue)
+	}
 	rq := &request{g: g, w: w, r: r, ctx: r.Context(), id: newID()}
 	h := w.Header()
 	h.Set("x-amz-request-id", rq.id)
