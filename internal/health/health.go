@@ -111,8 +111,10 @@ func (st *Status) osdChecks(m *clustermap.Map, now time.Time) {
 	}
 	if len(down) > 0 {
 		st.add(Check{Code: "OSD_DOWN", Severity: Warn,
-			Summary: fmt.Sprintf("%d OSD(s) down: their placement groups are served by the remaining copies", len(down)),
-			Detail:  down})
+			Summary: fmt.Sprintf("%d OSD(s) down: their placement groups are served by the remaining copies; "+
+				"start each again (its log says why it stopped), or if its disk or host is gone, `cairn osd out ID` "+
+				"re-replicates its data now instead of after %s, and the disk can then be replaced", len(down), m.DownOutInterval()),
+			Detail: down})
 	}
 	if len(upOut) > 0 {
 		st.add(Check{Code: "OSD_OUT", Severity: Warn,

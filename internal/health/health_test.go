@@ -116,6 +116,9 @@ func TestStatusOSDDownDegraded(t *testing.T) {
 	if c == nil || !strings.Contains(c.Detail[0], "osd.3 on host h2") || !strings.Contains(c.Detail[0], "1m30s ago") {
 		t.Fatalf("OSD_DOWN check does not name osd.3, its host and since when: %+v", c)
 	}
+	if !strings.Contains(c.Summary, "cairn osd out ID") || !strings.Contains(c.Summary, "after 10m0s") {
+		t.Fatalf("OSD_DOWN check does not say what to do: %q", c.Summary)
+	}
 	d := find(st, "PG_DEGRADED")
 	if d == nil || st.PGsOK+countPGs(d) != 64 {
 		t.Fatalf("degraded pgs not accounted: %+v ok=%d", d, st.PGsOK)
