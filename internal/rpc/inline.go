@@ -1,6 +1,8 @@
 package rpc
 
 import (
+	"crypto/tls"
+	"io"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -37,7 +39,15 @@ import (
 type inlineWriter struct {
 	raw     syscall.RawConn
 	writeFn func(fd uintptr) bool // writeSome, bound once: a closure per write would allocate
-	kick    chan struct{}         // capacity 1: rest waits for the writer
+	// whole, instead of raw, is an encrypted connection (tls.go): it has no
+	// socket to write to without blocking, so a frame is copied into
+	// scratch and written whole, as one TLS record, blocking under mu.
+	// On loopback and any network whose socket buffer is not full that
+	// returns at once; if it is full the caller waits as the writer
+	// goroutine would have.
+	whole   io.Writer
+	scratch []byte
+	kick    chan struct{} // capacity 1: rest waits for the writer
 
 	mu      sync.Mutex // held by whoever writes to the socket
 	rest    outFrame   // under mu, while hasRest: a frame begun inline
@@ -59,6 +69,9 @@ type inlineWriter struct {
 const inlineMax = 64 << 10
 
 func newInlineWriter(nc any) *inlineWriter {
+	if tc, ok := nc.(*tls.Conn); ok {
+		return &inlineWriter{whole: tc, kick: make(chan struct{}, 1)}
+	}
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
 		return nil
@@ -83,6 +96,9 @@ func (w *inlineWriter) send(f outFrame) (bool, error) {
 	defer w.mu.Unlock()
 	if w.hasRest || w.closed {
 		return false, nil
+	}
+	if w.whole != nil {
+		return true, w.sendWhole(f)
 	}
 	w.cur = f
 	w.parts = w.cur.parts(w.partsBuf[:0])
@@ -111,6 +127,19 @@ func (w *inlineWriter) send(f outFrame) (bool, error) {
 	default:
 	}
 	return true, nil
+}
+
+// sendWhole writes f to an encrypted connection in one Write, under mu.
+func (w *inlineWriter) sendWhole(f outFrame) error {
+	defer f.release()
+	var a [8][]byte
+	w.scratch = w.scratch[:0]
+	for _, p := range f.parts(a[:0]) {
+		w.scratch = append(w.scratch, p...)
+	}
+	w.frames.Add(1)
+	_, err := w.whole.Write(w.scratch)
+	return err
 }
 
 // writeSome is send's callback for RawConn.Write: it writes w.parts with
