@@ -145,7 +145,7 @@ func startCluster(t testing.TB, o clusterOpts) *cluster {
 		c.s3Port = freePorts(t, 1)
 	}
 	if o.metrics {
-		c.metricsPort = freePorts(t, o.hosts*o.perHost+2)
+		c.metricsPort = freePorts(t, o.hosts*o.perHost+3)
 	}
 	if o.dashboard {
 		c.dashPort = freePorts(t, 1)

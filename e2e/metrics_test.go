@@ -15,6 +15,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
 // needPrometheus fails (with CAIRN_REQUIRE_TOOLS, as .ci/run sets) or
@@ -31,18 +34,19 @@ func needPrometheus(t *testing.T) {
 	}
 }
 
-// TestMetricsScrapedByPrometheus: cairn dev gives every OSD, the NBD
-// gateway and the mon a metrics address and lists it in dev.json; their
+// TestMetricsScrapedByPrometheus: cairn dev gives every OSD, the NBD and
+// S3 gateways and the mon a metrics address and lists it in dev.json; their
 // metrics pass promtool's lint, and a real Prometheus scraping them all
 // sees the requests the OSDs served, their PGs by state and their space,
-// the NBD writes qemu-io made, and etcd's leader.
+// the NBD writes qemu-io made, the S3 requests an SDK made, and etcd's
+// leader.
 func TestMetricsScrapedByPrometheus(t *testing.T) {
 	needPrometheus(t)
 	needTools(t, "qemu-io")
-	c := startCluster(t, clusterOpts{metrics: true})
+	c := startCluster(t, clusterOpts{metrics: true, s3: true})
 	var targets []string
 	for _, p := range c.devJSON() {
-		if strings.HasPrefix(p.Name, "osd.") || p.Name == "nbd" || p.Name == "mon.a" {
+		if strings.HasPrefix(p.Name, "osd.") || p.Name == "nbd" || p.Name == "mon.a" || p.Name == "s3" {
 			if p.Metrics == "" {
 				t.Fatalf("%s has no metrics address in dev.json", p.Name)
 			}
@@ -71,6 +75,7 @@ func TestMetricsScrapedByPrometheus(t *testing.T) {
 	}
 	promLint(t, body)
 	nbdWrites(t, c, nbdMetrics)
+	s3Requests(t, c)
 
 	prom := startPrometheus(t, targets, freePorts(t, 1))
 	// Requests go on while Prometheus scrapes, so rates have something to show.
@@ -88,13 +93,16 @@ func TestMetricsScrapedByPrometheus(t *testing.T) {
 		min   float64
 	}{
 		{`sum(cairn_osd_requests_total)`, 120},
-		{`count(count by (osd) (cairn_osd_primary_pgs))`, float64(len(targets) - 2)},
+		{`count(count by (osd) (cairn_osd_primary_pgs))`, float64(len(targets) - 3)}, // all but nbd, s3 and the mon
 		{`max(etcd_server_has_leader)`, 1},
 		{`sum(cairn_osd_primary_pgs)`, 1},
 		{`min(cairn_osd_store_bytes{kind="total"})`, 1 << 20},
 		{`histogram_quantile(0.99, sum by (le) (rate(cairn_osd_request_duration_seconds_bucket[1m])))`, 0},
 		{`sum(cairn_nbd_bytes_total{export="default/metrics",direction="written"})`, 1 << 20},
 		{`sum(cairn_nbd_commands_total{export="default/metrics",command="write"})`, 1},
+		{`sum(cairn_s3_requests_total{operation="PutObject",code="OK"})`, 3},
+		{`sum(cairn_s3_requests_total{operation="GetObject",code="NoSuchKey"})`, 1},
+		{`sum(cairn_s3_bytes_total{operation="PutObject",direction="in"})`, 3 * 4096},
 	} {
 		v := promQuery(t, prom, q.query, q.min, 30*time.Second)
 		t.Logf("%s = %g", q.query, v)
@@ -282,4 +290,25 @@ func promQuery(t *testing.T, addr, query string, min float64, within time.Durati
 		t.Fatalf("Prometheus has no value for %s after %s (last answer: %s)", query, within, last)
 	}
 	return got
+}
+
+// s3Requests makes the S3 gateway answer three PUTs and a GET of a
+// missing key, and checks its metrics pass promtool's lint.
+func s3Requests(t *testing.T, c *cluster) {
+	t.Helper()
+	cl := sdkClient(c.s3Info())
+	ctx := context.Background()
+	if _, err := cl.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("metrics")}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := cl.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("metrics"), Key: aws.String(fmt.Sprint(i)),
+			Body: strings.NewReader(strings.Repeat("s", 4096))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cl.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("metrics"), Key: aws.String("missing")}); err == nil {
+		t.Fatal("GET of a missing key succeeded")
+	}
+	promLint(t, httpGet(t, "http://"+c.devJSON()["s3"].Metrics+"/metrics"))
 }

@@ -39,7 +39,7 @@ one now. DIR/dev.json always lists the running pids.`,
 	f.StringSliceVar(&o.External, "etcd-endpoints", nil, "use this existing etcd cluster instead of starting a mon")
 	f.BoolVar(&o.IPv6, "ipv6", false, "run IPv6-only: etcd and every OSD on [::1]")
 	f.IntVar(&o.NBDPort, "nbd-port", 10809, "port of the NBD server for volumes on 127.0.0.1 (0: none)")
-	f.IntVar(&o.MetricsPort, "metrics-port", 9300, "osd.N serves Prometheus metrics on this port + N, then the NBD gateway, then the mon (0: none)")
+	f.IntVar(&o.MetricsPort, "metrics-port", 9300, "osd.N serves Prometheus metrics on this port + N, then the NBD gateway, the mon and the S3 gateway (0: none)")
 	f.IntVar(&o.DashboardPort, "dashboard-port", 8080, "port of the mon's web dashboard on 127.0.0.1, without a password (0: none)")
 	f.IntVar(&o.S3Port, "s3-port", 9000, "port of the S3 gateway on 127.0.0.1, for user admin (DIR/s3.json has its key; 0: none)")
 	f.BoolVar(&o.TLS, "tls", false, "HTTPS for the S3 gateway (a certificate signed by a CA made for DIR: clients trust DIR/s3-ca.pem) and encrypted cluster traffic (client and OSD connections, and etcd over https)")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cairn-storage/cairn/client"
 	"github.com/cairn-storage/cairn/internal/meta"
+	"github.com/cairn-storage/cairn/internal/metricsrv"
 	"github.com/cairn-storage/cairn/internal/report"
 	"github.com/cairn-storage/cairn/internal/runtimepolicy"
 	"github.com/cairn-storage/cairn/internal/s3gw"
@@ -25,7 +26,7 @@ import (
 // s3Gateway holds the flags of the gateway server.
 type s3Gateway struct {
 	listen, pool, region, debugListen string
-	tlsCert, tlsKey                   string
+	tlsCert, tlsKey, metricsListen    string
 	domains                           []string
 	gcGrace, intentTimeout            time.Duration
 }
@@ -61,6 +62,7 @@ pool at once. Each collects the data of replaced and deleted objects after
 	f.DurationVar(&o.gcGrace, "gc-grace", 15*time.Minute, "how long replaced or deleted data stays for reads in flight")
 	f.DurationVar(&o.intentTimeout, "intent-timeout", time.Hour, "after how long a write whose gateway died is reclaimed (longer than any upload of one part takes)")
 	f.StringVar(&o.debugListen, "debug-listen", "", "serve Go profiling (/debug/pprof) on this address")
+	f.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics at /metrics on this address")
 	cmd.AddCommand(s3BucketCmd(g))
 	longRunning(cmd)
 }
@@ -97,8 +99,17 @@ func (o s3Gateway) run(ctx context.Context, g *globals) error {
 		return err
 	}
 	defer creds.Close()
-	gw := s3gw.New(s3gw.Config{Store: poolStore{pool}, Lookup: creds.Lookup, Region: o.region, Domains: o.domains,
-		GCGrace: o.gcGrace, IntentTimeout: o.intentTimeout, Logf: logger.Printf})
+	cfg := s3gw.Config{Store: poolStore{pool}, Lookup: creds.Lookup, Region: o.region, Domains: o.domains,
+		GCGrace: o.gcGrace, IntentTimeout: o.intentTimeout, Logf: logger.Printf}
+	if o.metricsListen != "" {
+		cfg.Metrics = s3gw.NewMetrics()
+		at, err := metricsrv.Serve(ctx, o.metricsListen, cfg.Metrics.Registry, logger.Printf)
+		if err != nil {
+			return err
+		}
+		logger.Printf("s3: metrics on http://%s/metrics", at)
+	}
+	gw := s3gw.New(cfg)
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("s3: listen on %s: %w", o.listen, err)

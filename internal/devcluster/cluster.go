@@ -39,8 +39,8 @@ type Options struct {
 	// first loopback address, without a password (0: none).
 	DashboardPort int
 	// MetricsPort: osd.N serves Prometheus metrics on this + N, the NBD
-	// gateway on this + the number of OSDs, the mon (etcd's) on the next
-	// (0: none).
+	// gateway on this + the number of OSDs, the mon (etcd's) on the next,
+	// the S3 gateway on the one after (0: none).
 	MetricsPort int
 	// The S3 gateway's collector: grace of replaced data and how old an
 	// abandoned write's intent must be (0: cairn s3's defaults).

@@ -70,7 +70,14 @@ func (c *Cluster) startS3(ctx context.Context, o Options, cfg *conf.Config, ms *
 	if o.S3IntentTimeout > 0 {
 		args = append(args, "--intent-timeout", o.S3IntentTimeout.String())
 	}
+	metrics := o.metricsAddr(o.Loopback(0), o.Hosts*o.OSDsPerHost+2)
+	if metrics != "" {
+		args = append(args, "--metrics-listen", metrics)
+	}
 	if err := c.sup.start("s3", addr, "", args); err != nil {
+		return err
+	}
+	if err := c.sup.setMetrics("s3", metrics); err != nil {
 		return err
 	}
 	// Up means answering: clients may use the endpoint as soon as it is printed.

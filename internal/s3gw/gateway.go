@@ -37,6 +37,8 @@ type Config struct {
 	Logf func(format string, args ...any)
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
+	// Metrics, if set, counts requests by operation and outcome.
+	Metrics *Metrics
 }
 
 // Gateway serves the S3 API over a Store. It holds no state of its own but
@@ -83,6 +85,7 @@ type request struct {
 	bucket string
 	key    string
 	query  url.Values
+	op     string // operation's name ("": none)
 }
 
 // Bounds of a request, beyond the header size http.Server enforces.
@@ -96,6 +99,21 @@ const (
 // ServeHTTP authenticates a request, routes it to its operation and writes
 // the operation's answer or its S3 error.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if m := g.cfg.Metrics; m != nil {
+		start := time.Now()
+		mw := &measured{ResponseWriter: w, body: r.Body}
+		r.Body = mw
+		o := g.serve(mw, r)
+		m.observe(o.op, o.code, start, mw)
+		return
+	}
+	g.serve(w, r)
+}
+
+// outcome is what a request was and how it ended, for the metrics.
+type outcome struct{ op, code string }
+
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) outcome {
 	if r.ContentLength == 0 && r.ProtoAtLeast(1, 1) && strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
 		// net/http sends 100 Continue when a handler first reads a body,
 		// which an empty one never needs. S3 sends it anyway, and botocore
@@ -115,7 +133,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			g.cfg.Logf("s3: %s %s: %v (request %s)", r.Method, r.URL.Path, err, rq.id)
 		}
 		writeError(w, r, e, rq.id)
+		return outcome{rq.op, e.Code}
 	}
+	return outcome{rq.op, "OK"}
 }
 
 func (rq *request) serve() error {
@@ -127,6 +147,7 @@ func (rq *request) serve() error {
 	if err := rq.route(); err != nil {
 		return err
 	}
+	rq.op = operation(rq.r.Method, rq.bucket, rq.key, q, rq.r.Header)
 	auth, err := rq.g.verifier.Verify(rq.r)
 	if err != nil {
 		return err
@@ -194,88 +215,120 @@ func (rq *request) subresource() string {
 }
 
 func (rq *request) dispatch() error {
-	if rq.bucket != "" && rq.key == "" && rq.r.Method == http.MethodGet && rq.query.Has("versioning") {
-		// Versioning is never on, and saying so is what clients ask
-		// before they delete a bucket's contents (rclone purge).
-		return rq.bucketVersioning()
-	}
-	if s := rq.subresource(); s != "" {
+	if s := rq.subresource(); s != "" && rq.op != "GetBucketVersioning" {
 		return ErrNotImplemented.with("The %q subresource is not implemented by this gateway.", s)
 	}
-	m := rq.r.Method
+	h, ok := handlers[rq.op]
+	if !ok {
+		return ErrMethodNotAllowed
+	}
+	return h(rq)
+}
+
+// operation names, as AWS does, the S3 operation a request asks for ("":
+// none this gateway knows). It alone decides where a request goes
+// (handlers), and its answer labels the gateway's metrics.
+func operation(m, bucket, key string, q url.Values, h http.Header) string {
 	switch {
-	case rq.bucket == "":
+	case bucket == "":
 		if m == http.MethodGet {
-			return rq.listBuckets()
+			return "ListBuckets"
 		}
-	case rq.key == "":
-		return rq.bucketOp(m)
-	default:
-		return rq.objectOp(m)
+		return ""
+	case key == "":
+		return bucketOperation(m, q)
 	}
-	return ErrMethodNotAllowed
-}
-
-func (rq *request) bucketOp(m string) error {
+	upload, copySrc := q.Has("uploadId"), h.Get("x-amz-copy-source") != ""
 	switch m {
 	case http.MethodPut:
-		return rq.createBucket()
-	case http.MethodHead:
-		return rq.headBucket()
-	case http.MethodDelete:
-		return rq.deleteBucket()
+		switch {
+		case upload && copySrc:
+			return "UploadPartCopy"
+		case upload || q.Has("partNumber"):
+			return "UploadPart"
+		case copySrc:
+			return "CopyObject"
+		}
+		return "PutObject"
 	case http.MethodGet:
-		switch {
-		case rq.query.Has("location"):
-			return rq.bucketLocation()
-		case rq.query.Has("uploads"):
-			return rq.listUploads()
-		case rq.query.Get("list-type") == "2":
-			return rq.listObjects(true)
-		case rq.query.Has("list-type"):
-			return ErrInvalidArgument.with("list-type must be 2.")
+		if upload {
+			return "ListParts"
 		}
-		return rq.listObjects(false)
-	case http.MethodPost:
-		if rq.query.Has("delete") {
-			return rq.deleteObjects()
-		}
-	}
-	return ErrMethodNotAllowed
-}
-
-func (rq *request) objectOp(m string) error {
-	upload := rq.query.Has("uploadId")
-	switch m {
-	case http.MethodPut:
-		switch {
-		case upload && rq.r.Header.Get("x-amz-copy-source") != "":
-			return rq.uploadPartCopy()
-		case upload || rq.query.Has("partNumber"):
-			return rq.uploadPart()
-		case rq.r.Header.Get("x-amz-copy-source") != "":
-			return rq.copyObject()
-		}
-		return rq.putObject()
-	case http.MethodGet, http.MethodHead:
-		if upload && m == http.MethodGet {
-			return rq.listParts()
-		}
-		return rq.getObject(m == http.MethodHead)
+		return "GetObject"
+	case http.MethodHead:
+		return "HeadObject"
 	case http.MethodDelete:
 		if upload {
-			return rq.abortUpload()
+			return "AbortMultipartUpload"
 		}
-		return rq.deleteObject()
+		return "DeleteObject"
 	case http.MethodPost:
 		switch {
-		case rq.query.Has("uploads"):
-			return rq.createUpload()
+		case q.Has("uploads"):
+			return "CreateMultipartUpload"
 		case upload:
-			return rq.completeUpload()
+			return "CompleteMultipartUpload"
 		}
 	}
-	return ErrMethodNotAllowed
+	return ""
+}
+
+func bucketOperation(m string, q url.Values) string {
+	switch m {
+	case http.MethodPut:
+		return "CreateBucket"
+	case http.MethodHead:
+		return "HeadBucket"
+	case http.MethodDelete:
+		return "DeleteBucket"
+	case http.MethodGet:
+		switch {
+		case q.Has("versioning"):
+			return "GetBucketVersioning"
+		case q.Has("location"):
+			return "GetBucketLocation"
+		case q.Has("uploads"):
+			return "ListMultipartUploads"
+		case q.Has("list-type"):
+			return "ListObjectsV2"
+		}
+		return "ListObjects"
+	case http.MethodPost:
+		if q.Has("delete") {
+			return "DeleteObjects"
+		}
+	}
+	return ""
+}
+
+// handlers serve each operation.
+var handlers = map[string]func(*request) error{
+	"ListBuckets":          (*request).listBuckets,
+	"CreateBucket":         (*request).createBucket,
+	"HeadBucket":           (*request).headBucket,
+	"DeleteBucket":         (*request).deleteBucket,
+	"GetBucketVersioning":  (*request).bucketVersioning,
+	"GetBucketLocation":    (*request).bucketLocation,
+	"ListMultipartUploads": (*request).listUploads,
+	"ListObjectsV2": func(rq *request) error {
+		if rq.query.Get("list-type") != "2" {
+			return ErrInvalidArgument.with("list-type must be 2.")
+		}
+		return rq.listObjects(true)
+	},
+	"ListObjects":             func(rq *request) error { return rq.listObjects(false) },
+	"DeleteObjects":           (*request).deleteObjects,
+	"UploadPartCopy":          (*request).uploadPartCopy,
+	"UploadPart":              (*request).uploadPart,
+	"CopyObject":              (*request).copyObject,
+	"PutObject":               (*request).putObject,
+	"ListParts":               (*request).listParts,
+	"GetObject":               func(rq *request) error { return rq.getObject(false) },
+	"HeadObject":              func(rq *request) error { return rq.getObject(true) },
+	"AbortMultipartUpload":    (*request).abortUpload,
+	"DeleteObject":            (*request).deleteObject,
+	"CreateMultipartUpload":   (*request).createUpload,
+	"CompleteMultipartUpload": (*request).completeUpload,
 }
 
 // writeXML answers status with v as an XML document.

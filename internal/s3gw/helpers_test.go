@@ -54,7 +54,7 @@ func newEnvTLS(t *testing.T, tls bool) *testEnv {
 	t.Helper()
 	env := &testEnv{t: t, store: NewMemStore(), clock: &fakeClock{}}
 	env.gw = New(Config{Store: env.store, Lookup: lookup, GCGrace: time.Minute, IntentTimeout: time.Hour,
-		Now: env.clock.now, Logf: t.Logf})
+		Now: env.clock.now, Logf: t.Logf, Metrics: NewMetrics()})
 	if tls {
 		env.srv = httptest.NewTLSServer(env.gw)
 	} else {
