@@ -152,7 +152,7 @@ func checkDashboard(t *testing.T, prom string) {
 	}
 }
 
-var metricRefs = regexp.MustCompile(`\b(cairn|process)_[a-z_]+`)
+var metricRefs = regexp.MustCompile(`\b(cairn|process)_[a-z0-9_]+`)
 
 // promMetricNames lists the metric names Prometheus has scraped.
 func promMetricNames(t *testing.T, prom string) map[string]bool {
