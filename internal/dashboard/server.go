@@ -86,18 +86,13 @@ func (d *Dashboard) every(ctx context.Context, period time.Duration, fn func(con
 func (d *Dashboard) sample(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, d.o.SampleEvery)
 	defer cancel()
-	m, _, err := d.o.Source.Map(ctx)
-	if err != nil {
-		return
-	}
 	stats, err := d.o.Source.Stats(ctx)
 	if err != nil {
 		return
 	}
-	now := time.Now()
-	st := health.Compute(m, stats, nil, now)
+	used, total := health.Usage(stats)
 	d.mu.Lock()
-	d.history.Add(now, stats, st.Used, st.Total)
+	d.history.Add(time.Now(), stats, used, total)
 	d.mu.Unlock()
 }
 

@@ -321,7 +321,7 @@ func (st *Status) recoveryETA() string {
 // spaceChecks adds up the disks and reports OSDs nearly full, backfill-full
 // and full, as the OSDs count it (UsedRatio) or flagged it in the map.
 func (st *Status) spaceChecks(m *clustermap.Map, stats map[clustermap.OSDID]report.OSDStats) {
-	st.Used, st.Total = usageTotals(stats)
+	st.Used, st.Total = Usage(stats)
 	var full, bfull, nearfull []string
 	for id, s := range stats {
 		if s.TotalBytes <= 0 {
@@ -401,9 +401,9 @@ func (st *Status) eventChecks(reports []report.Event, now time.Time) {
 	}
 }
 
-// usageTotals adds up the OSDs' disks, each filesystem once however many
-// OSDs share it.
-func usageTotals(stats map[clustermap.OSDID]report.OSDStats) (used, total int64) {
+// Usage sums the space the OSDs publish, counting a filesystem that
+// several OSDs share once.
+func Usage(stats map[clustermap.OSDID]report.OSDStats) (used, total int64) {
 	seen := map[string]bool{}
 	for _, s := range stats {
 		if s.Filesystem != "" {

@@ -1,26 +1,9 @@
 package health
 
-import (
-	"testing"
-
-	"github.com/cairn-storage/cairn/internal/clustermap"
-)
-
-func treeTestMap() *clustermap.Map {
-	m := &clustermap.Map{Epoch: 7, FSID: "f", NextPoolID: 2}
-	for h := 0; h < 3; h++ {
-		host := []string{"h1", "h2", "h3"}[h]
-		m.UpsertHost(host, "")
-		for j := 0; j < 2; j++ {
-			m.UpsertOSD(clustermap.OSD{ID: clustermap.OSDID(h*2 + j), Host: host, Class: clustermap.ClassHDD, Weight: 1, Up: true, In: true, Addr: "a"})
-		}
-	}
-	m.Pools = []clustermap.Pool{{ID: 1, Name: "default", Size: 3, MinSize: 2, PGNum: 64, FailureDomain: clustermap.DomainHost}}
-	return m
-}
+import "testing"
 
 func TestTreeWeights(t *testing.T) {
-	m := treeTestMap()
+	m := testMap()
 	o, _ := m.OSD(5)
 	o.In = false
 	rows := Tree(m)

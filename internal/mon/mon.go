@@ -45,46 +45,9 @@ type Options struct {
 // Run starts etcd and the keeper and blocks until ctx ends, then stops etcd.
 // ready, if not nil, is called once etcd serves clients.
 func Run(ctx context.Context, o Options, ready func()) error {
-	cu, err := url.Parse(o.ClientURL)
+	cfg, err := o.etcdConfig()
 	if err != nil {
-		return fmt.Errorf("mon: client url %q: %w", o.ClientURL, err)
-	}
-	pu, err := url.Parse(o.PeerURL)
-	if err != nil {
-		return fmt.Errorf("mon: peer url %q: %w", o.PeerURL, err)
-	}
-	cfg := embed.NewConfig()
-	cfg.Name = o.Name
-	cfg.Dir = o.DataDir
-	cfg.ListenClientUrls = []url.URL{*cu}
-	cfg.AdvertiseClientUrls = []url.URL{*cu}
-	cfg.ListenPeerUrls = []url.URL{*pu}
-	cfg.AdvertisePeerUrls = []url.URL{*pu}
-	cfg.InitialCluster = o.InitialCluster
-	if cfg.InitialCluster == "" {
-		cfg.InitialCluster = o.Name + "=" + o.PeerURL
-	}
-	cfg.ClusterState = o.ClusterState
-	if cfg.ClusterState == "" {
-		cfg.ClusterState = embed.ClusterStateFlagNew
-	}
-	cfg.LogLevel = "error"
-	// The map and leases are small; compact history so the db stays small.
-	cfg.AutoCompactionMode = "revision"
-	cfg.AutoCompactionRetention = "1000"
-	cfg.MaxRequestBytes = 8 << 20 // room for maps of large clusters
-	// The password is derived from a 256-bit key: a slow hash adds cost to
-	// every connection and no protection.
-	cfg.BcryptCost = 4
-	if err := o.setTLS(cfg, cu, pu); err != nil {
 		return err
-	}
-	if o.MetricsURL != "" {
-		mu, err := url.Parse(o.MetricsURL)
-		if err != nil || mu.Host == "" {
-			return fmt.Errorf("mon: metrics url %q: want http://host:port", o.MetricsURL)
-		}
-		cfg.ListenMetricsUrls = []url.URL{*mu}
 	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
@@ -223,4 +186,50 @@ func (o Options) setTLS(cfg *embed.Config, cu, pu *url.URL) error {
 		cfg.PeerTLSInfo = peer
 	}
 	return nil
+}
+
+// etcdConfig is the embedded etcd member's configuration.
+func (o Options) etcdConfig() (*embed.Config, error) {
+	cu, err := url.Parse(o.ClientURL)
+	if err != nil {
+		return nil, fmt.Errorf("mon: client url %q: %w", o.ClientURL, err)
+	}
+	pu, err := url.Parse(o.PeerURL)
+	if err != nil {
+		return nil, fmt.Errorf("mon: peer url %q: %w", o.PeerURL, err)
+	}
+	cfg := embed.NewConfig()
+	cfg.Name = o.Name
+	cfg.Dir = o.DataDir
+	cfg.ListenClientUrls = []url.URL{*cu}
+	cfg.AdvertiseClientUrls = []url.URL{*cu}
+	cfg.ListenPeerUrls = []url.URL{*pu}
+	cfg.AdvertisePeerUrls = []url.URL{*pu}
+	cfg.InitialCluster = o.InitialCluster
+	if cfg.InitialCluster == "" {
+		cfg.InitialCluster = o.Name + "=" + o.PeerURL
+	}
+	cfg.ClusterState = o.ClusterState
+	if cfg.ClusterState == "" {
+		cfg.ClusterState = embed.ClusterStateFlagNew
+	}
+	cfg.LogLevel = "error"
+	// The map and leases are small; compact history so the db stays small.
+	cfg.AutoCompactionMode = "revision"
+	cfg.AutoCompactionRetention = "1000"
+	cfg.MaxRequestBytes = 8 << 20 // room for maps of large clusters
+	// The password is derived from a 256-bit key: a slow hash adds cost to
+	// every connection and no protection.
+	cfg.BcryptCost = 4
+	if err := o.setTLS(cfg, cu, pu); err != nil {
+		return nil, err
+	}
+	if o.MetricsURL != "" {
+		mu, err := url.Parse(o.MetricsURL)
+		if err != nil || mu.Host == "" {
+			return nil, fmt.Errorf("mon: metrics url %q: want http://host:port", o.MetricsURL)
+		}
+		cfg.ListenMetricsUrls = []url.URL{*mu}
+	}
+	return cfg, nil
 }
