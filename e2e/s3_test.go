@@ -8,13 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -498,143 +496,4 @@ func waitS3(t *testing.T, cl *s3.Client) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-// TestS3ListingAwkwardKeys lists awkward keys (unicode, '+', '%', spaces,
-// '/' runs) through the cluster's own delimiter listing, page by page with
-// several max-keys and delimiters, V2 through the AWS SDK's paginator and
-// V1 through its markers, and compares with the listing computed the dumb
-// way over all keys.
-func TestS3ListingAwkwardKeys(t *testing.T) {
-	c := startCluster(t, clusterOpts{s3: true})
-	cl := sdkClient(c.s3Info())
-	ctx := context.Background()
-	if _, err := cl.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("awkward")}); err != nil {
-		t.Fatal(err)
-	}
-	parts := []string{"a", "b", "/", "//", "+", "%", " ", "ü", "日本", "dir/", "x+y", "%2F", "~"}
-	rng := rand.New(rand.NewPCG(3, 4))
-	seen := map[string]bool{}
-	var keys []string
-	for len(keys) < 300 {
-		var b strings.Builder
-		for i := 0; i < 1+rng.IntN(5); i++ {
-			b.WriteString(parts[rng.IntN(len(parts))])
-		}
-		if k := b.String(); !seen[k] {
-			seen[k] = true
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	for _, k := range keys {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(k string) {
-			defer func() { <-sem; wg.Done() }()
-			if _, err := cl.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("awkward"), Key: aws.String(k), Body: strings.NewReader(k)}); err != nil {
-				t.Errorf("put %q: %v", k, err)
-			}
-		}(k)
-	}
-	wg.Wait()
-	// cairn s3 bucket stat counts them.
-	out, err := c.cli(nil, "s3", "bucket", "stat", "awkward", "--json")
-	var st struct{ Objects, Bytes int }
-	if err != nil || json.Unmarshal(out, &st) != nil {
-		t.Fatalf("cairn s3 bucket stat: %v\n%s", err, out)
-	}
-	total := 0
-	for _, k := range keys {
-		total += len(k)
-	}
-	if st.Objects != len(keys) || st.Bytes != total {
-		t.Fatalf("cairn s3 bucket stat: %d objects and %d bytes, want %d and %d", st.Objects, st.Bytes, len(keys), total)
-	}
-	if out, err := c.cli(nil, "s3", "bucket", "ls"); err != nil || !strings.Contains(string(out), "awkward") || !strings.Contains(string(out), "admin") {
-		t.Fatalf("cairn s3 bucket ls: %v\n%s", err, out)
-	}
-	for _, delim := range []string{"", "/", "a", "ü"} {
-		for _, prefix := range []string{"", "a", "dir/"} {
-			want := awkwardOracle(keys, prefix, delim)
-			for _, mk := range []int32{1, 7, 1000} {
-				var got []string
-				p := s3.NewListObjectsV2Paginator(cl, &s3.ListObjectsV2Input{Bucket: aws.String("awkward"), Prefix: aws.String(prefix),
-					Delimiter: aws.String(delim), MaxKeys: aws.Int32(mk)})
-				for p.HasMorePages() {
-					page, err := p.NextPage(ctx)
-					if err != nil {
-						t.Fatal(err)
-					}
-					var items []string
-					for _, o := range page.Contents {
-						items = append(items, *o.Key)
-					}
-					for _, cp := range page.CommonPrefixes {
-						items = append(items, "P:"+*cp.Prefix)
-					}
-					if int32(len(items)) > mk {
-						t.Fatalf("a page of %d items for max-keys %d", len(items), mk)
-					}
-					sort.Slice(items, func(i, j int) bool { return strings.TrimPrefix(items[i], "P:") < strings.TrimPrefix(items[j], "P:") })
-					got = append(got, items...)
-				}
-				if strings.Join(got, "\n") != strings.Join(want, "\n") {
-					t.Fatalf("V2 prefix %q delimiter %q max-keys %d:\n got %q\nwant %q", prefix, delim, mk, got, want)
-				}
-				if mk != 7 {
-					continue
-				}
-				got = nil
-				marker := ""
-				for page := 0; page < 1000; page++ {
-					out, err := cl.ListObjects(ctx, &s3.ListObjectsInput{Bucket: aws.String("awkward"), Prefix: aws.String(prefix),
-						Delimiter: aws.String(delim), MaxKeys: aws.Int32(mk), Marker: aws.String(marker)})
-					if err != nil {
-						t.Fatal(err)
-					}
-					var items []string
-					for _, o := range out.Contents {
-						items = append(items, *o.Key)
-					}
-					for _, cp := range out.CommonPrefixes {
-						items = append(items, "P:"+*cp.Prefix)
-					}
-					sort.Slice(items, func(i, j int) bool { return strings.TrimPrefix(items[i], "P:") < strings.TrimPrefix(items[j], "P:") })
-					got = append(got, items...)
-					if out.IsTruncated == nil || !*out.IsTruncated {
-						break
-					}
-					marker = *out.NextMarker
-				}
-				if strings.Join(got, "\n") != strings.Join(want, "\n") {
-					t.Fatalf("V1 prefix %q delimiter %q max-keys %d:\n got %q\nwant %q", prefix, delim, mk, got, want)
-				}
-			}
-		}
-	}
-}
-
-// awkwardOracle lists keys with prefix, those holding delim past the
-// prefix rolled into common prefixes ("P:" + prefix), in order.
-func awkwardOracle(keys []string, prefix, delim string) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, k := range keys {
-		if !strings.HasPrefix(k, prefix) {
-			continue
-		}
-		if i := strings.Index(k[len(prefix):], delim); delim != "" && i >= 0 {
-			cp := k[:len(prefix)+i+len(delim)]
-			if !seen[cp] {
-				seen[cp] = true
-				out = append(out, "P:"+cp)
-			}
-			continue
-		}
-		out = append(out, k)
-	}
-	return out
 }
