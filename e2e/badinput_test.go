@@ -59,6 +59,7 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("cairn %s: want an error containing %q, got %v", strings.Join(tc.args, " "), tc.want, err)
 		}
 	}
+	checkECPools(t, c)
 	// Volumes and snapshots.
 	for _, args := range [][]string{
 		{"volume", "create", "default/bv", "--size", "8M"},

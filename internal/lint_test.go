@@ -39,7 +39,6 @@ var forbidden = map[string][]string{
 	"internal/runtimepolicy": {"internal/", "client"},
 	"internal/s3/sigv4":      {"internal/", "client"},
 	"internal/s3/checksum":   {"internal/", "client"},
-	"internal/ec":            {"internal/", "client"},
 	"internal/metricsrv":     {"internal/", "client"},
 	"internal/s3gw":          {"internal/osd", "internal/mon", "internal/objstore", "internal/cli", "internal/meta", "internal/rpc", "client"},
 }
@@ -51,6 +50,7 @@ var only = map[string][]string{
 	"internal/keeper": {"internal/clustermap"},
 	"internal/pg":     {"internal/clustermap", "internal/snapset"},
 	"internal/report": {"internal/clustermap"},
+	"internal/ec":     {"internal/clustermap"}, // whose ECProfile says what a layout may be
 	"internal/health": {"internal/clustermap", "internal/placement", "internal/report"},
 	// The dashboard reads the cluster through its Source and the catalog
 	// its caller lists: it never talks to OSDs or etcd itself.

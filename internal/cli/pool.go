@@ -18,9 +18,10 @@ func poolCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "pool", Short: "create, list and remove pools"}
 	var spec client.PoolSpec
 	var pgNum uint32
+	var stripeUnit string
 	create := &cobra.Command{
 		Use:   "create NAME",
-		Short: "create a replicated pool",
+		Short: "create a replicated pool (or, with --ec K+M, an erasure-coded one)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.dial(cmd.Context())
@@ -29,6 +30,16 @@ func poolCmd(g *globals) *cobra.Command {
 			}
 			defer c.Close()
 			spec.Name, spec.PGNum = args[0], pgNum
+			if spec.EC != "" {
+				if !cmd.Flags().Changed("size") {
+					spec.Size = 0 // K+M
+				}
+				u, err := parseBytes(stripeUnit)
+				if err != nil || u > 1<<20 {
+					return fmt.Errorf("--stripe-unit %q: want a multiple of 4K up to 1M, like 16K", stripeUnit)
+				}
+				spec.StripeUnit = int(u)
+			}
 			info, err := c.CreatePool(cmd.Context(), spec)
 			if err != nil {
 				return err
@@ -36,8 +47,8 @@ func poolCmd(g *globals) *cobra.Command {
 			if g.json {
 				return g.printJSON(info)
 			}
-			fmt.Fprintf(g.out, "pool %q created: id %d, size %d, min_size %d, %d pgs, one copy per %s%s\n",
-				info.Name, info.ID, info.Size, info.MinSize, info.PGNum, info.FailureDomain, classNote(info.Class))
+			fmt.Fprintf(g.out, "pool %q created: id %d, %d pgs, %s%s\n",
+				info.Name, info.ID, info.PGNum, info.Protection, classNote(info.Class))
 			return nil
 		},
 	}
@@ -46,6 +57,8 @@ func poolCmd(g *globals) *cobra.Command {
 	create.Flags().Uint32Var(&pgNum, "pg-num", 0, "placement groups (default: about 100 per OSD)")
 	create.Flags().StringVar(&spec.Class, "class", "", "device class: hdd, ssd or nvme (default any)")
 	create.Flags().StringVar(&spec.FailureDomain, "failure-domain", "host", "osd, host or rack")
+	create.Flags().StringVar(&spec.EC, "ec", "", "erasure code K+M (e.g. 2+1, 4+2): K data and M parity shards, one per failure domain; min_size defaults to K+1")
+	create.Flags().StringVar(&stripeUnit, "stripe-unit", "16K", "bytes of each chunk of an erasure-coded stripe: a multiple of 4K up to 1M")
 	ls := &cobra.Command{
 		Use:   "ls",
 		Short: "list pools",
@@ -61,13 +74,17 @@ func poolCmd(g *globals) *cobra.Command {
 				return g.printJSON(pools)
 			}
 			tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tSIZE\tMIN_SIZE\tPGS\tCLASS\tFAILURE_DOMAIN")
+			fmt.Fprintln(tw, "ID\tNAME\tKIND\tSIZE\tMIN_SIZE\tPGS\tCLASS\tFAILURE_DOMAIN")
 			for _, p := range pools {
 				class := p.Class
 				if class == "" {
 					class = "any"
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%s\t%s\n", p.ID, p.Name, p.Size, p.MinSize, p.PGNum, class, p.FailureDomain)
+				kind := "replicated"
+				if p.EC != "" {
+					kind = "ec " + p.EC
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", p.ID, p.Name, kind, p.Size, p.MinSize, p.PGNum, class, p.FailureDomain)
 			}
 			return tw.Flush()
 		},
@@ -127,7 +144,7 @@ func checkPoolRemovable(ctx context.Context, c *client.Client, name string, conf
 	}
 	vols, err := volume.List(ctx, p)
 	if err != nil {
-		return fmt.Errorf("pool %q: listing its volumes before removing it: %w", name, err)
+		return fmt.Errorf("pool %q: listing its volumes before removing it: %w (add --force to remove it without this check)", name, err)
 	}
 	if len(vols) == 0 {
 		return nil

@@ -142,6 +142,110 @@ type Pool struct {
 	PGNum         uint32      `json:"pg_num"`
 	Class         DeviceClass `json:"class,omitempty"` // empty: any class
 	FailureDomain string      `json:"failure_domain"`  // osd, host or rack
+	// EC makes the pool erasure-coded: Size is then K+M shards, one per
+	// position of a PG (placement.Shards), and MinSize at least K.
+	EC *ECProfile `json:"ec,omitempty"`
+}
+
+// ECProfile is an erasure-coded pool's code: every object is cut into
+// stripes of K data chunks of StripeUnit bytes plus M parity chunks, and
+// any K of the K+M shards rebuild it (internal/ec has the arithmetic).
+type ECProfile struct {
+	K          int `json:"k"`
+	M          int `json:"m"`
+	StripeUnit int `json:"stripe_unit"`
+}
+
+// Limits of an erasure code: a chunk is a whole number of the stores'
+// 4 KiB blocks, so no two chunks share a block.
+const (
+	ECUnitAlign       = 4096
+	ECMaxUnit         = 1 << 20
+	ECDefaultUnit     = 16 << 10
+	ECMaxShards       = MaxPoolSize
+	ecMinK, ecMinM    = 2, 1
+	ecProfileExamples = "2+1, 4+2, 8+3"
+)
+
+// Validate says what is wrong with the profile, if anything.
+func (e ECProfile) Validate() error {
+	switch {
+	case e.K < ecMinK || e.M < ecMinM:
+		return fmt.Errorf("erasure code %d+%d: need at least %d data and %d parity chunk (%s ...)", e.K, e.M, ecMinK, ecMinM, ecProfileExamples)
+	case e.K+e.M > ECMaxShards:
+		return fmt.Errorf("erasure code %d+%d: at most %d chunks a stripe", e.K, e.M, ECMaxShards)
+	case e.StripeUnit <= 0 || e.StripeUnit%ECUnitAlign != 0 || e.StripeUnit > ECMaxUnit:
+		return fmt.Errorf("stripe unit %d: a multiple of %d bytes up to %d", e.StripeUnit, ECUnitAlign, ECMaxUnit)
+	}
+	return nil
+}
+
+// String is the profile as operators write it: "4+2".
+func (e ECProfile) String() string { return fmt.Sprintf("%d+%d", e.K, e.M) }
+
+// ParseECProfile reads "K+M" as `pool create --ec` takes it.
+func ParseECProfile(s string, unit int) (ECProfile, error) {
+	var e ECProfile
+	k, m, ok := strings.Cut(s, "+")
+	var err1, err2 error
+	e.K, err1 = strconv.Atoi(k)
+	e.M, err2 = strconv.Atoi(m)
+	if !ok || err1 != nil || err2 != nil {
+		return e, fmt.Errorf("erasure code %q: write it as K+M, data chunks plus parity chunks (%s)", s, ecProfileExamples)
+	}
+	e.StripeUnit = unit
+	if unit == 0 {
+		e.StripeUnit = ECDefaultUnit
+	}
+	return e, e.Validate()
+}
+
+// Erasure reports whether the pool is erasure-coded.
+func (p *Pool) Erasure() bool { return p.EC != nil }
+
+// Unit names what the pool keeps one per failure domain: "copies" or
+// "shards".
+func (p *Pool) Unit() string {
+	if p.Erasure() {
+		return "shards"
+	}
+	return "copies"
+}
+
+// Tolerates is how many of the pool's failure domains can be lost while
+// every object stays readable: Size-1 copies, or M shards.
+func (p *Pool) Tolerates() int {
+	if p.Erasure() {
+		return p.EC.M
+	}
+	return p.Size - 1
+}
+
+// Usable is the fraction of raw capacity that holds user data: 1/Size,
+// or K/(K+M).
+func (p *Pool) Usable() float64 {
+	if p.Erasure() {
+		return float64(p.EC.K) / float64(p.Size)
+	}
+	return 1 / float64(max(p.Size, 1))
+}
+
+// Protection says in words what the pool keeps and survives, as status,
+// pool ls and the dashboard show it.
+func (p *Pool) Protection() string {
+	lose := fmt.Sprintf("can lose %d %s", p.Tolerates(), p.FailureDomain)
+	if p.Tolerates() != 1 {
+		lose += "s"
+	}
+	if !p.Erasure() {
+		return fmt.Sprintf("%d copies, one per %s, writes need %d: %s", p.Size, p.FailureDomain, p.MinSize, lose)
+	}
+	s := fmt.Sprintf("erasure code %s, one shard per %s, any %d rebuild an object, writes need %d: %s, %.0f%% of raw space usable",
+		p.EC, p.FailureDomain, p.EC.K, p.MinSize, lose, 100*p.Usable())
+	if p.MinSize == p.EC.K {
+		s += "; writes go on without redundancy"
+	}
+	return s
 }
 
 // Map is the whole cluster map at one epoch.
@@ -293,6 +397,9 @@ func ValidatePool(p *Pool) error {
 	if p.MinSize < 1 || p.MinSize > p.Size {
 		return fmt.Errorf("pool %q: min_size %d must be between 1 and size %d", p.Name, p.MinSize, p.Size)
 	}
+	if err := validateEC(p); err != nil {
+		return err
+	}
 	if p.PGNum < 1 || p.PGNum > MaxPGNum {
 		return fmt.Errorf("pool %q: pg_num %d is out of range 1..%d", p.Name, p.PGNum, MaxPGNum)
 	}
@@ -303,6 +410,25 @@ func ValidatePool(p *Pool) error {
 	case DomainOSD, DomainHost, DomainRack:
 	default:
 		return fmt.Errorf("pool %q: unknown failure domain %q (want osd, host or rack)", p.Name, p.FailureDomain)
+	}
+	return nil
+}
+
+// validateEC checks an erasure-coded pool's profile against its sizes:
+// one shard per position, and no write with fewer than K shards, which
+// could not be read back.
+func validateEC(p *Pool) error {
+	if p.EC == nil {
+		return nil
+	}
+	if err := p.EC.Validate(); err != nil {
+		return fmt.Errorf("pool %q: %v", p.Name, err)
+	}
+	if p.Size != p.EC.K+p.EC.M {
+		return fmt.Errorf("pool %q: size %d must be K+M = %d for erasure code %s", p.Name, p.Size, p.EC.K+p.EC.M, p.EC)
+	}
+	if p.MinSize < p.EC.K {
+		return fmt.Errorf("pool %q: min_size %d is below K = %d: a write on fewer than K shards cannot be read back", p.Name, p.MinSize, p.EC.K)
 	}
 	return nil
 }

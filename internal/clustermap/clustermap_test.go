@@ -1,6 +1,7 @@
 package clustermap
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -117,5 +118,58 @@ func TestValidatePoolName(t *testing.T) {
 		if err := ValidatePool(&p); err == nil {
 			t.Errorf("ValidatePool accepted a pool named %q", name)
 		}
+	}
+}
+
+func TestECPoolValidate(t *testing.T) {
+	ec := func(k, m, unit int) *ECProfile { return &ECProfile{K: k, M: m, StripeUnit: unit} }
+	for _, c := range []struct {
+		pool Pool
+		want string // "" accepted, else a part of the error
+	}{
+		{Pool{Size: 3, MinSize: 3, EC: ec(2, 1, 16384)}, ""},
+		{Pool{Size: 6, MinSize: 4, EC: ec(4, 2, 4096)}, ""},
+		{Pool{Size: 4, MinSize: 3, EC: ec(2, 1, 16384)}, "size 4 must be K+M = 3"},
+		{Pool{Size: 3, MinSize: 1, EC: ec(2, 1, 16384)}, "min_size 1 is below K = 2"},
+		{Pool{Size: 2, MinSize: 1, EC: ec(1, 1, 16384)}, "at least 2 data"},
+		{Pool{Size: 3, MinSize: 3, EC: ec(2, 1, 1000)}, "stripe unit 1000"},
+		{Pool{Size: 16, MinSize: 14, EC: ec(13, 4, 4096)}, "at most 16 chunks"},
+	} {
+		p := c.pool
+		p.Name, p.PGNum, p.FailureDomain = "p", 8, DomainHost
+		err := ValidatePool(&p)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%+v refused: %v", *p.EC, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%+v: got %v, want an error with %q", *p.EC, err, c.want)
+		}
+	}
+}
+
+func TestParseECProfile(t *testing.T) {
+	e, err := ParseECProfile("4+2", 0)
+	if err != nil || e != (ECProfile{K: 4, M: 2, StripeUnit: ECDefaultUnit}) || e.String() != "4+2" {
+		t.Fatalf("4+2: %+v %v", e, err)
+	}
+	for _, bad := range []string{"", "4", "4+", "+2", "a+b", "4-2", "1+1", "20+4"} {
+		if _, err := ParseECProfile(bad, 0); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// A map written before erasure coding decodes with no profile, and one
+// with a profile round-trips it.
+func TestECProfileJSON(t *testing.T) {
+	var p Pool
+	if err := json.Unmarshal([]byte(`{"id":1,"name":"a","size":3,"min_size":2,"pg_num":8,"failure_domain":"host"}`), &p); err != nil || p.Erasure() {
+		t.Fatalf("old pool: %+v %v", p, err)
+	}
+	p = Pool{Name: "e", Size: 3, MinSize: 3, EC: &ECProfile{K: 2, M: 1, StripeUnit: 16384}}
+	raw, _ := json.Marshal(p)
+	var back Pool
+	if err := json.Unmarshal(raw, &back); err != nil || back.EC == nil || *back.EC != *p.EC {
+		t.Fatalf("round trip of %s: %+v %v", raw, back, err)
 	}
 }

@@ -122,7 +122,7 @@ func TestPageShowsTheCluster(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("GET /: %d %s", code, body)
 	}
-	for _, want := range []string{"HEALTH_WARN", "osd.1", `class="down">down`, "fsid-1", "3 copies, writes need 2, one per host", "default/vm1", "photos", "obj-7"} {
+	for _, want := range []string{"HEALTH_WARN", "osd.1", `class="down">down`, "fsid-1", "3 copies, one per host, writes need 2: can lose 2 hosts", "default/vm1", "photos", "obj-7"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("page lacks %q", want)
 		}

@@ -1,7 +1,6 @@
 package dashboard
 
 import (
-	"fmt"
 	"sort"
 	"time"
 
@@ -103,7 +102,7 @@ func poolRows(m *clustermap.Map) []PoolRow {
 	rows := make([]PoolRow, 0, len(m.Pools))
 	for _, p := range m.Pools {
 		rows = append(rows, PoolRow{Name: p.Name, PGs: int(p.PGNum),
-			Protection: fmt.Sprintf("%d copies, writes need %d, one per %s", p.Size, p.MinSize, p.FailureDomain)})
+			Protection: p.Protection()})
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
 	return rows

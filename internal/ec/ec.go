@@ -22,6 +22,8 @@ import (
 	"fmt"
 
 	"github.com/klauspost/reedsolomon"
+
+	"github.com/cairn-storage/cairn/internal/clustermap"
 )
 
 // Layout is an erasure-coded pool's code: K data and M parity chunks of
@@ -31,26 +33,17 @@ type Layout struct {
 	Unit int
 }
 
-// Limits on a layout: Unit a multiple of the store's 4 KiB blocks, so a
-// chunk never shares a block with another.
-const (
-	MaxShards = 32
-	UnitAlign = 4096
-	MaxUnit   = 1 << 20
-)
+// Profile is the layout as the cluster map keeps it, whose Validate is
+// the one statement of what a layout may be.
+func (l Layout) Profile() clustermap.ECProfile {
+	return clustermap.ECProfile{K: l.K, M: l.M, StripeUnit: l.Unit}
+}
+
+// LayoutOf is the layout of a pool's profile.
+func LayoutOf(p clustermap.ECProfile) Layout { return Layout{K: p.K, M: p.M, Unit: p.StripeUnit} }
 
 // Validate says what is wrong with l, if anything.
-func (l Layout) Validate() error {
-	switch {
-	case l.K < 2 || l.M < 1:
-		return fmt.Errorf("erasure code %d+%d: need at least 2 data and 1 parity chunk (2+1)", l.K, l.M)
-	case l.K+l.M > MaxShards:
-		return fmt.Errorf("erasure code %d+%d: at most %d chunks a stripe", l.K, l.M, MaxShards)
-	case l.Unit <= 0 || l.Unit%UnitAlign != 0 || l.Unit > MaxUnit:
-		return fmt.Errorf("stripe unit %d: a multiple of %d up to %d", l.Unit, UnitAlign, MaxUnit)
-	}
-	return nil
-}
+func (l Layout) Validate() error { return l.Profile().Validate() }
 
 // StripeBytes is how many object bytes one stripe holds.
 func (l Layout) StripeBytes() int64 { return int64(l.K) * int64(l.Unit) }

@@ -271,13 +271,23 @@ func (st *Status) primaryChecks(m *clustermap.Map, t *placement.Table, stats map
 			}
 		}
 	}
+	var unserved []string
 	for i := range m.Pools {
 		p := &m.Pools[i]
+		if p.Erasure() {
+			unserved = append(unserved, fmt.Sprintf("%s (%s, %d pgs)", p.Name, p.EC, p.PGNum))
+			continue
+		}
 		for seed := uint32(0); seed < p.PGNum; seed++ {
 			if len(t.Acting(p, clustermap.PGID{Pool: p.ID, Seed: seed})) > 0 {
 				expected++
 			}
 		}
+	}
+	if len(unserved) > 0 {
+		st.add(Check{Code: "POOL_NOT_SERVED", Severity: Warn,
+			Summary: fmt.Sprintf("%d erasure-coded pool(s) made with %s=1: this version's OSDs do not serve erasure-coded pools yet, so their IO is refused; remove them (pool rm --force)", len(unserved), "CAIRN_EXPERIMENTAL_EC"),
+			Detail:  unserved})
 	}
 	if reported < expected {
 		st.add(Check{Code: "PG_UNKNOWN", Severity: Warn,

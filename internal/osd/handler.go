@@ -63,6 +63,9 @@ func (s *Server) serveOne(ctx context.Context, req *proto.Request) *proto.Respon
 	if !ok {
 		return s.fail(proto.StatusNotFound, "pool %d does not exist", req.PG.Pool)
 	}
+	if pool.Erasure() {
+		return s.fail(proto.StatusInvalid, "pool %q is erasure-coded (%s): this OSD does not serve erasure-coded pools yet", pool.Name, pool.EC)
+	}
 	if req.Snap != 0 && req.Op != proto.OpRead && req.Op != proto.OpStat {
 		return s.fail(proto.StatusInvalid, "%s cannot run at a snapshot: only reads and stats can", req.Op)
 	}

@@ -56,6 +56,9 @@ func (s *Server) checkPGs(ctx context.Context) {
 	m := t.Map()
 	for i := range m.Pools {
 		pool := &m.Pools[i]
+		if pool.Erasure() {
+			continue // not served yet (handler.go refuses its requests)
+		}
 		for seed := uint32(0); seed < pool.PGNum; seed++ {
 			id := clustermap.PGID{Pool: pool.ID, Seed: seed}
 			acting := t.Acting(pool, id)

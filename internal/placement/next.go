@@ -30,10 +30,10 @@ func (t *Table) Next(m *clustermap.Map) *Table {
 	pools := map[clustermap.PoolID]*poolCache{}
 	for id, pc := range *t.pools.Load() {
 		pool, ok := m.Pool(id)
-		if !ok || !pc.matches(pool) {
-			continue
+		if !ok || !pc.matches(pool) || pc.ec {
+			continue // an erasure-coded pool's PGs are placed afresh when asked
 		}
-		nv := nt.view(pc.class, pc.level)
+		nv := nt.view(pc.class, pc.level, false)
 		keep := keepPlacement(pc.v, nv)
 		if keep == nil {
 			continue

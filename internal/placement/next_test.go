@@ -18,6 +18,8 @@ func TestNextMatchesAFreshTable(t *testing.T) {
 		addPool(m, 3, 64, clustermap.DomainHost, "")
 		addPool(m, 2, 32, clustermap.DomainOSD, "")
 		addPool(m, 3, 16, clustermap.DomainRack, "")
+		addPool(m, 6, 32, clustermap.DomainHost, "")
+		m.Pools[len(m.Pools)-1].EC = &clustermap.ECProfile{K: 4, M: 2, StripeUnit: 4096}
 		tab := NewTable(m)
 		for step := 0; step < 12; step++ {
 			lookUpSome(r, tab)
@@ -30,6 +32,12 @@ func TestNextMatchesAFreshTable(t *testing.T) {
 					if !equalIDs(got.Place(p, pg), want.Place(p, pg)) || !equalIDs(got.Acting(p, pg), want.Acting(p, pg)) {
 						t.Fatalf("seed %d step %d (%s): pg %s: Next gives %v acting %v, a fresh table %v acting %v",
 							seed, step, what, pg, got.Place(p, pg), got.Acting(p, pg), want.Place(p, pg), want.Acting(p, pg))
+					}
+					gp, ga := got.Positions(p, pg)
+					wp, wa := want.Positions(p, pg)
+					if !equalIDs(gp, wp) || !equalIDs(ga, wa) {
+						t.Fatalf("seed %d step %d (%s): pg %s: Next gives positions %v acting %v, a fresh table %v acting %v",
+							seed, step, what, pg, gp, ga, wp, wa)
 					}
 				}
 			}

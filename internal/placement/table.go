@@ -24,6 +24,7 @@ type Table struct {
 type viewKey struct {
 	class clustermap.DeviceClass
 	level string
+	shard bool // buildShardView's: OSDs that are out still weigh in
 }
 
 // poolCache holds the entries of one pool of the map, by PG seed.
@@ -32,6 +33,7 @@ type poolCache struct {
 	pgNum uint32
 	class clustermap.DeviceClass
 	level string
+	ec    bool // erasure-coded: placed by position (Shards)
 	v     *view
 	ents  []atomic.Pointer[entry]
 }
@@ -39,6 +41,9 @@ type poolCache struct {
 type entry struct {
 	place, acting []clustermap.OSDID
 	floor         float64 // the lowest score among place's domains (placeFloor)
+	// Of an erasure-coded pool, by position (NoOSD in a hole); place and
+	// acting are then these without the holes, in position order.
+	posPlace, posActing []clustermap.OSDID
 }
 
 // NewTable returns an empty cache over m. m must not change afterwards: a
@@ -63,6 +68,16 @@ func (t *Table) Acting(pool *clustermap.Pool, pg clustermap.PGID) []clustermap.O
 	return t.lookup(pool, pg).acting
 }
 
+// Positions returns the OSD of every position of a PG of an
+// erasure-coded pool, placed and acting, with NoOSD where a position has
+// none: shard i of the PG's objects belongs on position i. Place and
+// Acting give the same OSDs without the holes, so that what serves any
+// pool (the primary is Acting's first) serves these too.
+func (t *Table) Positions(pool *clustermap.Pool, pg clustermap.PGID) (place, acting []clustermap.OSDID) {
+	e := t.lookup(pool, pg)
+	return e.posPlace, e.posActing
+}
+
 // Locate maps an object of pool to its placement group and acting set.
 func (t *Table) Locate(pool *clustermap.Pool, name string) (clustermap.PGID, []clustermap.OSDID) {
 	pg := PGOf(pool, name)
@@ -71,7 +86,28 @@ func (t *Table) Locate(pool *clustermap.Pool, name string) (clustermap.PGID, []c
 
 func (pc *poolCache) matches(pool *clustermap.Pool) bool {
 	return pc.size == pool.Size && pc.pgNum == pool.PGNum && pc.class == pool.Class &&
-		pc.level == normLevel(pool.FailureDomain)
+		pc.level == normLevel(pool.FailureDomain) && pc.ec == pool.Erasure()
+}
+
+// place computes a PG's entry in v, a view of the pool's kind.
+func place(v *view, pool *clustermap.Pool, pg clustermap.PGID) *entry {
+	if !pool.Erasure() {
+		p, a, floor := v.placeFloor(pg, pool.Size)
+		return &entry{place: p, acting: a, floor: floor}
+	}
+	pp, pa := v.shards(pg, pool.Size)
+	return &entry{place: dense(pp), acting: dense(pa), posPlace: pp, posActing: pa}
+}
+
+// dense is a positional list without its holes.
+func dense(pos []clustermap.OSDID) []clustermap.OSDID {
+	out := make([]clustermap.OSDID, 0, len(pos))
+	for _, o := range pos {
+		if o != NoOSD {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 func (t *Table) lookup(pool *clustermap.Pool, pg clustermap.PGID) *entry {
@@ -82,15 +118,13 @@ func (t *Table) lookup(pool *clustermap.Pool, pg clustermap.PGID) *entry {
 	if pc == nil || !pc.matches(pool) || pg.Seed >= uint32(len(pc.ents)) {
 		// A pool that is not this map's (a stale copy, a foreign PG): still
 		// correct, just not cached.
-		p, a := t.view(pool.Class, pool.FailureDomain).place(pg, pool.Size)
-		return &entry{place: p, acting: a}
+		return place(t.view(pool.Class, pool.FailureDomain, pool.Erasure()), pool, pg)
 	}
 	slot := &pc.ents[pg.Seed]
 	if e := slot.Load(); e != nil {
 		return e
 	}
-	p, a, floor := pc.v.placeFloor(pg, pc.size)
-	e := &entry{place: p, acting: a, floor: floor}
+	e := place(pc.v, pool, pg)
 	if slot.CompareAndSwap(nil, e) {
 		return e
 	}
@@ -101,7 +135,8 @@ func (t *Table) lookup(pool *clustermap.Pool, pg clustermap.PGID) *entry {
 func (t *Table) addPool(pool *clustermap.Pool, id clustermap.PoolID) *poolCache {
 	mp, ok := t.m.Pool(id)
 	if !ok || pool.ID != id || mp.Size != pool.Size || mp.PGNum != pool.PGNum ||
-		mp.Class != pool.Class || normLevel(mp.FailureDomain) != normLevel(pool.FailureDomain) {
+		mp.Class != pool.Class || normLevel(mp.FailureDomain) != normLevel(pool.FailureDomain) ||
+		mp.Erasure() != pool.Erasure() || mp.Erasure() && *mp.EC != *pool.EC {
 		return nil
 	}
 	t.mu.Lock()
@@ -115,7 +150,8 @@ func (t *Table) addPool(pool *clustermap.Pool, id clustermap.PoolID) *poolCache 
 		pgNum: mp.PGNum,
 		class: mp.Class,
 		level: normLevel(mp.FailureDomain),
-		v:     t.viewLocked(mp.Class, mp.FailureDomain),
+		ec:    mp.Erasure(),
+		v:     t.viewLocked(mp.Class, mp.FailureDomain, mp.Erasure()),
 		ents:  make([]atomic.Pointer[entry], mp.PGNum),
 	}
 	next := make(map[clustermap.PoolID]*poolCache, len(old)+1)
@@ -127,15 +163,19 @@ func (t *Table) addPool(pool *clustermap.Pool, id clustermap.PoolID) *poolCache 
 	return pc
 }
 
-func (t *Table) view(class clustermap.DeviceClass, level string) *view {
+func (t *Table) view(class clustermap.DeviceClass, level string, shard bool) *view {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.viewLocked(class, level)
+	return t.viewLocked(class, level, shard)
 }
 
-func (t *Table) viewLocked(class clustermap.DeviceClass, level string) *view {
-	k := viewKey{class, normLevel(level)}
+func (t *Table) viewLocked(class clustermap.DeviceClass, level string, shard bool) *view {
+	k := viewKey{class, normLevel(level), shard}
 	v := t.views[k]
+	if v == nil && shard {
+		v = buildShardView(t.m, class, level)
+		t.views[k] = v
+	}
 	if v == nil {
 		v = buildView(t.m, class, level)
 		t.views[k] = v

@@ -142,3 +142,46 @@ func BenchmarkTableLocate(b *testing.B) {
 		i++
 	}
 }
+
+// An erasure-coded pool's table gives Shards' positions, and Place and
+// Acting are them without holes, in position order, so the primary is the
+// first position up.
+func TestTableErasureCodedPool(t *testing.T) {
+	m := buildMap(layout{hosts: 5, osdsPerHost: 2})
+	pool := addPool(m, 6, 64, clustermap.DomainHost, "")
+	pool.EC = &clustermap.ECProfile{K: 4, M: 2, StripeUnit: 4096}
+	o := mustOSD(t, m, 3)
+	o.Up = false
+	tab := NewTable(m)
+	holes := 0
+	for _, pg := range pgs(pool) {
+		wantPlace, wantActing := Shards(m, pool.Class, pool.FailureDomain, pg, pool.Size)
+		place, acting := tab.Positions(pool, pg)
+		if !equalIDs(place, wantPlace) || !equalIDs(acting, wantActing) {
+			t.Fatalf("%s: table positions %v acting %v, Shards %v acting %v", pg, place, acting, wantPlace, wantActing)
+		}
+		var dense []clustermap.OSDID
+		for _, o := range acting {
+			if o != NoOSD {
+				dense = append(dense, o)
+			} else {
+				holes++
+			}
+		}
+		if got := tab.Acting(pool, pg); !equalIDs(got, dense) {
+			t.Fatalf("%s: Acting %v, want the positions up in order %v", pg, got, dense)
+		}
+		if len(tab.Place(pool, pg)) != 5 {
+			t.Fatalf("%s: placed %v: 5 hosts give 5 of 6 positions", pg, tab.Place(pool, pg))
+		}
+	}
+	if holes == 0 {
+		t.Fatal("no PG has a hole, yet OSD 3 is down and each host's OSDs serve some positions")
+	}
+	// The same pool read as replicated is placed the replicated way.
+	rep := *pool
+	rep.EC = nil
+	if _, a := tab.Positions(&rep, pgs(pool)[0]); a != nil {
+		t.Fatalf("a replicated pool has positions %v", a)
+	}
+}
