@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,7 +18,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 
@@ -421,23 +419,7 @@ func TestS3GatewayKilledMidPUT(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The client sends 12 MiB, then waits; the gateway has written stripes.
-	pr, pw := io.Pipe()
-	req, _ := http.NewRequest("PUT", info.Endpoint+"/crash/half", pr)
-	req.ContentLength = 64 << 20
-	req.Header.Set("x-amz-content-sha256", "UNSIGNED-PAYLOAD")
-	err := v4.NewSigner().SignHTTP(ctx, aws.Credentials{AccessKeyID: info.AccessKey, SecretAccessKey: info.SecretKey}, req, "UNSIGNED-PAYLOAD", "s3", "us-east-1", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			err = fmt.Errorf("the PUT answered %s", resp.Status)
-		}
-		done <- err
-	}()
+	pw, done := pipePut(t, info, "/crash/half", nil, 64<<20)
 	if _, err := pw.Write(randomBytes(12 << 20)); err != nil {
 		t.Fatal(err)
 	}
