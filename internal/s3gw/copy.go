@@ -121,22 +121,22 @@ func (rq *request) copyObject() error {
 // and commits the destination entry.
 func (rq *request) copyData(src *bucketRec, se *Entry, dst *bucketRec, std StdHeaders, meta []MetaKV, alg checksum.Algorithm, conds conditions) error {
 	md5h, algh := md5.New(), alg.New()
-	dataID, guard, cleanup, err := rq.copyStream(src, se, byteRange{0, se.Size}, dst, []hash.Hash{md5h, algh})
+	s, err := rq.copyStream(src, se, byteRange{0, se.Size}, dst, []hash.Hash{md5h, algh})
 	if err != nil {
 		return err
 	}
 	md5sum := md5h.Sum(nil)
 	e := &Entry{Size: se.Size, ETag: hex.EncodeToString(md5sum), MTime: rq.g.now().UTC(), Headers: std, Meta: meta,
-		Checksum: Checksum{Alg: alg, Sum: algh.Sum(nil)}, Stripe: stripeSize, Parts: []Part{{DataID: dataID, Size: se.Size, MD5: md5sum}}}
-	_, err = rq.g.update(rq.ctx, dst, rq.key, []Cond{guard}, func(old *Entry) (change, error) {
+		Checksum: Checksum{Alg: alg, Sum: algh.Sum(nil)}, Stripe: stripeSize, Parts: []Part{{DataID: s.dataID, Size: se.Size, MD5: md5sum}}}
+	_, err = rq.g.update(rq.ctx, dst, rq.key, []Cond{s.guard}, func(old *Entry) (change, error) {
 		if err := conds.evalWrite(old); err != nil {
 			return change{}, err
 		}
-		return change{entry: e, extra: func(t *Txn) { t.Rm = append(t.Rm, guard.Key) }}, nil
+		return change{entry: e, extra: func(t *Txn) { t.Rm = append(t.Rm, s.guard.Key) }}, nil
 	})
 	if err != nil {
-		cleanup()
-		return commitGuardErr(err, guard)
+		s.cleanup()
+		return commitGuardErr(err, s.guard)
 	}
 	res := copyResult{NS: s3NS, ETag: `"` + e.ETag + `"`, LastModified: isoTime(e.MTime)}
 	res.setChecksum(alg, e.Checksum.Sum)
@@ -145,14 +145,14 @@ func (rq *request) copyData(src *bucketRec, se *Entry, dst *bucketRec, std StdHe
 
 // copyStream stores rng of a source object as new data of dst (under an
 // intent, as storeBody), hashing it on the way.
-func (rq *request) copyStream(src *bucketRec, se *Entry, rng byteRange, dst *bucketRec, hashes []hash.Hash) (string, Cond, func(), error) {
+func (rq *request) copyStream(src *bucketRec, se *Entry, rng byteRange, dst *bucketRec, hashes []hash.Hash) (stored, error) {
 	pr, pw := io.Pipe()
 	ctx, cancel := context.WithCancel(rq.ctx)
 	defer cancel()
 	go func() { pw.CloseWithError(rq.g.streamData(ctx, pw, src.ID, se, rng.Start, rng.Length)) }()
-	dataID, guard, cleanup, err := rq.storeBody(dst, pr, rng.Length, hashes)
+	s, err := rq.storeBody(dst, pr, rng.Length, hashes)
 	pr.CloseWithError(io.ErrClosedPipe)
-	return dataID, guard, cleanup, err
+	return s, err
 }
 
 // copySourceEntry resolves x-amz-copy-source to the source bucket and

@@ -160,20 +160,18 @@ func (rq *request) uploadPart() error {
 	} else if a != 0 && in.alg != a {
 		return ErrInvalidRequest.with("The upload was created with %s; this part carries %s.", a, in.alg)
 	}
-	dataID, guard, cleanup, err := rq.storeBody(b, rq.auth.Body, size, in.hashes())
+	s, err := rq.storeBody(b, rq.auth.Body, size, in.hashes())
 	if err != nil {
 		return err
 	}
 	md5sum, sum, err := in.verify(rq)
 	if err != nil {
-		cleanup()
+		s.cleanup()
 		return err
 	}
-	part := &Entry{Size: size, ETag: hex.EncodeToString(md5sum), MTime: rq.g.now().UTC(), Stripe: stripeSize,
-		Checksum: Checksum{Alg: in.alg, Sum: sum}, Parts: []Part{{DataID: dataID, Size: size, MD5: md5sum, Checksum: sum}}}
-	if err := rq.commitPart(b, up, n, part, guard); err != nil {
-		cleanup()
-		return commitGuardErr(err, guard)
+	part, err := rq.recordPart(b, up, n, s, md5sum, Checksum{Alg: in.alg, Sum: sum})
+	if err != nil {
+		return err
 	}
 	h := rq.w.Header()
 	h.Set("ETag", `"`+part.ETag+`"`)
@@ -184,6 +182,23 @@ func (rq *request) uploadPart() error {
 	return nil
 }
 
+// recordPart makes stored data part n of an upload, for UploadPart and
+// UploadPartCopy alike: the part's record (its size, the ETag of md5sum,
+// its checksum, the data) commits under the upload (commitPart), and if
+// it does not, the data and its intent go.
+func (rq *request) recordPart(b *bucketRec, up *uploadInfo, n int, s stored, md5sum []byte, ck Checksum) (*Entry, error) {
+	part := &Entry{Size: s.size, ETag: hex.EncodeToString(md5sum), MTime: rq.g.now().UTC(), Stripe: stripeSize,
+		Checksum: ck, Parts: []Part{{DataID: s.dataID, Size: s.size, MD5: md5sum, Checksum: ck.Sum}}}
+	if err := rq.commitPart(b, up, n, part, s.guard); err != nil {
+		s.cleanup()
+		return nil, commitGuardErr(err, s.guard)
+	}
+	return part, nil
+}
+
+// commitPart records part n of an upload, guarded on the upload, the
+// bucket being open and the part's intent; a part uploaded again replaces
+// the record, its old data going to the collector.
 func (rq *request) commitPart(b *bucketRec, up *uploadInfo, n int, part *Entry, guard Cond) error {
 	shard := b.shard(rq.key)
 	pk := partKey(up.id, n)

@@ -29,28 +29,36 @@ func (rq *request) bodyLength() (uint64, error) {
 // after the client may have gone.
 const cleanupTimeout = 30 * time.Second
 
+// stored is data written under an intent that no entry names yet: its id
+// and size, the intent's guard for the commit that will name it, and the
+// cleanup that removes the data and the intent if that commit does not
+// happen.
+type stored struct {
+	dataID  string
+	size    uint64
+	guard   Cond
+	cleanup func()
+}
+
 // storeBody writes a request body as new data of the bucket under an
 // intent: the intent (0x00 p <data id>) commits first, so that if this
 // gateway dies while writing, the collector finds and removes the data.
-// It returns the data id, the intent's guard for the commit, and a
-// cleanup that removes the data and the intent if the commit does not
-// happen.
-func (rq *request) storeBody(b *bucketRec, body io.Reader, size uint64, hashes []hash.Hash) (dataID string, guard Cond, cleanup func(), err error) {
+func (rq *request) storeBody(b *bucketRec, body io.Reader, size uint64, hashes []hash.Hash) (stored, error) {
 	g := rq.g
-	dataID = newID()
+	dataID := newID()
 	shard := b.shard(rq.key)
 	pk := pendingKey(dataID)
 	iv := intent{Start: g.now(), Size: size}.encode()
-	err = g.cfg.Store.OmapApply(rq.ctx, shard, Txn{If: []Cond{{Key: keyOpen, Value: openValue}}, Set: map[string][]byte{pk: iv}})
+	err := g.cfg.Store.OmapApply(rq.ctx, shard, Txn{If: []Cond{{Key: keyOpen, Value: openValue}}, Set: map[string][]byte{pk: iv}})
 	var pe *PreconditionError
 	if errors.As(err, &pe) || errors.Is(err, ErrNotFound) {
 		g.buckets.drop(b.Name)
-		return "", Cond{}, nil, ErrNoSuchBucket
+		return stored{}, ErrNoSuchBucket
 	}
 	if err != nil {
-		return "", Cond{}, nil, err
+		return stored{}, err
 	}
-	cleanup = func() {
+	cleanup := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
 		if err := g.removeData(ctx, b.ID, dataID, size, stripeSize); err != nil {
@@ -61,9 +69,9 @@ func (rq *request) storeBody(b *bucketRec, body io.Reader, size uint64, hashes [
 	}
 	if err = g.writeData(rq.ctx, b.ID, dataID, body, size, hashes); err != nil {
 		cleanup()
-		return "", Cond{}, nil, err
+		return stored{}, err
 	}
-	return dataID, Cond{Key: pk, Value: iv}, cleanup, nil
+	return stored{dataID: dataID, size: size, guard: Cond{Key: pk, Value: iv}, cleanup: cleanup}, nil
 }
 
 // commitGuardErr turns a failed intent guard into what the client sees:
@@ -105,26 +113,26 @@ func (rq *request) putObject() error {
 			return err
 		}
 	}
-	dataID, guard, cleanup, err := rq.storeBody(b, rq.auth.Body, size, in.hashes())
+	s, err := rq.storeBody(b, rq.auth.Body, size, in.hashes())
 	if err != nil {
 		return err
 	}
 	md5sum, sum, err := in.verify(rq)
 	if err != nil {
-		cleanup()
+		s.cleanup()
 		return err
 	}
 	e := &Entry{Size: size, ETag: hex.EncodeToString(md5sum), MTime: rq.g.now().UTC(), Headers: std, Meta: meta,
-		Checksum: Checksum{Alg: in.alg, Sum: sum}, Stripe: stripeSize, Parts: []Part{{DataID: dataID, Size: size, MD5: md5sum}}}
-	_, err = rq.g.update(rq.ctx, b, rq.key, []Cond{guard}, func(old *Entry) (change, error) {
+		Checksum: Checksum{Alg: in.alg, Sum: sum}, Stripe: stripeSize, Parts: []Part{{DataID: s.dataID, Size: size, MD5: md5sum}}}
+	_, err = rq.g.update(rq.ctx, b, rq.key, []Cond{s.guard}, func(old *Entry) (change, error) {
 		if err := conds.evalWrite(old); err != nil {
 			return change{}, err
 		}
-		return change{entry: e, extra: func(t *Txn) { t.Rm = append(t.Rm, guard.Key) }}, nil
+		return change{entry: e, extra: func(t *Txn) { t.Rm = append(t.Rm, s.guard.Key) }}, nil
 	})
 	if err != nil {
-		cleanup()
-		return commitGuardErr(err, guard)
+		s.cleanup()
+		return commitGuardErr(err, s.guard)
 	}
 	h := rq.w.Header()
 	h.Set("ETag", `"`+e.ETag+`"`)

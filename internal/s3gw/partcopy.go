@@ -2,7 +2,6 @@ package s3gw
 
 import (
 	"crypto/md5"
-	"encoding/hex"
 	"encoding/xml"
 	"hash"
 	"net/http"
@@ -73,16 +72,14 @@ func (rq *request) uploadPartCopy() error {
 		alg = checksum.CRC64NVME
 	}
 	md5h, algh := md5.New(), alg.New()
-	dataID, guard, cleanup, err := rq.copyStream(src, se, rng, b, []hash.Hash{md5h, algh})
+	s, err := rq.copyStream(src, se, rng, b, []hash.Hash{md5h, algh})
 	if err != nil {
 		return err
 	}
-	md5sum, sum := md5h.Sum(nil), algh.Sum(nil)
-	part := &Entry{Size: rng.Length, ETag: hex.EncodeToString(md5sum), MTime: rq.g.now().UTC(), Stripe: stripeSize,
-		Checksum: Checksum{Alg: alg, Sum: sum}, Parts: []Part{{DataID: dataID, Size: rng.Length, MD5: md5sum, Checksum: sum}}}
-	if err := rq.commitPart(b, up, n, part, guard); err != nil {
-		cleanup()
-		return commitGuardErr(err, guard)
+	sum := algh.Sum(nil)
+	part, err := rq.recordPart(b, up, n, s, md5h.Sum(nil), Checksum{Alg: alg, Sum: sum})
+	if err != nil {
+		return err
 	}
 	res := copyPartResult{NS: s3NS, ETag: `"` + part.ETag + `"`, LastModified: isoTime(part.MTime)}
 	if up.rec.Checksum.Alg != 0 {
