@@ -40,6 +40,7 @@ var forbidden = map[string][]string{
 	"internal/s3/sigv4":      {"internal/", "client"},
 	"internal/s3/checksum":   {"internal/", "client"},
 	"internal/metricsrv":     {"internal/", "client"},
+	"bench/s3load":           {"internal/", "client"},
 	"internal/s3gw":          {"internal/osd", "internal/mon", "internal/objstore", "internal/cli", "internal/meta", "internal/rpc", "client"},
 }
 
