@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/cairn
 DEVDIR  ?= cairn-dev
 
-.PHONY: build dev test test-short powercut fuzz bench bench-heal vet clean
+.PHONY: build dev test test-short powercut fuzz bench bench-heal bench-s3 vet clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/cairn
@@ -50,6 +50,12 @@ bench:
 # backfill to HEALTH_OK and client 4 KiB write IOPS during it.
 bench-heal:
 	$(GO) test -run '^$$' -bench BenchmarkRecovery -benchtime 1x -timeout 30m ./e2e/
+
+# The S3 gateway next to MinIO on this machine (bench/s3-vs-minio.sh): PUT
+# and GET of 4 MiB and 4 KiB objects, 16 clients, alternating rounds. Needs
+# a minio binary in $MINIO or on PATH (go install github.com/minio/minio@latest).
+bench-s3:
+	bench/s3-vs-minio.sh
 
 clean:
 	rm -rf bin $(DEVDIR)
