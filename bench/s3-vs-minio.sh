@@ -345,7 +345,9 @@ log "building cairn and s3load"
 "$MINIO" --version >"$WORKDIR/results/minio-version.txt" 2>&1 || true
 if [ "$BASELINE" = 1 ]; then
 	log "cairn bench --baseline (about 35 s)"
-	"$BIN" bench --baseline "$WORKDIR/baseline" >"$WORKDIR/results/baseline.txt" 2>&1
+	mkdir -p "$WORKDIR/baseline"
+	"$BIN" bench --baseline "$WORKDIR/baseline" >"$WORKDIR/results/baseline.txt" 2>&1 ||
+		die "cairn bench --baseline failed: $(tail -3 "$WORKDIR/results/baseline.txt")"
 	rm -rf "$WORKDIR/baseline"
 fi
 start_cairn
