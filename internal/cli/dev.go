@@ -45,6 +45,7 @@ one now. DIR/dev.json always lists the running pids.`,
 	f.BoolVar(&o.TLS, "tls", false, "HTTPS for the S3 gateway (a certificate signed by a CA made for DIR: clients trust DIR/s3-ca.pem) and encrypted cluster traffic (client and OSD connections, and etcd over https)")
 	f.DurationVar(&o.S3GCGrace, "s3-gc-grace", 0, "the S3 gateway's --gc-grace (0: its default)")
 	f.DurationVar(&o.S3IntentTimeout, "s3-intent-timeout", 0, "the S3 gateway's --intent-timeout (0: its default)")
+	f.IntVar(&o.S3IndexShardKeys, "s3-index-shard-keys", 0, "the S3 gateway's --index-shard-keys (0: its default)")
 	f.Int64Var(&o.DataCacheSize, "data-cache-size", 0, "each OSD's memory for repeated large reads, as cairn osd --data-cache-size (0: its default)")
 	f.BoolVar(&o.DataCacheReserve, "data-cache-reserve", true, "whether each OSD takes its data cache's memory at start, as cairn osd --data-cache-reserve")
 	f.DurationVar(&o.DownOut, "down-out", 30*time.Second, "how long an OSD may stay down before it is marked out and its data re-replicated")

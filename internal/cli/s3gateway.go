@@ -29,6 +29,7 @@ type s3Gateway struct {
 	tlsCert, tlsKey, metricsListen    string
 	domains                           []string
 	gcGrace, intentTimeout            time.Duration
+	indexShardKeys                    int
 }
 
 // addS3Gateway makes `cairn s3` (the parent of user and key) serve S3 when
@@ -61,6 +62,7 @@ pool at once. Each collects the data of replaced and deleted objects after
 	f.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
 	f.DurationVar(&o.gcGrace, "gc-grace", 15*time.Minute, "how long replaced or deleted data stays for reads in flight")
 	f.DurationVar(&o.intentTimeout, "intent-timeout", time.Hour, "after how long a write whose gateway died is reclaimed (longer than any upload of one part takes)")
+	f.IntVar(&o.indexShardKeys, "index-shard-keys", 0, "keys a bucket index shard holds before it splits in two (0: 50000)")
 	f.StringVar(&o.debugListen, "debug-listen", "", "serve Go profiling (/debug/pprof) on this address")
 	f.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics at /metrics on this address")
 	cmd.AddCommand(s3BucketCmd(g))
@@ -100,7 +102,7 @@ func (o s3Gateway) run(ctx context.Context, g *globals) error {
 	}
 	defer creds.Close()
 	cfg := s3gw.Config{Store: poolStore{pool}, Lookup: creds.Lookup, Region: o.region, Domains: o.domains,
-		GCGrace: o.gcGrace, IntentTimeout: o.intentTimeout, Logf: logger.Printf}
+		GCGrace: o.gcGrace, IntentTimeout: o.intentTimeout, IndexShardKeys: o.indexShardKeys, Logf: logger.Printf}
 	if o.metricsListen != "" {
 		cfg.Metrics = s3gw.NewMetrics()
 		at, err := metricsrv.Serve(ctx, o.metricsListen, cfg.Metrics.Registry, logger.Printf)

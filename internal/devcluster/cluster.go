@@ -45,6 +45,7 @@ type Options struct {
 	// The S3 gateway's collector: grace of replaced data and how old an
 	// abandoned write's intent must be (0: cairn s3's defaults).
 	S3GCGrace, S3IntentTimeout time.Duration
+	S3IndexShardKeys           int // the gateway's --index-shard-keys (0: its default)
 	// Passed to every OSD when set (cairn osd has the defaults).
 	DataCacheSize    int64
 	DataCacheReserve bool

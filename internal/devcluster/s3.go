@@ -70,6 +70,9 @@ func (c *Cluster) startS3(ctx context.Context, o Options, cfg *conf.Config, ms *
 	if o.S3IntentTimeout > 0 {
 		args = append(args, "--intent-timeout", o.S3IntentTimeout.String())
 	}
+	if o.S3IndexShardKeys > 0 {
+		args = append(args, "--index-shard-keys", strconv.Itoa(o.S3IndexShardKeys))
+	}
 	metrics := o.metricsAddr(o.Loopback(0), o.Hosts*o.OSDsPerHost+2)
 	if metrics != "" {
 		args = append(args, "--metrics-listen", metrics)

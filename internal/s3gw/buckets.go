@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -23,31 +25,43 @@ type bucketRec struct {
 	raw     []byte
 }
 
+// maxShards bounds a bucket record's shard list (10^8 keys in shards of
+// 50,000 need 2,000).
+const maxShards = 100000
+
 // shardRange is one index shard: it holds the keys from From up to the
-// next range's From. Today every bucket has one, from "" (see
-// ARCHITECTURE.md for how ranges will split).
+// next range's From, and is open at generation Gen (index.go).
 type shardRange struct {
 	From string `json:"from"`
 	N    int    `json:"n"`
+	Gen  int    `json:"gen,omitempty"`
 }
 
 func decodeBucket(name string, raw []byte) (*bucketRec, error) {
 	b := &bucketRec{Name: name, raw: raw}
-	if err := json.Unmarshal(raw, b); err != nil || b.ID == "" || len(b.Shards) == 0 {
+	if err := json.Unmarshal(raw, b); err != nil || b.ID == "" || len(b.Shards) == 0 || len(b.Shards) > maxShards || b.Shards[0].From != "" ||
+		!slices.IsSortedFunc(b.Shards, func(x, y shardRange) int { return strings.Compare(x.From, y.From) }) {
 		return nil, fmt.Errorf("s3: the registry record of bucket %q is damaged: %v", name, err)
 	}
 	return b, nil
 }
 
 // shard returns the index shard object that holds key.
-func (b *bucketRec) shard(key string) string {
-	s := b.Shards[0]
-	for _, r := range b.Shards[1:] {
+func (b *bucketRec) shard(key string) string { return shardObject(b.ID, b.rangeOf(key).N) }
+
+// rangeOf returns the shard range that holds key.
+func (b *bucketRec) rangeOf(key string) shardRange { return b.Shards[b.rangeIndex(key)] }
+
+// rangeIndex returns the index in Shards of the range that holds key
+// (Shards is sorted by From, the first from "").
+func (b *bucketRec) rangeIndex(key string) int {
+	i := 0
+	for j, r := range b.Shards[1:] {
 		if key >= r.From {
-			s = r
+			i = j + 1
 		}
 	}
-	return shardObject(b.ID, s.N)
+	return i
 }
 
 // bucketCache keeps bucket records briefly: a record never changes while
@@ -224,50 +238,37 @@ func (rq *request) bucketVersioning() error {
 	return rq.writeXML(http.StatusOK, conf{NS: s3NS})
 }
 
-// deleteBucket removes an empty bucket. It first closes the index shard
-// (removes its open key, guarded on its presence): from then on every
-// commit into the shard fails its guard on that key, so no PUT can land
-// after the emptiness check. Then, if the shard holds no object, the
-// registry entry goes (guarded on the record read) and a dead-bucket key
-// tells the collector to reclaim the shard and whatever data it still
-// names once the grace has passed; if it does hold objects, the shard is
-// opened again and the answer is BucketNotEmpty.
+// deleteBucket removes an empty bucket. It first closes every index shard
+// (removes its open key, guarded on the generation the record names): from
+// then on every commit into a shard fails its guard on that key, so no PUT
+// can land after the emptiness check, and no shard can start a split.
+// Then, if no shard holds an object, the registry entry goes (guarded on
+// the record read) and a dead-bucket key tells the collector to reclaim
+// the shards and whatever data they still name once the grace has passed;
+// otherwise the shards are opened again and the answer is BucketNotEmpty.
 func (rq *request) deleteBucket() error {
 	g := rq.g
 	b, err := rq.ownBucket()
 	if err != nil {
 		return err
 	}
-	shard := shardObject(b.ID, b.Shards[0].N)
-	st := g.cfg.Store
 	// The closing key names this delete, so that a resend of the close
 	// that failed on its own change is told from another delete's.
 	token := []byte(newID())
-	err = st.OmapApply(rq.ctx, shard, Txn{If: []Cond{{Key: keyOpen, Value: openValue}}, Rm: []string{keyOpen},
-		Set: map[string][]byte{keyClosing: token}})
-	if errors.Is(err, ErrPrecondition) && g.landed(rq.ctx, shard, keyClosing, false, token) {
-		err = nil
-	}
-	if errors.Is(err, ErrPrecondition) || errors.Is(err, ErrNotFound) {
-		g.buckets.drop(rq.bucket)
-		return ErrNoSuchBucket
+	closed, err := g.closeShards(rq.ctx, b, token)
+	if err == nil {
+		err = g.checkEmpty(rq.ctx, b)
 	}
 	if err != nil {
-		return err
-	}
-	l, err := st.OmapListDelim(rq.ctx, shard, "", "", "", 1)
-	if err == nil && len(l.Entries) > 0 {
-		err = ErrBucketNotEmpty
-	}
-	if err != nil {
-		if rerr := st.OmapApply(rq.ctx, shard, Txn{Set: map[string][]byte{keyOpen: openValue}, Rm: []string{keyClosing}}); rerr != nil {
-			g.cfg.Logf("s3: bucket %s stays closed after a failed delete: %v", rq.bucket, rerr)
-		}
+		g.reopenShards(rq.ctx, b, closed)
 		return err
 	}
 	w := &enc{}
 	w.varint(g.now().UnixNano())
-	err = st.OmapApply(rq.ctx, registryObject, Txn{If: []Cond{{Key: rq.bucket, Value: b.raw}},
+	for _, r := range b.Shards {
+		w.varint(int64(r.N))
+	}
+	err = g.cfg.Store.OmapApply(rq.ctx, registryObject, Txn{If: []Cond{{Key: rq.bucket, Value: b.raw}},
 		Rm: []string{rq.bucket}, Set: map[string][]byte{prefixDead + b.ID: w.b}})
 	if errors.Is(err, ErrPrecondition) && g.landed(rq.ctx, registryObject, prefixDead+b.ID, false, w.b) {
 		err = nil
@@ -278,6 +279,58 @@ func (rq *request) deleteBucket() error {
 	}
 	rq.w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// closeShards closes b's shards in order; it returns those it closed.
+// A shard splitting answers SlowDown (retry); one closed already
+// NoSuchBucket.
+func (g *Gateway) closeShards(ctx context.Context, b *bucketRec, token []byte) ([]shardRange, error) {
+	var closed []shardRange
+	for _, r := range b.Shards {
+		shard := shardObject(b.ID, r.N)
+		err := g.cfg.Store.OmapApply(ctx, shard, Txn{If: []Cond{openCond(r)}, Rm: []string{keyOpen},
+			Set: map[string][]byte{keyClosing: token}})
+		if errors.Is(err, ErrPrecondition) && g.landed(ctx, shard, keyClosing, false, token) {
+			err = nil
+		}
+		var pe *PreconditionError
+		switch {
+		case err == nil:
+			closed = append(closed, r)
+			continue
+		case errors.As(err, &pe) && pe.Exists:
+			err = ErrSlowDown.with("The bucket's index is being split; retry the delete.")
+		case errors.Is(err, ErrPrecondition) || errors.Is(err, ErrNotFound):
+			err = ErrNoSuchBucket
+		}
+		g.buckets.drop(b.Name)
+		return closed, err
+	}
+	return closed, nil
+}
+
+// checkEmpty answers BucketNotEmpty if any shard of b holds an object.
+func (g *Gateway) checkEmpty(ctx context.Context, b *bucketRec) error {
+	for _, r := range b.Shards {
+		l, err := g.cfg.Store.OmapListDelim(ctx, shardObject(b.ID, r.N), "", "", "", 1)
+		if err != nil {
+			return err
+		}
+		if len(l.Entries) > 0 {
+			return ErrBucketNotEmpty
+		}
+	}
+	return nil
+}
+
+// reopenShards opens again the shards a failed delete closed.
+func (g *Gateway) reopenShards(ctx context.Context, b *bucketRec, closed []shardRange) {
+	for _, r := range closed {
+		shard := shardObject(b.ID, r.N)
+		if err := g.cfg.Store.OmapApply(ctx, shard, Txn{Set: map[string][]byte{keyOpen: openValueOf(r.Gen)}, Rm: []string{keyClosing}}); err != nil {
+			g.cfg.Logf("s3: bucket %s: index shard %d stays closed after a failed delete: %v", b.Name, r.N, err)
+		}
+	}
 }
 
 type listBucketsResult struct {

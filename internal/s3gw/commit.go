@@ -28,70 +28,92 @@ type change struct {
 // is evaluated against exactly the value it replaces. It returns the
 // entry it replaced.
 func (g *Gateway) update(ctx context.Context, b *bucketRec, key string, guards []Cond, decide func(old *Entry) (change, error)) (*Entry, error) {
-	shard := b.shard(key)
-	st := g.cfg.Store
+	home, start := b.shard(key), g.now()
 	for try := 0; try < maxCommitTries; try++ {
-		vals, err := st.OmapGet(ctx, shard, key)
-		if errors.Is(err, ErrNotFound) {
-			return nil, ErrNoSuchBucket
+		r := b.rangeOf(key)
+		shard := shardObject(b.ID, r.N)
+		old, txn, exists, err := g.prepare(ctx, shard, r, key, guards, decide)
+		if err != nil || txn == nil {
+			return old, err
 		}
-		if err != nil {
-			return nil, err
-		}
-		raw, exists := vals[key]
-		var old *Entry
-		if exists {
-			if old, err = decodeEntry(raw); err != nil {
-				return nil, err
-			}
-		}
-		ch, err := decide(old)
-		if err != nil {
-			return nil, err
-		}
-		txn := Txn{If: append([]Cond{{Key: keyOpen, Value: openValue}}, guards...), Set: map[string][]byte{}}
-		if exists {
-			txn.If = append(txn.If, Cond{Key: key, Value: raw})
-			if len(old.Parts) > 0 {
-				txn.Set[gcKey(g.now(), newID())] = gcOf(old).encode()
-			}
-		} else {
-			txn.If = append(txn.If, Cond{Key: key, Absent: true})
-		}
-		var newRaw []byte
-		if ch.entry != nil {
-			newRaw = ch.entry.encode()
-			txn.Set[key] = newRaw
-		} else if exists {
-			txn.Rm = append(txn.Rm, key)
-		} else if ch.extra == nil {
-			return nil, nil // nothing to remove, nothing else to do
-		}
-		if ch.extra != nil {
-			ch.extra(&txn)
-		}
-		err = st.OmapApply(ctx, shard, txn)
+		err = g.cfg.Store.OmapApply(ctx, shard, *txn)
 		var pe *PreconditionError
-		if errors.As(err, &pe) && g.landed(ctx, shard, key, exists, newRaw) {
+		if errors.As(err, &pe) && g.landed(ctx, shard, key, exists, txn.Set[key]) {
 			// Our transaction applied and its resend (after a lost
 			// answer) failed on its own change: it succeeded.
-			return old, nil
+			err = nil
 		}
 		switch {
 		case err == nil:
+			if !exists && txn.Set[key] != nil {
+				g.noteCreate(b, r)
+			}
 			return old, nil
 		case errors.As(err, &pe) && pe.Key == key:
 			// Another writer won: decide again on its result.
 			time.Sleep(time.Duration(rand.IntN(1+try*2)) * time.Millisecond)
-			continue
-		case errors.As(err, &pe) && pe.Key == keyOpen, errors.Is(err, ErrNotFound):
+		case errors.As(err, &pe) && pe.Key == keyOpen:
+			// The shard split, or is splitting, or closed: shardChanged
+			// bounds the wait, so this does not count as a lost race.
+			if b, err = g.shardChanged(ctx, b, shard, parseState(pe.Value, pe.Exists), start); err != nil {
+				return nil, err
+			}
+			try--
+		case errors.Is(err, ErrNotFound):
 			g.buckets.drop(b.Name)
 			return nil, ErrNoSuchBucket
+		case errors.As(err, &pe) && shard != home:
+			// A guard of the caller's (a write's intent, kept in the
+			// shard the key was in) is not where the key now is: the
+			// commit cannot follow the key there.
+			return nil, errIndexMoved
 		default:
 			return nil, err
 		}
 	}
 	return nil, ErrSlowDown.with("Too many concurrent writes to this key; retry.")
+}
+
+// prepare reads key's entry from shard r, lets decide choose the change and
+// builds its guarded transaction; a nil transaction means nothing to do.
+func (g *Gateway) prepare(ctx context.Context, shard string, r shardRange, key string, guards []Cond, decide func(old *Entry) (change, error)) (old *Entry, txn *Txn, exists bool, err error) {
+	vals, err := g.cfg.Store.OmapGet(ctx, shard, key)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil, false, ErrNoSuchBucket
+	}
+	if err != nil {
+		return nil, nil, false, err
+	}
+	raw, exists := vals[key]
+	if exists {
+		if old, err = decodeEntry(raw); err != nil {
+			return nil, nil, false, err
+		}
+	}
+	ch, err := decide(old)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	t := Txn{If: append([]Cond{openCond(r)}, guards...), Set: map[string][]byte{}}
+	if exists {
+		t.If = append(t.If, Cond{Key: key, Value: raw})
+		if len(old.Parts) > 0 {
+			t.Set[gcKey(g.now(), newID())] = gcOf(old).encode()
+		}
+	} else {
+		t.If = append(t.If, Cond{Key: key, Absent: true})
+	}
+	if ch.entry != nil {
+		t.Set[key] = ch.entry.encode()
+	} else if exists {
+		t.Rm = append(t.Rm, key)
+	} else if ch.extra == nil {
+		return nil, nil, false, nil // nothing to remove, nothing else to do
+	}
+	if ch.extra != nil {
+		ch.extra(&t)
+	}
+	return old, &t, exists, nil
 }
 
 // landed says whether a transaction that set key to newRaw (nil: removed

@@ -39,6 +39,9 @@ type Config struct {
 	Now func() time.Time
 	// Metrics, if set, counts requests by operation and outcome.
 	Metrics *Metrics
+	// IndexShardKeys is how many keys an index shard holds before it
+	// splits in two (default 50,000).
+	IndexShardKeys int
 }
 
 // Gateway serves the S3 API over a Store. It holds no state of its own but
@@ -49,6 +52,7 @@ type Gateway struct {
 	verifier *sigv4.Verifier
 	buckets  bucketCache
 	bufs     sync.Pool // stripe buffers
+	probing  sync.Map  // index shards being counted for a split
 }
 
 // New returns a gateway; Run its collector alongside it.
@@ -58,6 +62,9 @@ func New(cfg Config) *Gateway {
 	}
 	if cfg.IntentTimeout <= 0 {
 		cfg.IntentTimeout = time.Hour
+	}
+	if cfg.IndexShardKeys <= 0 {
+		cfg.IndexShardKeys = defaultIndexShardKeys
 	}
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}

@@ -177,25 +177,18 @@ func (g *Gateway) collectDeadBucket(ctx context.Context, kv KV) (bool, error) {
 		return false, nil
 	}
 	bucketID := strings.TrimPrefix(kv.Key, prefixDead)
-	shard := shardObject(bucketID, 0)
-	for {
-		kvs, more, err := g.cfg.Store.OmapList(ctx, shard, "\x00", "\x01", maxCollectPerPass)
-		if errors.Is(err, ErrNotFound) {
-			break
+	var shards []int
+	for d.err == nil && len(d.b) > 0 && len(shards) < maxDeadShards {
+		if n := d.varint(); d.err == nil {
+			shards = append(shards, int(n))
 		}
-		if err != nil {
+	}
+	if len(shards) == 0 {
+		shards = []int{0} // deleted before dead keys listed the shards: it had one
+	}
+	for _, n := range shards {
+		if err := g.reclaimDeadShard(ctx, bucketID, shardObject(bucketID, n)); err != nil {
 			return false, err
-		}
-		for _, e := range kvs {
-			if err := g.reclaimAny(ctx, bucketID, shard, e); err != nil {
-				return false, err
-			}
-		}
-		if !more {
-			if err := g.cfg.Store.Delete(ctx, shard); err != nil && !errors.Is(err, ErrNotFound) {
-				return false, err
-			}
-			break
 		}
 	}
 	err := g.cfg.Store.OmapApply(ctx, registryObject, Txn{If: []Cond{{Key: kv.Key, Value: kv.Value}}, Rm: []string{kv.Key}})
@@ -203,6 +196,34 @@ func (g *Gateway) collectDeadBucket(ctx context.Context, kv KV) (bool, error) {
 		return false, err
 	}
 	return true, nil
+}
+
+// maxDeadShards bounds the shards a dead-bucket key may name.
+const maxDeadShards = 1 << 20
+
+// reclaimDeadShard removes the data a dead bucket's shard names, then the
+// shard.
+func (g *Gateway) reclaimDeadShard(ctx context.Context, bucketID, shard string) error {
+	for {
+		kvs, more, err := g.cfg.Store.OmapList(ctx, shard, "\x00", "\x01", maxCollectPerPass)
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, e := range kvs {
+			if err := g.reclaimAny(ctx, bucketID, shard, e); err != nil {
+				return err
+			}
+		}
+		if !more {
+			if err := g.cfg.Store.Delete(ctx, shard); err != nil && !errors.Is(err, ErrNotFound) {
+				return err
+			}
+			return nil
+		}
+	}
 }
 
 // reclaimAny removes the data a bookkeeping key of a dead shard names,

@@ -144,14 +144,16 @@ type listPage struct {
 	lastItem  string // the page's last key or prefix (V1 NextMarker)
 }
 
-// listIndex reads one page from the bucket's index: one round trip to its
-// shard, common prefixes skipped whole by the OSD.
+// listIndex reads one page from the bucket's index: from the shard where
+// it starts (and the next, when that one ends first), common prefixes
+// skipped whole by the OSD (listAcross).
 func (rq *request) listIndex(b *bucketRec, p listParams) (listPage, error) {
 	var page listPage
 	if p.maxKeys == 0 {
 		return page, nil
 	}
-	l, err := rq.g.cfg.Store.OmapListDelim(rq.ctx, b.shard(p.prefix), p.prefix, p.delimiter, p.after, p.maxKeys)
+	l, err := rq.g.listAcross(rq.ctx, b, acrossQuery{prefix: p.prefix, delim: p.delimiter, after: p.after, limit: p.maxKeys,
+		keyOf: func(k string) string { return k }})
 	if err != nil {
 		return page, err
 	}

@@ -152,7 +152,7 @@ func (m *MemStore) OmapApply(ctx context.Context, name string, txn Txn) error {
 	for _, k := range txn.Rm {
 		delete(o.omap, k)
 	}
-	if txn.RmFrom != "" || txn.RmTo != "" {
+	if txn.RmTo != "" { // as the cluster does: no end, no range
 		for k := range o.omap {
 			if k >= txn.RmFrom && (txn.RmTo == "" || k < txn.RmTo) {
 				delete(o.omap, k)

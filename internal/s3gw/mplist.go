@@ -94,6 +94,9 @@ func (rq *request) listParts() error {
 	}
 	pp := partPrefix(up.id)
 	kvs, more, err := rq.g.cfg.Store.OmapList(rq.ctx, b.shard(rq.key), partKey(up.id, marker+1), pp+"\xff", maxParts)
+	if err == nil {
+		err = rq.g.checkHolds(rq.ctx, b, rq.key)
+	}
 	if err != nil {
 		return err
 	}
@@ -138,8 +141,8 @@ type uploadXML struct {
 }
 
 // listUploads lists the uploads in progress: their keys live under
-// 0x00 u 0x00 in key then upload-id (creation) order, so this is one
-// prefix listing of the shard.
+// 0x00 u 0x00 in key then upload-id (creation) order, in the shard of
+// their key, so this is a prefix listing of the shards (listAcross).
 func (rq *request) listUploads() error {
 	b, err := rq.ownBucket()
 	if err != nil {
@@ -165,7 +168,8 @@ func (rq *request) listUploads() error {
 	if maxUploads == 0 {
 		return rq.writeXML(http.StatusOK, res)
 	}
-	l, err := rq.g.cfg.Store.OmapListDelim(rq.ctx, b.shard(prefix), prefixUpload+prefix, delim, after, maxUploads)
+	l, err := rq.g.listAcross(rq.ctx, b, acrossQuery{prefix: prefixUpload + prefix, delim: delim, after: after, limit: maxUploads,
+		keyOf: func(k string) string { return strings.TrimPrefix(k, prefixUpload) }})
 	if err != nil {
 		return err
 	}

@@ -40,10 +40,7 @@ func (rq *request) readUpload(b *bucketRec, uploadID string) (*uploadInfo, error
 		return nil, ErrNoSuchUpload
 	}
 	k := uploadKey(rq.key, uploadID)
-	vals, err := rq.g.cfg.Store.OmapGet(rq.ctx, b.shard(rq.key), k)
-	if errors.Is(err, ErrNotFound) {
-		return nil, ErrNoSuchBucket
-	}
+	vals, _, err := rq.g.readIndex(rq.ctx, b, rq.key, k)
 	if err != nil {
 		return nil, err
 	}
@@ -93,12 +90,9 @@ func (rq *request) createUpload() error {
 		}
 	}
 	id := newUploadID(rq.g.now())
-	err = rq.g.cfg.Store.OmapApply(rq.ctx, b.shard(rq.key), Txn{If: []Cond{{Key: keyOpen, Value: openValue}},
-		Set: map[string][]byte{uploadKey(rq.key, id): rec.encode()}})
-	if errors.Is(err, ErrPrecondition) || errors.Is(err, ErrNotFound) {
-		rq.g.buckets.drop(b.Name)
-		return ErrNoSuchBucket
-	}
+	_, err = rq.g.applyToKey(rq.ctx, b, rq.key, func(shardRange) Txn {
+		return Txn{Set: map[string][]byte{uploadKey(rq.key, id): rec.encode()}}
+	})
 	if err != nil {
 		return err
 	}
@@ -200,14 +194,15 @@ func (rq *request) recordPart(b *bucketRec, up *uploadInfo, n int, s stored, md5
 // bucket being open and the part's intent; a part uploaded again replaces
 // the record, its old data going to the collector.
 func (rq *request) commitPart(b *bucketRec, up *uploadInfo, n int, part *Entry, guard Cond) error {
-	shard := b.shard(rq.key)
+	r := b.rangeOf(rq.key)
+	shard := shardObject(b.ID, r.N)
 	pk := partKey(up.id, n)
 	for try := 0; try < maxCommitTries; try++ {
 		vals, err := rq.g.cfg.Store.OmapGet(rq.ctx, shard, pk)
 		if err != nil {
 			return err
 		}
-		txn := Txn{If: []Cond{{Key: keyOpen, Value: openValue}, {Key: up.key, Value: up.raw}, guard},
+		txn := Txn{If: []Cond{openCond(r), {Key: up.key, Value: up.raw}, guard},
 			Set: map[string][]byte{pk: part.encode()}, Rm: []string{guard.Key}}
 		if old, ok := vals[pk]; ok {
 			txn.If = append(txn.If, Cond{Key: pk, Value: old})
@@ -229,6 +224,11 @@ func (rq *request) commitPart(b *bucketRec, up *uploadInfo, n int, part *Entry, 
 			continue // the same part uploaded twice at once: the later wins
 		case errors.As(err, &pe) && pe.Key == up.key:
 			return ErrNoSuchUpload
+		case errors.As(err, &pe) && pe.Key == keyOpen && pe.Exists:
+			// Split since the upload was read: the part's intent stays
+			// in this shard, its upload may not.
+			rq.g.buckets.drop(b.Name)
+			return errIndexMoved
 		case errors.As(err, &pe) && pe.Key == keyOpen:
 			return ErrNoSuchBucket
 		default:
@@ -263,6 +263,9 @@ func (rq *request) listUploadParts(b *bucketRec, uploadID string) (map[int]Part,
 		}
 		start = page[len(page)-1].Key + "\x00"
 	}
+	if err := rq.g.checkHolds(rq.ctx, b, rq.key); err != nil {
+		return nil, nil, err
+	}
 	return parts, kvs, nil
 }
 
@@ -284,10 +287,16 @@ func (rq *request) abortUpload() error {
 		gc.Parts = append(gc.Parts, gcPart{p.DataID, p.Size})
 	}
 	pp := partPrefix(up.id)
-	txn := Txn{If: []Cond{{Key: up.key, Value: up.raw}}, Rm: []string{up.key}, RmFrom: pp, RmTo: pp + "\xff",
+	r := b.rangeOf(rq.key)
+	txn := Txn{If: []Cond{openCond(r), {Key: up.key, Value: up.raw}}, Rm: []string{up.key}, RmFrom: pp, RmTo: pp + "\xff",
 		Set: map[string][]byte{gcKey(rq.g.now(), newID()): gc.encode()}}
-	if err := rq.g.cfg.Store.OmapApply(rq.ctx, b.shard(rq.key), txn); err != nil {
-		if errors.Is(err, ErrPrecondition) {
+	var pe *PreconditionError
+	if err := rq.g.cfg.Store.OmapApply(rq.ctx, shardObject(b.ID, r.N), txn); err != nil {
+		switch {
+		case errors.As(err, &pe) && pe.Key == keyOpen:
+			rq.g.buckets.drop(b.Name)
+			return errIndexMoved
+		case errors.Is(err, ErrPrecondition):
 			return ErrNoSuchUpload
 		}
 		return err

@@ -46,18 +46,13 @@ type stored struct {
 func (rq *request) storeBody(b *bucketRec, body io.Reader, size uint64, hashes []hash.Hash) (stored, error) {
 	g := rq.g
 	dataID := newID()
-	shard := b.shard(rq.key)
 	pk := pendingKey(dataID)
 	iv := intent{Start: g.now(), Size: size}.encode()
-	err := g.cfg.Store.OmapApply(rq.ctx, shard, Txn{If: []Cond{{Key: keyOpen, Value: openValue}}, Set: map[string][]byte{pk: iv}})
-	var pe *PreconditionError
-	if errors.As(err, &pe) || errors.Is(err, ErrNotFound) {
-		g.buckets.drop(b.Name)
-		return stored{}, ErrNoSuchBucket
-	}
+	b, err := g.applyToKey(rq.ctx, b, rq.key, func(shardRange) Txn { return Txn{Set: map[string][]byte{pk: iv}} })
 	if err != nil {
 		return stored{}, err
 	}
+	shard := b.shard(rq.key)
 	cleanup := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
@@ -154,11 +149,7 @@ func (rq *request) checkWrite(b *bucketRec, conds conditions) error {
 
 // readEntry returns key's entry: ErrNoSuchKey if there is none.
 func (g *Gateway) readEntry(ctx context.Context, b *bucketRec, key string) (*Entry, error) {
-	vals, err := g.cfg.Store.OmapGet(ctx, b.shard(key), key)
-	if errors.Is(err, ErrNotFound) {
-		g.buckets.drop(b.Name)
-		return nil, ErrNoSuchBucket
-	}
+	vals, _, err := g.readIndex(ctx, b, key, key)
 	if err != nil {
 		return nil, err
 	}

@@ -53,7 +53,8 @@ type Cond struct {
 }
 
 // Txn is an atomic, guarded omap transaction on one object. Rm and the
-// range [RmFrom, RmTo) are removed before Set is applied. Create makes
+// range [RmFrom, RmTo) (none when RmTo is "") are removed before Set is
+// applied. Create makes
 // the object if it does not exist (else the transaction on a missing
 // object is ErrNotFound).
 type Txn struct {
