@@ -92,6 +92,7 @@ type clusterOpts struct {
 	// collector's times (0: the gateway's defaults).
 	s3                         bool
 	s3GCGrace, s3IntentTimeout time.Duration
+	s3IndexShardKeys           int  // the gateway's --index-shard-keys (0: its default)
 	dashboard                  bool // the mon serves the web dashboard (c.dashPort)
 	tls                        bool // cairn dev --tls: the S3 gateway serves HTTPS, the cluster's traffic is encrypted
 }
@@ -169,6 +170,9 @@ func (c *cluster) start() {
 	}
 	if c.opts.s3IntentTimeout > 0 {
 		c.cmd.Args = append(c.cmd.Args, "--s3-intent-timeout", c.opts.s3IntentTimeout.String())
+	}
+	if c.opts.s3IndexShardKeys > 0 {
+		c.cmd.Args = append(c.cmd.Args, "--s3-index-shard-keys", fmt.Sprint(c.opts.s3IndexShardKeys))
 	}
 	if c.opts.tls {
 		c.cmd.Args = append(c.cmd.Args, "--tls")

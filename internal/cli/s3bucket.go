@@ -42,9 +42,9 @@ func (g *globals) s3Store(ctx context.Context, pool string) (s3gw.Store, func(),
 
 func printBucketStats(g *globals, stats []s3gw.BucketStat) error {
 	tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tOWNER\tOBJECTS\tBYTES\tUPLOADS\tGC PENDING\tCREATED")
+	fmt.Fprintln(tw, "NAME\tOWNER\tOBJECTS\tBYTES\tUPLOADS\tGC PENDING\tINDEX SHARDS\tCREATED")
 	for _, s := range stats {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%s\n", s.Name, s.Owner, s.Objects, humanBytes(int64(s.Bytes)), s.Uploads, s.GCPending,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\n", s.Name, s.Owner, s.Objects, humanBytes(int64(s.Bytes)), s.Uploads, s.GCPending, s.IndexShards,
 			s.Created.UTC().Format(time.DateTime))
 	}
 	return tw.Flush()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,7 +20,7 @@ import (
 //	"1"                 open, generation 0 (a shard never split)
 //	"o<gen>"            open at generation gen
 //	"s<gen>\x00<at>"    splitting at key <at>: still whole; writes wait
-//	"t<gen>\x00<at>"    trimming: the keys from <at> on live in the new shard
+//	"t<gen>\x00<at>"    trimming: the keys from <at> on are the new shard's
 //	(absent)            closed by DeleteBucket, or not opened yet
 //
 // Every write guards on its shard being open at the generation its record
@@ -74,17 +75,34 @@ func parseState(v []byte, exists bool) shardState {
 func openCond(r shardRange) Cond { return Cond{Key: keyOpen, Value: openValueOf(r.Gen)} }
 
 // holds says whether a shard in state s holds key k for a reader whose
-// record names the shard at generation gen: open at gen; or splitting
-// (still whole) when the record is the one from before the split, or the
-// key stays in this shard; or trimming when the key stays.
+// record names the shard at generation gen: open at gen; splitting (whole,
+// and the new shard not open yet) for the record from before the split,
+// the only one there is then; trimming, for either record, when the key
+// stays.
 func (s shardState) holds(gen int, k string) bool {
 	switch s.kind {
 	case stateOpen:
 		return s.gen == gen
 	case stateSplit:
-		return s.gen == gen || s.gen+1 == gen && k < s.at
+		return s.gen == gen
 	case stateTrimming:
 		return (s.gen == gen || s.gen+1 == gen) && k < s.at
+	}
+	return false
+}
+
+// holdsRange says whether a shard in state s holds every key of its
+// range for a reader whose record names it at generation gen (the range
+// the record gives it): open at gen; splitting for the record from before
+// the split; trimming for the record after it, whose range for the shard
+// ends where the split cuts (the keys past it, not all removed yet, are
+// the listing's to drop).
+func (s shardState) holdsRange(gen int) bool {
+	switch s.kind {
+	case stateOpen, stateSplit:
+		return s.gen == gen
+	case stateTrimming:
+		return s.gen+1 == gen
 	}
 	return false
 }
@@ -257,10 +275,17 @@ func (g *Gateway) listAcrossOnce(ctx context.Context, b *bucketRec, q acrossQuer
 		if err != nil {
 			return out, -1, err
 		}
-		if err := g.checkHolds(ctx, b, r.From); errors.Is(err, errIndexMoved) {
-			return out, i, nil
-		} else if err != nil {
+		vals, err := g.cfg.Store.OmapGet(ctx, shardObject(b.ID, r.N), keyOpen)
+		if err != nil {
 			return out, -1, err
+		}
+		if v, ok := vals[keyOpen]; !parseState(v, ok).holdsRange(r.Gen) {
+			g.buckets.drop(b.Name)
+			return out, i, nil
+		}
+		if i+1 < len(b.Shards) {
+			// A shard trimming may still hold keys it handed over.
+			l = within(l, q.keyOf, b.Shards[i+1].From)
 		}
 		if want == 0 { // looking ahead
 			if len(l.Entries)+len(l.Prefixes) > 0 {
@@ -282,4 +307,16 @@ func (g *Gateway) listAcrossOnce(ctx context.Context, b *bucketRec, q acrossQuer
 		}
 	}
 	return out, -1, nil
+}
+
+// within drops from l what lies at or past end (keyOf of an entry or a
+// common prefix); if anything was dropped, l ends there.
+func within(l Listing, keyOf func(string) string, end string) Listing {
+	n := len(l.Entries) + len(l.Prefixes)
+	l.Entries = slices.DeleteFunc(l.Entries, func(kv KV) bool { return keyOf(kv.Key) >= end })
+	l.Prefixes = slices.DeleteFunc(l.Prefixes, func(cp string) bool { return keyOf(cp) >= end })
+	if len(l.Entries)+len(l.Prefixes) < n {
+		l.More = false
+	}
+	return l
 }

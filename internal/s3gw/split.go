@@ -22,10 +22,12 @@ import (
 //  2. the keys from at on, the multipart uploads of those keys and their
 //     parts are copied into T, each page guarded on T not being open yet
 //     (a copy run again after T opened must not undo a newer write);
-//  3. T opens; the bucket record gains T and S's next generation
+//  3. S goes to trimming: it answers only for keys below at from now on,
+//     and readers of the keys from at on wait for step 4 (T is not
+//     open yet, so nothing newer than S's copy exists anywhere);
+//  4. T opens; the bucket record gains T and S's next generation
 //     (compare-and-swap on the record);
-//  4. S goes to trimming, its moved keys are removed, and S opens at its
-//     next generation.
+//  5. S's moved keys are removed, and S opens at its next generation.
 //
 // What stays in S: the keys below at, and the bookkeeping that is not
 // per key (GC records, write intents). A write whose intent is in S but
@@ -167,20 +169,33 @@ func (g *Gateway) finishSplit(ctx context.Context, bucket, id string, nS int) er
 		if err := g.copyMoved(ctx, src, dst, st.at); err != nil {
 			return err
 		}
-		if err := g.cfg.Store.OmapApply(ctx, dst, Txn{Create: true, Set: map[string][]byte{keyOpen: openValueOf(0)}}); err != nil {
-			return err
-		}
-		if err := g.recordSplit(ctx, bucket, id, nS, st, rec.N); err != nil {
-			return err
-		}
 		trimming := shardState{kind: stateTrimming, gen: st.gen, at: st.at}
 		err := g.cfg.Store.OmapApply(ctx, src, Txn{If: []Cond{{Key: keyOpen, Value: st.encode()}}, Set: map[string][]byte{keyOpen: trimming.encode()}})
-		if err != nil && !errors.Is(err, ErrPrecondition) {
+		if errors.Is(err, ErrPrecondition) {
+			return g.finishSplit(ctx, bucket, id, nS) // another run moved on: from where it stands
+		}
+		if err != nil {
 			return err
 		}
 		st = trimming
 	}
+	if err := g.openMoved(ctx, dst); err != nil {
+		return err
+	}
+	if err := g.recordSplit(ctx, bucket, id, nS, st, rec.N); err != nil {
+		return err
+	}
 	return g.trimMoved(ctx, src, dst, st)
+}
+
+// openMoved opens the new shard, unless it is open already (a write may
+// have landed since).
+func (g *Gateway) openMoved(ctx context.Context, dst string) error {
+	err := g.cfg.Store.OmapApply(ctx, dst, Txn{Create: true, If: []Cond{{Key: keyOpen, Absent: true}}, Set: map[string][]byte{keyOpen: openValueOf(0)}})
+	if errors.Is(err, ErrPrecondition) {
+		return nil
+	}
+	return err
 }
 
 // copyMoved copies the keys of src from at on, the multipart uploads of

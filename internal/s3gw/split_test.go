@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -296,4 +297,77 @@ func TestStaleRecordFollowsSplit(t *testing.T) {
 	if len(vals) != 0 {
 		t.Fatal("the update through the old record landed in the shard the key left")
 	}
+}
+
+// Listings and reads at each step of a split, with the record from before
+// it and the one after: every key once, none missing, none stale (a write
+// to the new shard once it is open is seen through either record).
+func TestListingDuringSplitSteps(t *testing.T) {
+	env := newEnv(t)
+	env.gw.cfg.IndexShardKeys = 1 << 20
+	env.mkBucket(env.alice, "bkt")
+	for i := 0; i < 30; i++ {
+		env.put("bkt", fmt.Sprintf("k%02d/x", i), []byte("v"))
+	}
+	ctx := context.Background()
+	old, _ := env.gw.lookupBucket(ctx, "bkt")
+	src, dst := shardObject(old.ID, 0), shardObject(old.ID, 9)
+	all := func(b *bucketRec, delim string) int {
+		t.Helper()
+		l, err := env.gw.listAcross(ctx, b, acrossQuery{delim: delim, limit: 1000, keyOf: func(k string) string { return k }})
+		if err != nil || l.More {
+			t.Fatalf("listing: more %v, %v", l.More, err)
+		}
+		return len(l.Entries) + len(l.Prefixes)
+	}
+	// Step 1 and 2: splitting, T filled but not open.
+	splitting := shardState{kind: stateSplit, at: "k15"}
+	rec, _ := json.Marshal(splitRec{N: 9, Start: env.clock.now()})
+	if err := env.store.OmapApply(ctx, src, Txn{Set: map[string][]byte{keyOpen: splitting.encode(), keySplit: rec}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.gw.copyMoved(ctx, src, dst, "k15"); err != nil {
+		t.Fatal(err)
+	}
+	for _, delim := range []string{"", "/"} {
+		if n := all(old, delim); n != 30 {
+			t.Fatalf("while splitting, delimiter %q: %d items, want 30", delim, n)
+		}
+	}
+	// Steps 3 and 4: trimming, T open and in the record; a key moved to T
+	// is deleted through the new record.
+	trimming := shardState{kind: stateTrimming, at: "k15"}
+	if err := env.store.OmapApply(ctx, src, Txn{Set: map[string][]byte{keyOpen: trimming.encode()}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.gw.openMoved(ctx, dst); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.gw.recordSplit(ctx, "bkt", old.ID, 0, trimming, 9); err != nil {
+		t.Fatal(err)
+	}
+	env.gw.buckets.drop("bkt")
+	now, _ := env.gw.lookupBucket(ctx, "bkt")
+	if _, err := env.alice.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("bkt"), Key: aws.String("k20/x")}); err != nil {
+		t.Fatal(err)
+	}
+	if n := all(now, ""); n != 29 {
+		t.Fatalf("while trimming, with the new record: %d items, want 29", n)
+	}
+	if _, err := env.gw.readEntry(ctx, old, "k20/x"); !errors.Is(err, ErrNoSuchKey) {
+		t.Fatalf("a key deleted in the new shard, read through the old record: %v", err)
+	}
+	// Step 5 half done: S lost the moved keys but is not open yet. The
+	// old record's listing waits for the split, then finishes it itself
+	// (it looks stuck), and sees the delete.
+	if err := env.store.OmapApply(ctx, src, Txn{RmFrom: "k15", RmTo: afterMarker}); err != nil {
+		t.Fatal(err)
+	}
+	env.clock.offset += time.Minute
+	if n := all(old, "/"); n != 29 {
+		t.Fatalf("while trimming, with the old record: %d items, want 29", n)
+	}
+	env.gw.buckets.drop("bkt")
+	b, _ := env.gw.lookupBucket(ctx, "bkt")
+	checkShards(t, env, b)
 }

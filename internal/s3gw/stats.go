@@ -19,6 +19,8 @@ type BucketStat struct {
 	// GCPending counts records of replaced or deleted data the collector
 	// has yet to delete (it waits for the grace).
 	GCPending int `json:"gc_pending"`
+	// IndexShards is how many key ranges the bucket's index is split in.
+	IndexShards int `json:"index_shards"`
 }
 
 // ListBucketStats returns every bucket of the pool with its counts. It
@@ -73,7 +75,7 @@ func StatBucket(ctx context.Context, st Store, name string) (BucketStat, error) 
 }
 
 func statBucket(ctx context.Context, st Store, b *bucketRec) (BucketStat, error) {
-	s := BucketStat{Name: b.Name, Owner: b.Owner, Created: b.Created}
+	s := BucketStat{Name: b.Name, Owner: b.Owner, Created: b.Created, IndexShards: len(b.Shards)}
 	for _, r := range b.Shards {
 		shard := shardObject(b.ID, r.N)
 		for start := ""; ; {
