@@ -195,6 +195,11 @@ func (s poolStore) ReadAt(ctx context.Context, name string, off, length uint64) 
 	return b, size, storeErr(err)
 }
 
+func (s poolStore) ReadAtPooled(ctx context.Context, name string, off, length uint64) ([]byte, uint64, func(), error) {
+	b, size, release, err := s.p.ReadAtPooled(ctx, name, off, length)
+	return b, size, release, storeErr(err)
+}
+
 func (s poolStore) Delete(ctx context.Context, name string) error {
 	return storeErr(s.p.Delete(ctx, name))
 }

@@ -146,35 +146,57 @@ func (g *Gateway) streamData(ctx context.Context, w io.Writer, bucketID string, 
 	ps := pieces(bucketID, e, off, length)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	type result struct {
-		data []byte
-		err  error
-	}
-	results := make([]chan result, len(ps))
+	results := make([]chan readResult, len(ps))
 	fetch := func(i int) {
-		results[i] = make(chan result, 1)
-		go func(p piece, ch chan result) {
-			data, _, err := g.cfg.Store.ReadAt(ctx, p.name, p.off, p.len)
-			if err == nil && uint64(len(data)) != p.len {
-				err = fmt.Errorf("s3: stripe %s holds %d bytes at %d, the index says %d", p.name, len(data), p.off, p.len)
-			}
-			ch <- result{data, err}
-		}(ps[i], results[i])
+		results[i] = make(chan readResult, 1)
+		go func(p piece, ch chan readResult) { ch <- g.readPiece(ctx, p) }(ps[i], results[i])
 	}
 	for i := 0; i < min(readAhead, len(ps)); i++ {
 		fetch(i)
 	}
+	defer func() { // the reads still in flight when a send fails
+		for i := range results {
+			if results[i] != nil {
+				(<-results[i]).release()
+			}
+		}
+	}()
 	for i := range ps {
 		r := <-results[i]
+		results[i] = nil
 		if r.err != nil {
 			return r.err
 		}
 		if i+readAhead < len(ps) {
 			fetch(i + readAhead)
 		}
-		if _, err := w.Write(r.data); err != nil {
+		_, err := w.Write(r.data)
+		r.release()
+		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// readResult is one piece read: its data, and what hands its buffer back.
+type readResult struct {
+	data    []byte
+	release func()
+	err     error
+}
+
+// readPiece reads one piece, into a pooled buffer where the store offers
+// one.
+func (g *Gateway) readPiece(ctx context.Context, p piece) readResult {
+	r := readResult{release: func() {}}
+	if pr, ok := g.cfg.Store.(PooledReader); ok {
+		r.data, _, r.release, r.err = pr.ReadAtPooled(ctx, p.name, p.off, p.len)
+	} else {
+		r.data, _, r.err = g.cfg.Store.ReadAt(ctx, p.name, p.off, p.len)
+	}
+	if r.err == nil && uint64(len(r.data)) != p.len {
+		r.err = fmt.Errorf("s3: stripe %s holds %d bytes at %d, the index says %d", p.name, len(r.data), p.off, p.len)
+	}
+	return r
 }

@@ -38,6 +38,14 @@ type Store interface {
 	OmapListDelim(ctx context.Context, name, prefix, delim, after string, limit int) (Listing, error)
 }
 
+// PooledReader is what a Store may offer besides: ReadAt into a buffer
+// the caller hands back (release, never nil) once it has sent the data,
+// so that a GET streaming gigabytes reuses a few buffers instead of
+// allocating one per stripe for the garbage collector.
+type PooledReader interface {
+	ReadAtPooled(ctx context.Context, name string, off, length uint64) (data []byte, size uint64, release func(), err error)
+}
+
 // KV is one omap entry.
 type KV struct {
 	Key   string
