@@ -50,6 +50,10 @@ var ErrNoMap = errors.New("no cluster map in etcd: the cluster was not created (
 type Store struct {
 	cli    *clientv3.Client
 	watchN atomic.Uint64 // numbers each watch's stream (see watch)
+	// ctx ends when the Store closes: background work stops with it.
+	ctx     context.Context
+	stop    context.CancelFunc
+	orphans orphans // leases to revoke once etcd answers (revoke.go)
 }
 
 // watch starts a watch on a gRPC stream of its own. The etcd client runs
@@ -119,11 +123,16 @@ func Connect(ctx context.Context, endpoints []string, auth *Auth) (*Store, error
 		cli.Close()
 		return nil, fmt.Errorf("etcd %s does not answer: %w", strings.Join(endpoints, ","), err)
 	}
-	return &Store{cli: cli}, nil
+	sctx, stop := context.WithCancel(context.Background())
+	return &Store{cli: cli, ctx: sctx, stop: stop}, nil
 }
 
-// Close releases the etcd client.
-func (s *Store) Close() error { return s.cli.Close() }
+// Close releases the etcd client. Leases given up while etcd did not
+// answer and not ended since are left to run out.
+func (s *Store) Close() error {
+	s.stop()
+	return s.cli.Close()
+}
 
 // Init stores an empty epoch-1 map for fsid unless a map exists already. It
 // returns the map in etcd, and fails if that map belongs to another cluster.

@@ -83,6 +83,9 @@ func TestSnapGroup(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "1 open writer(s) did not switch") {
 		t.Fatalf("a stuck writer: want an error naming it, got %v", err)
 	}
+	if !strings.Contains(err.Error(), "its lease renewed lately (its process runs") {
+		t.Fatalf("a stuck writer that runs: the error does not say it runs: %v", err)
+	}
 	stuck.Unlock()
 	w4.Leave()
 
