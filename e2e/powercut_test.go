@@ -31,7 +31,9 @@ import (
 // SIGKILLed. The mounts come back with what survived, the cluster starts
 // again from it, must reach HEALTH_OK by itself, and every acknowledged
 // write must read back exactly: none lost, none torn, no acknowledged
-// delete undone.
+// delete undone. No snapshot of the volume may fail before the cut, and
+// once the cluster is back the cut's writer no longer counts in the
+// volume's snapshot group and a snapshot succeeds.
 //
 // CUTS=N cuts of the whole cluster (default 2; `make powercut`: 50),
 // HARSH=1 for harsh cuts, POWERCUT_SEED to replay: each cut prints its
@@ -275,11 +277,13 @@ func TestPowerCutCluster(t *testing.T) {
 		go func() { defer wg.Done(); vol.run(ctx, pool, cutSeed) }()
 		scrub := pc.cutOne(ctx, r, harsh, cutSeed)
 		time.Sleep(time.Duration(500+r.IntN(2500)) * time.Millisecond)
+		vol.cutting.Store(true)
 		pc.powerCut(harsh, cutSeed)
 		stop()
 		wg.Wait()
 		<-scrub
 		pc.restart()
+		vol.cutting.Store(false)
 		pool = c.pool("default")
 		before := n
 		for _, w := range workers {

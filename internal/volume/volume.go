@@ -411,6 +411,17 @@ func removing(p *client.Pool, name string) error {
 	return fmt.Errorf("%w: %s/%s is being removed: run cairn volume rm %s/%s again to finish", ErrNotFound, p.Name(), name, p.Name(), name)
 }
 
+// Writers counts the clients that have a volume open for writing; one
+// that stopped without closing it counts until its registration's lease
+// runs out.
+func Writers(ctx context.Context, p *client.Pool, name string) (int, error) {
+	info, err := Stat(ctx, p, name)
+	if err != nil {
+		return 0, err
+	}
+	return p.Client().SnapWriters(ctx, info.group())
+}
+
 // refuseInUse returns ErrInUse if writers have the volume open.
 func refuseInUse(ctx context.Context, p *client.Pool, info *Info, harm, forced string) error {
 	// Every writer joins the snapshot group (writers of older builds too,
