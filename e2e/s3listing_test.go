@@ -102,7 +102,8 @@ func maxKeysSweep(full bool, n int, rng *rand.Rand) []int32 {
 // run at once. make test puts 3,000 keys and samples the max-keys values,
 // keeping each listing to a hundred pages; CAIRN_S3_LIST_FULL=1 puts
 // the 10,000 and sweeps all 1,000 values for every delimiter and
-// prefix. Every page but the last must be full (a short page is a
+// prefix, which lists every key about a thousand times over for each
+// (delimiter, prefix): a long run, not one for make test. Every page but the last must be full (a short page is a
 // round trip more). It logs the page times and fails if the slowest
 // pages take a second, which no page of one round trip should.
 func TestS3ListingAwkwardKeys(t *testing.T) {
