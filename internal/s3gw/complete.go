@@ -1,6 +1,7 @@
 package s3gw
 
 import (
+	"context"
 	"encoding/xml"
 	"errors"
 	"net/http"
@@ -105,13 +106,41 @@ func (rq *request) completeUpload() error {
 	if err != nil {
 		return err
 	}
-	parts, _, err := rq.listUploadParts(b, up.id)
+	unseal, err := rq.sealUpload(b, up)
+	if errors.Is(err, ErrNoSuchUpload) {
+		return rq.completedMeanwhile(b, uploadID)
+	}
 	if err != nil {
 		return err
 	}
+	e, err := rq.commitUpload(b, up, req, conds)
+	var pe *PreconditionError
+	if errors.As(err, &pe) && pe.Key == up.key {
+		return rq.completedMeanwhile(b, uploadID)
+	}
+	if err != nil {
+		unseal()
+		// A Complete sent again may have ended the upload before this
+		// one listed its parts (they are gone: InvalidPart).
+		if _, rerr := rq.readUpload(b, uploadID); errors.Is(rerr, ErrNoSuchUpload) {
+			return rq.completedMeanwhile(b, uploadID)
+		}
+		return err
+	}
+	return rq.completeAnswer(b, e)
+}
+
+// commitUpload lists a sealed upload's parts, assembles the object from
+// those the request names, and commits it: the entry, the removal of the
+// upload, its parts and its seal, and the parts left out to the collector.
+func (rq *request) commitUpload(b *bucketRec, up *uploadInfo, req *completeRequest, conds conditions) (*Entry, error) {
+	parts, _, err := rq.listUploadParts(b, up.id)
+	if err != nil {
+		return nil, err
+	}
 	e, leftover, err := assemble(up.rec, req, parts)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	e.MTime, e.UploadID = rq.g.now().UTC(), up.id
 	pp := partPrefix(up.id)
@@ -120,26 +149,58 @@ func (rq *request) completeUpload() error {
 			return change{}, err
 		}
 		return change{entry: e, extra: func(t *Txn) {
-			t.Rm = append(t.Rm, up.key)
+			t.Rm = append(t.Rm, up.key) // the range holds the seal too
 			t.RmFrom, t.RmTo = pp, pp+"\xff"
 			if len(leftover.Parts) > 0 {
 				t.Set[gcKey(rq.g.now(), newID())] = leftover.encode()
 			}
 		}}, nil
 	})
+	return e, err
+}
+
+// sealUpload stops parts from being recorded in an upload while a
+// Complete or an Abort lists them and commits. Without it, a part
+// uploaded again in between (a client's retry of a part whose first
+// attempt is still in flight) would hand data the new object names to the
+// collector, and its own data would be removed with the part keys and
+// never reclaimed. The seal is a token among the upload's part keys
+// (moved with them by a split), which every part's commit guards absent;
+// the commit that ends the upload removes it with them. The returned unseal removes it (if it is still this
+// request's) when the request fails; a gateway that dies in between
+// leaves the upload sealed, and a Complete or an Abort sent again ends it.
+func (rq *request) sealUpload(b *bucketRec, up *uploadInfo) (unseal func(), err error) {
+	r := b.rangeOf(rq.key)
+	st, shard, sk := rq.g.cfg.Store, shardObject(b.ID, r.N), sealKey(up.id)
+	token := []byte(newID())
+	err = st.OmapApply(rq.ctx, shard, Txn{If: []Cond{openCond(r), {Key: up.key, Value: up.raw}}, Set: map[string][]byte{sk: token}})
 	var pe *PreconditionError
-	if errors.As(err, &pe) && pe.Key == up.key {
-		// Completed or aborted meanwhile: a completion that won answers
-		// as ours would have.
-		if e, rerr := rq.g.readEntry(rq.ctx, b, rq.key); rerr == nil && e.UploadID == uploadID {
-			return rq.completeAnswer(b, e)
-		}
-		return ErrNoSuchUpload
+	switch {
+	case errors.As(err, &pe) && pe.Key == keyOpen && pe.Exists:
+		rq.g.buckets.drop(b.Name) // split since the upload was read
+		return nil, errIndexMoved
+	case errors.As(err, &pe) && pe.Key == keyOpen, errors.Is(err, ErrNotFound):
+		rq.g.buckets.drop(b.Name)
+		return nil, ErrNoSuchBucket
+	case errors.As(err, &pe):
+		return nil, ErrNoSuchUpload
+	case err != nil:
+		return nil, err
 	}
-	if err != nil {
-		return err
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		st.OmapApply(ctx, shard, Txn{If: []Cond{{Key: sk, Value: token}}, Rm: []string{sk}})
+	}, nil
+}
+
+// completedMeanwhile answers a Complete whose upload was completed or
+// aborted under it: a completion that won answers as this one would have.
+func (rq *request) completedMeanwhile(b *bucketRec, uploadID string) error {
+	if e, err := rq.g.readEntry(rq.ctx, b, rq.key); err == nil && e.UploadID == uploadID {
+		return rq.completeAnswer(b, e)
 	}
-	return rq.completeAnswer(b, e)
+	return ErrNoSuchUpload
 }
 
 // assemble builds the object's entry from the parts the client listed:

@@ -24,6 +24,7 @@ import (
 //	0x00 "p" 0x00 <data id>              → intent: a PUT or part being written (time, size)
 //	0x00 "u" 0x00 <key> 0x00 <upload id> → uploadRec: a multipart upload in progress
 //	0x00 "q" 0x00 <upload id> 0x00 <part, 5 digits> → partRec
+//	0x00 "q" 0x00 <upload id> 0x00 "seal" → the token of a Complete or Abort in progress
 const (
 	registryObject = "s3.buckets"
 	keyOpen        = "\x00open"
@@ -54,6 +55,11 @@ func uploadKey(key, uploadID string) string { return prefixUpload + key + "\x00"
 func partPrefix(uploadID string) string { return prefixPart + uploadID + "\x00" }
 
 func partKey(uploadID string, n int) string { return fmt.Sprintf("%s%05d", partPrefix(uploadID), n) }
+
+// sealKey sorts after the upload's part keys, in their range, so that a
+// split moves it with them and the removal of the parts removes it;
+// listings of the parts skip it.
+func sealKey(uploadID string) string { return partPrefix(uploadID) + "seal" }
 
 // newID returns a random identifier of 16 hex digits (bucket and data
 // ids): unique without coordination.

@@ -101,6 +101,9 @@ func (rq *request) listParts() error {
 		return err
 	}
 	for _, kv := range kvs {
+		if kv.Key == sealKey(up.id) {
+			continue
+		}
 		n, _ := strconv.Atoi(strings.TrimPrefix(kv.Key, pp))
 		e, err := decodeEntry(kv.Value)
 		if err != nil || len(e.Parts) != 1 {

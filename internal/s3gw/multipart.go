@@ -17,7 +17,8 @@ import (
 // 1 for COMPOSITE, 0 for FULL_OBJECT). Each part is a key 0x00 q 0x00
 // <upload id> 0x00 <part number> in the same shard, whose value is an
 // Entry with one Part: its data id, size, MD5 and checksum. Completing
-// the upload is one transaction in that shard: the object's entry names
+// the upload seals it (sealUpload: no part is recorded from then on), then
+// is one transaction in that shard: the object's entry names
 // the parts' data as its own (no byte is copied), and the upload and part
 // keys go, parts left out of the list to the collector.
 
@@ -191,8 +192,9 @@ func (rq *request) recordPart(b *bucketRec, up *uploadInfo, n int, s stored, md5
 }
 
 // commitPart records part n of an upload, guarded on the upload, the
-// bucket being open and the part's intent; a part uploaded again replaces
-// the record, its old data going to the collector.
+// bucket being open, the part's intent and the upload not being sealed by
+// a Complete or an Abort (sealUpload); a part uploaded again replaces the
+// record, its old data going to the collector.
 func (rq *request) commitPart(b *bucketRec, up *uploadInfo, n int, part *Entry, guard Cond) error {
 	r := b.rangeOf(rq.key)
 	shard := shardObject(b.ID, r.N)
@@ -202,7 +204,7 @@ func (rq *request) commitPart(b *bucketRec, up *uploadInfo, n int, part *Entry, 
 		if err != nil {
 			return err
 		}
-		txn := Txn{If: []Cond{openCond(r), {Key: up.key, Value: up.raw}, guard},
+		txn := Txn{If: []Cond{openCond(r), {Key: up.key, Value: up.raw}, {Key: sealKey(up.id), Absent: true}, guard},
 			Set: map[string][]byte{pk: part.encode()}, Rm: []string{guard.Key}}
 		if old, ok := vals[pk]; ok {
 			txn.If = append(txn.If, Cond{Key: pk, Value: old})
@@ -224,6 +226,8 @@ func (rq *request) commitPart(b *bucketRec, up *uploadInfo, n int, part *Entry, 
 			continue // the same part uploaded twice at once: the later wins
 		case errors.As(err, &pe) && pe.Key == up.key:
 			return ErrNoSuchUpload
+		case errors.As(err, &pe) && pe.Key == sealKey(up.id):
+			return ErrNoSuchUpload.with("The upload is being completed or aborted.")
 		case errors.As(err, &pe) && pe.Key == keyOpen && pe.Exists:
 			// Split since the upload was read: the part's intent stays
 			// in this shard, its upload may not.
@@ -250,6 +254,9 @@ func (rq *request) listUploadParts(b *bucketRec, uploadID string) (map[int]Part,
 			return nil, nil, err
 		}
 		for _, kv := range page {
+			if kv.Key == sealKey(uploadID) {
+				continue
+			}
 			n, err := strconv.Atoi(strings.TrimPrefix(kv.Key, pp))
 			p, perr := decodePart(kv.Value)
 			if err != nil || perr != nil {
@@ -278,8 +285,15 @@ func (rq *request) abortUpload() error {
 	if err != nil {
 		return err
 	}
+	// Sealed, so that no part lands between the listing and the commit,
+	// which removes every part key.
+	unseal, err := rq.sealUpload(b, up)
+	if err != nil {
+		return err
+	}
 	parts, _, err := rq.listUploadParts(b, up.id)
 	if err != nil {
+		unseal()
 		return err
 	}
 	gc := gcRec{Stripe: stripeSize}
@@ -299,6 +313,7 @@ func (rq *request) abortUpload() error {
 		case errors.Is(err, ErrPrecondition):
 			return ErrNoSuchUpload
 		}
+		unseal()
 		return err
 	}
 	rq.w.WriteHeader(http.StatusNoContent)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 )
 
 // DeleteBucket racing PUTs into the empty bucket: if the delete succeeds,
@@ -193,5 +194,197 @@ func TestIfMatchNoLostUpdate(t *testing.T) {
 	wg.Wait()
 	if got := string(env.get("ctr", "n")); got != fmt.Sprint(writers*each) {
 		t.Fatalf("counter %s after %d increments", got, writers*each)
+	}
+}
+
+// A part uploaded again while CompleteMultipartUpload runs, between its
+// listing of the parts and its commit (a client retrying a part that
+// timed out, the first attempt still in flight), must not take data from
+// the completed object: the replaced part's data went to the collector,
+// so if the object named it, it would lose those bytes after the grace.
+// Either the part is refused or it lands before the listing; the object
+// reads whole after a collection, and no data is left that nothing names.
+func TestCompleteRacesPartReupload(t *testing.T) {
+	env := newEnv(t)
+	ctx := context.Background()
+	env.mkBucket(env.alice, "mpr")
+	cr, err := env.alice.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("mpr"), Key: aws.String("m")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	part := func(n int32, data []byte) (*s3.UploadPartOutput, error) {
+		return env.alice.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String("mpr"), Key: aws.String("m"), UploadId: cr.UploadId,
+			PartNumber: aws.Int32(n), Body: bytes.NewReader(data)})
+	}
+	p1, p2 := randBytes(minPartSize, 31), randBytes(100, 32)
+	o1, err := part(1, p1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o2, err := part(2, p2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A Complete that fails leaves the upload open to parts.
+	_, err = env.alice.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String("mpr"), Key: aws.String("m"), UploadId: cr.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: o2.ETag}}}})
+	wantCode(t, "Complete naming part 1 with part 2's ETag", err, "InvalidPart")
+	if o2, err = part(2, p2); err != nil {
+		t.Fatalf("a part after a failed Complete: %v", err)
+	}
+	// Once the Complete has listed the parts, part 1 is sent again
+	// (the same bytes, as a client's retry sends).
+	b, _ := env.gw.lookupBucket(ctx, "mpr")
+	var listed, fired bool
+	var retryErr error
+	var mu sync.Mutex
+	env.store.Fail = func(op, name string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case name != b.shard("m") || fired:
+		case op == "omaplist":
+			listed = true
+		case listed && op == "omapget":
+			fired = true
+			mu.Unlock()
+			_, retryErr = part(1, p1)
+			mu.Lock()
+		}
+		return nil
+	}
+	_, err = env.alice.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String("mpr"), Key: aws.String("m"), UploadId: cr.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: o1.ETag}, {PartNumber: aws.Int32(2), ETag: o2.ETag}}}})
+	env.store.Fail = nil
+	if err != nil {
+		t.Fatalf("complete: %v", err)
+	}
+	if !fired {
+		t.Fatal("the part was never sent again during the Complete: the test hooks the wrong step")
+	}
+	t.Logf("the part sent again during the Complete: %v", retryErr)
+	env.clock.offset += 2 * env.gw.cfg.GCGrace
+	if _, err := env.gw.Collect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	out, err := env.alice.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("mpr"), Key: aws.String("m")})
+	if err == nil {
+		got, err = io.ReadAll(out.Body)
+		out.Body.Close()
+	}
+	if err != nil || !bytes.Equal(got, append(p1, p2...)) {
+		t.Fatalf("after a collection the completed object reads %d bytes (%v), want %d: its data went to the collector", len(got), err, len(p1)+len(p2))
+	}
+	// 2 stripes of part 1, 1 of part 2: nothing else is left.
+	if n := countData(env.store); n != 3 {
+		t.Fatalf("%d data objects after the collection, want 3: the part sent again leaked", n)
+	}
+}
+
+// A part uploaded again while AbortMultipartUpload runs, between its
+// listing of the parts and its commit: the abort hands what it listed to
+// the collector and removes every part key, so the new part's data must
+// not land in between, where nothing would ever name it again.
+func TestAbortRacesPartReupload(t *testing.T) {
+	env := newEnv(t)
+	ctx := context.Background()
+	env.mkBucket(env.alice, "mpa")
+	cr, err := env.alice.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("mpa"), Key: aws.String("m")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	part := func() error {
+		_, err := env.alice.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String("mpa"), Key: aws.String("m"), UploadId: cr.UploadId,
+			PartNumber: aws.Int32(1), Body: bytes.NewReader(randBytes(100, 33))})
+		return err
+	}
+	if err := part(); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := env.gw.lookupBucket(ctx, "mpa")
+	var listed, fired bool
+	var retryErr error
+	var mu sync.Mutex
+	env.store.Fail = func(op, name string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case name != b.shard("m") || fired:
+		case op == "omaplist":
+			listed = true
+		case listed && op == "omapapply":
+			fired = true
+			mu.Unlock()
+			retryErr = part()
+			mu.Lock()
+		}
+		return nil
+	}
+	_, err = env.alice.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String("mpa"), Key: aws.String("m"), UploadId: cr.UploadId})
+	env.store.Fail = nil
+	if err != nil || !fired {
+		t.Fatalf("abort: %v (part sent again during it: %v)", err, fired)
+	}
+	t.Logf("the part sent again during the Abort: %v", retryErr)
+	env.clock.offset += 2 * env.gw.cfg.GCGrace
+	if _, err := env.gw.Collect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := countData(env.store); n != 0 {
+		t.Fatalf("%d data objects after the abort and a collection, want 0: the part sent again leaked", n)
+	}
+}
+
+// A Complete sent again while the first still runs (a client's retry
+// after a timeout): whichever commits, both answer with the object, even
+// the one that lists the parts after the other removed them.
+func TestCompleteRacesComplete(t *testing.T) {
+	env := newEnv(t)
+	ctx := context.Background()
+	env.mkBucket(env.alice, "mpc")
+	cr, err := env.alice.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("mpc"), Key: aws.String("m")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o1, err := env.alice.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String("mpc"), Key: aws.String("m"), UploadId: cr.UploadId,
+		PartNumber: aws.Int32(1), Body: bytes.NewReader([]byte("only part"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	complete := func() (*s3.CompleteMultipartUploadOutput, error) {
+		return env.alice.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String("mpc"), Key: aws.String("m"), UploadId: cr.UploadId,
+			MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: o1.ETag}}}})
+	}
+	// The second Complete runs whole just before the first lists the parts.
+	b, _ := env.gw.lookupBucket(ctx, "mpc")
+	var fired bool
+	var second *s3.CompleteMultipartUploadOutput
+	var secondErr error
+	var mu sync.Mutex
+	env.store.Fail = func(op, name string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if name == b.shard("m") && op == "omaplist" && !fired {
+			fired = true
+			mu.Unlock()
+			second, secondErr = complete()
+			mu.Lock()
+		}
+		return nil
+	}
+	first, err := complete()
+	env.store.Fail = nil
+	if !fired || secondErr != nil {
+		t.Fatalf("the second Complete: ran %v, %v", fired, secondErr)
+	}
+	if err != nil {
+		t.Fatalf("the first Complete, whose parts the second removed: %v", err)
+	}
+	if aws.ToString(first.ETag) != aws.ToString(second.ETag) {
+		t.Fatalf("the two Completes answer ETags %s and %s", aws.ToString(first.ETag), aws.ToString(second.ETag))
+	}
+	if got := env.get("mpc", "m"); string(got) != "only part" {
+		t.Fatalf("the object reads %q", got)
 	}
 }
