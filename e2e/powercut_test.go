@@ -10,8 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -68,7 +70,7 @@ type pcWorker struct {
 const (
 	pcWorkers       = 4
 	pcObjectsPerOne = 24       // objects each worker writes
-	pcMaxSize       = 1 << 20  // largest object put
+	pcMaxSize       = 2 << 20  // largest object put: past 1 MiB, in buffers past 2 MiB (huge-page backed)
 	pcMaxWrite      = 96 << 10 // largest overwrite
 )
 
@@ -312,6 +314,9 @@ func TestPowerCutCluster(t *testing.T) {
 	if n.checked == 0 {
 		t.Error("no write was acknowledged: the run checked nothing")
 	}
+	if done > 0 && pc.deepPGs.Load() == 0 {
+		t.Error("no deep scrub of a PG finished during the run's recoveries: cutting an OSD during scrub tested nothing")
+	}
 }
 
 // pcCluster is a dev cluster whose mon and OSDs keep their data on
@@ -323,6 +328,8 @@ type pcCluster struct {
 	c      *cluster
 	names  []string                // mon.a, osd.0, ...
 	mounts map[string]*powercut.FS // by process name
+	// deepPGs counts the PGs deep-scrubbed during recoveries.
+	deepPGs atomic.Int64
 }
 
 func newPCCluster(t *testing.T) *pcCluster {
@@ -375,9 +382,13 @@ func (pc *pcCluster) cutOne(ctx context.Context, r *rand.Rand, harsh bool, seed 
 			cmd := exec.CommandContext(ctx, cairnBin, "--conf", c.conf, "scrub", "--deep", "default")
 			go func() {
 				defer close(scrub)
-				if out, err := cmd.CombinedOutput(); err != nil && ctx.Err() == nil {
+				out, err := cmd.CombinedOutput()
+				if err != nil && ctx.Err() == nil {
 					pc.t.Logf("the deep scrub during %s's recovery: %v: %s", name, err, out)
 				}
+				pgs, objects := pcScrubbed(out)
+				pc.t.Logf("the deep scrub during %s's recovery: %d PGs, %d objects", name, pgs, objects)
+				pc.deepPGs.Add(int64(pgs))
 			}()
 		}
 		time.Sleep(time.Duration(300+r.IntN(1500)) * time.Millisecond)
@@ -393,6 +404,22 @@ func (pc *pcCluster) cutOne(ctx context.Context, r *rand.Rand, harsh bool, seed 
 	}
 	pc.t.Logf("%s lost power alone twice, the second time while it recovered under a deep scrub", name)
 	return scrub
+}
+
+// pcScrubRe matches cairn scrub's progress: PGs done, of all, and objects.
+var pcScrubRe = regexp.MustCompile(`deep scrub \S+: \S+ (\d+)/\d+ pgs, (\d+) objects`)
+
+// pcScrubbed reads how many PGs and objects a deep scrub had done when it
+// ended, from its last progress line.
+func pcScrubbed(out []byte) (pgs, objects int) {
+	m := pcScrubRe.FindAllSubmatch(out, -1)
+	if len(m) == 0 {
+		return 0, 0
+	}
+	last := m[len(m)-1]
+	pgs, _ = strconv.Atoi(string(last[1]))
+	objects, _ = strconv.Atoi(string(last[2]))
+	return pgs, objects
 }
 
 // cut cuts one mount's power.
