@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# tier.sh: small random writes on slow disks, the case a fast tier exists
+# for (issue 30). Each of 3 OSDs gets its own "HDD": a loop device with ext4
+# on a sparse file, capped by the cgroup v1 block throttle at HDD_IOPS
+# reads and writes a second and HDD_MBPS MB/s, while the plain disk plays the
+# flash. fio's nbd engine then writes 4 KiB at random into a volume, at
+# QD16 and QD1, uniform and zipf:1.2, on each layout:
+#
+#   hdd-only     data and metadata (index, commit log, journal) on the HDDs
+#   meta-flash   data on the HDDs, --meta-dir on flash (today's cairn)
+#
+# (The write-back area and Ceph with its DB on flash join the table as they
+# are built.) One table at the end, and the line
+# "meta-flash/hdd-only 4K randwrite QD16 ratio: X.XX". Everything it makes
+# (loop devices, mounts, throttle rules, processes, files) is removed on exit.
+#
+#   sudo bench/tier.sh
+#   DURATION=30 VOLUME=1G sudo -E bench/tier.sh
+#
+# Environment:
+#   DURATION=60          seconds per fio job
+#   VOLUME=2G            volume size (the random writes' working set)
+#   HDD_IOPS=200 HDD_MBPS=150   the "HDD"'s limits (each direction)
+#   HDD_SIZE=8G          sparse file behind each loop device
+#   WORKDIR=/tmp/cairn-tier
+#   CAIRN_ETCD_PORT=24890 CAIRN_OSD_PORT=27890 CAIRN_NBD_PORT=20909
+# Needs root (loop devices, mount, cgroup), fio, losetup, mkfs.ext4, python3, go.
+set -euo pipefail
+
+DURATION=${DURATION:-60}
+VOLUME=${VOLUME:-2G}
+HDD_IOPS=${HDD_IOPS:-200}
+HDD_MBPS=${HDD_MBPS:-150}
+HDD_SIZE=${HDD_SIZE:-8G}
+WORKDIR=${WORKDIR:-/tmp/cairn-tier}
+CAIRN_ETCD_PORT=${CAIRN_ETCD_PORT:-24890}
+CAIRN_OSD_PORT=${CAIRN_OSD_PORT:-27890}
+CAIRN_NBD_PORT=${CAIRN_NBD_PORT:-20909}
+OSDS=3
+THROTTLE=/sys/fs/cgroup/blkio
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+
+log() { printf '%s [tier] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() {
+	log "ERROR: $*"
+	exit 1
+}
+[[ $DURATION =~ ^[1-9][0-9]*$ ]] || die "DURATION must be a whole number of seconds, got '$DURATION'"
+[[ $(id -u) == 0 ]] || die "needs root: loop devices, mounts and the block throttle"
+[[ -w $THROTTLE/blkio.throttle.write_iops_device ]] || die "no cgroup v1 block throttle at $THROTTLE"
+for t in fio losetup mkfs.ext4 python3 go; do
+	command -v $t >/dev/null || die "$t is not installed (apt-get install fio util-linux e2fsprogs)"
+done
+
+loops=()
+cluster=""
+cleanup() {
+	set +e
+	stop_cluster
+	for dev in "${loops[@]}"; do
+		unthrottle "$dev"
+		umount "$WORKDIR/hdd-$(basename "$dev")" 2>/dev/null
+		losetup -d "$dev"
+	done
+	rm -rf "$WORKDIR"
+}
+trap cleanup EXIT
+
+# throttle caps a block device at the HDD's IOPS and bandwidth, both ways.
+throttle() {
+	local mm
+	mm=$(lsblk -dno MAJ:MIN "$1" | tr -d ' ')
+	for f in read_iops write_iops; do echo "$mm $HDD_IOPS" >"$THROTTLE/blkio.throttle.${f}_device"; done
+	for f in read_bps write_bps; do echo "$mm $((HDD_MBPS * 1000000))" >"$THROTTLE/blkio.throttle.${f}_device"; done
+}
+
+unthrottle() {
+	local mm
+	mm=$(lsblk -dno MAJ:MIN "$1" 2>/dev/null | tr -d ' ') || return 0
+	for f in read_iops write_iops read_bps write_bps; do echo "$mm 0" >"$THROTTLE/blkio.throttle.${f}_device" 2>/dev/null; done
+}
+
+# make_hdds makes OSDS throttled loop devices with ext4, mounted under WORKDIR.
+make_hdds() {
+	for i in $(seq 0 $((OSDS - 1))); do
+		truncate -s "$HDD_SIZE" "$WORKDIR/hdd$i.img"
+		local dev
+		dev=$(losetup -f --show "$WORKDIR/hdd$i.img")
+		loops+=("$dev")
+		mkfs.ext4 -q -F "$dev"
+		mkdir -p "$WORKDIR/hdd-$(basename "$dev")"
+		mount "$dev" "$WORKDIR/hdd-$(basename "$dev")"
+		throttle "$dev"
+	done
+}
+
+# start_cluster LAYOUT: a dev cluster whose osd.N keeps its data on HDD N,
+# and its metadata there too (hdd-only) or on flash (meta-flash); a volume.
+start_cluster() {
+	local layout=$1 dir=$WORKDIR/$1
+	mkdir -p "$dir/dev" "$dir/flash"
+	for i in $(seq 0 $((OSDS - 1))); do
+		local hdd=$WORKDIR/hdd-$(basename "${loops[$i]}")/$layout-osd.$i
+		mkdir -p "$hdd"
+		ln -s "$hdd" "$dir/dev/osd.$i"
+		if [[ $layout == meta-flash ]]; then
+			mkdir -p "$dir/flash/osd.$i-meta"
+			ln -s "$dir/flash/osd.$i-meta" "$hdd/meta"
+		fi
+	done
+	"$CAIRN" dev --dir "$dir/dev" --hosts $OSDS --osds-per-host 1 --etcd-port "$CAIRN_ETCD_PORT" \
+		--osd-port "$CAIRN_OSD_PORT" --nbd-port "$CAIRN_NBD_PORT" --s3-port 0 --metrics-port 0 \
+		--dashboard-port 0 >"$dir/dev.log" 2>&1 &
+	cluster=$!
+	for _ in $(seq 240); do grep -q "is up" "$dir/dev.log" && break; sleep 0.5; done
+	grep -q "is up" "$dir/dev.log" || die "cairn dev did not come up: $(tail "$dir/dev.log")"
+	"$CAIRN" --conf "$dir/dev/cairn.conf" volume create default/tier --size "$VOLUME" >/dev/null
+}
+
+stop_cluster() {
+	[[ -n $cluster ]] || return 0
+	kill "$cluster" 2>/dev/null
+	wait "$cluster" 2>/dev/null
+	cluster=""
+}
+
+# run_jobs LAYOUT: the fio jobs against the running cluster's volume.
+run_jobs() {
+	local layout=$1 uri="nbd://127.0.0.1:$CAIRN_NBD_PORT/default/tier"
+	for job in "qd16-uniform 16 random" "qd1-uniform 1 random" "qd16-zipf 16 zipf:1.2"; do
+		read -r name qd dist <<<"$job"
+		log "$layout: 4 KiB random writes, $name, ${DURATION}s"
+		fio --name="$name" --ioengine=nbd --uri="$uri" --rw=randwrite --bs=4k --iodepth="$qd" \
+			--random_distribution="$dist" --size="$VOLUME" --time_based --runtime="$DURATION" \
+			--ramp_time=5 --output-format=json >"$WORKDIR/$layout-$name.json"
+	done
+}
+
+rm -rf "$WORKDIR" && mkdir -p "$WORKDIR"
+log "building cairn"
+(cd "$REPO" && go build -o "$WORKDIR/cairn" ./cmd/cairn)
+CAIRN=$WORKDIR/cairn
+log "making $OSDS HDDs: loop devices with ext4, $HDD_IOPS IOPS and $HDD_MBPS MB/s each way"
+make_hdds
+for layout in hdd-only meta-flash; do
+	log "layout $layout"
+	start_cluster "$layout"
+	run_jobs "$layout"
+	stop_cluster
+done
+
+python3 - "$WORKDIR" <<'EOF'
+import json, sys
+work = sys.argv[1]
+def stats(layout, name):
+    text = open(f"{work}/{layout}-{name}.json").read()
+    w = json.loads(text[text.index("{"):])["jobs"][0]["write"]
+    lat = w["clat_ns"]["percentile"]
+    return w["iops"], lat["50.000000"] / 1e6, lat["99.000000"] / 1e6
+jobs = ["qd16-uniform", "qd1-uniform", "qd16-zipf"]
+print("| layout | job | IOPS | p50 ms | p99 ms |")
+print("|---|---|---|---|---|")
+for layout in ["hdd-only", "meta-flash"]:
+    for n in jobs:
+        i, p50, p99 = stats(layout, n)
+        print(f"| {layout} | 4K randwrite {n} | {i:.0f} | {p50:.2f} | {p99:.2f} |")
+r = stats("meta-flash", "qd16-uniform")[0] / stats("hdd-only", "qd16-uniform")[0]
+print(f"\nmeta-flash/hdd-only 4K randwrite QD16 ratio: {r:.2f}")
+EOF
