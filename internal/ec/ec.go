@@ -12,6 +12,10 @@
 // in the code, so a stripe that grows needs no rewrite of its parity
 // beyond the delta of its new bytes.
 //
+// The OSD's write path (to come) runs Plan, then Writes for each stripe:
+// the bytes each shard must put, or XOR in, reading through a callback the
+// old bytes a stripe needs.
+//
 // Use it for the numbers of erasure coding; it does no IO. Which shard
 // version stands after a failure is internal/pg's (DecideShards), where
 // shards live internal/placement's (Shards).

@@ -39,36 +39,21 @@ func (m *shardModel) write(t *testing.T, off int64, data []byte) []StripeWork {
 			lo := base + int64(r.Chunk)*int64(m.l.Unit) + int64(r.From) - off
 			return data[lo : lo+int64(r.To-r.From)]
 		}
-		switch w.Kind {
-		case Delta:
-			for _, r := range w.Ranges {
-				old := m.chunk(r.Chunk, w.Stripe, r.From, r.To)
-				deltas, err := m.c.ParityDelta(r.Chunk, old, src(r))
-				if err != nil {
-					t.Fatal(err)
-				}
-				for j, d := range deltas {
-					p := m.chunk(m.l.K+j, w.Stripe, r.From, r.To)
-					for b := range p {
-						p[b] ^= d[b]
-					}
-				}
-				copy(old, src(r))
+		old := func(chunk, from, to int) ([]byte, error) {
+			return bytes.Clone(m.chunk(chunk, w.Stripe, from, to)), nil
+		}
+		writes, err := m.c.Writes(w, src, old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sw := range writes {
+			dst := m.shards[sw.Shard][sw.Off : sw.Off+int64(len(sw.Data))]
+			if !sw.Xor {
+				copy(dst, sw.Data)
+				continue
 			}
-		case Full, Reread:
-			for _, r := range w.Ranges {
-				copy(m.chunk(r.Chunk, w.Stripe, r.From, r.To), src(r))
-			}
-			data := make([][]byte, m.l.K)
-			for i := range data {
-				data[i] = m.chunk(i, w.Stripe, 0, m.l.Unit)
-			}
-			parity, err := m.c.Encode(data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for j, p := range parity {
-				copy(m.chunk(m.l.K+j, w.Stripe, 0, m.l.Unit), p)
+			for b := range dst {
+				dst[b] ^= sw.Data[b]
 			}
 		}
 	}

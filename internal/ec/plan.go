@@ -96,3 +96,104 @@ func (l Layout) choose(size int64, w StripeWork) (StripeKind, int64) {
 	}
 	return Reread, rest
 }
+
+// ShardWrite is bytes to put at Off of shard Shard, or, with Xor, to XOR
+// into the bytes there (a parity delta: the shard reads its own old bytes).
+type ShardWrite struct {
+	Shard int
+	Off   int64
+	Data  []byte
+	Xor   bool
+}
+
+// ReadChunk returns bytes [from, to) of data chunk chunk of the stripe
+// being written, as they are now (zeros past the object's end).
+type ReadChunk func(chunk, from, to int) ([]byte, error)
+
+// Writes turns one stripe's work into what each shard must write: the
+// write's own bytes on their data shards, and the parity: deltas to XOR
+// in (Delta), or whole chunks encoded from the stripe, reading its
+// untouched ranges through old (Full, Reread). src returns the write's
+// bytes for a chunk range of the stripe.
+func (c *Codec) Writes(w StripeWork, src func(ChunkRange) []byte, old ReadChunk) ([]ShardWrite, error) {
+	l := c.l
+	var out []ShardWrite
+	for _, r := range w.Ranges {
+		out = append(out, ShardWrite{Shard: r.Chunk, Off: l.ShardOffset(w.Stripe, r.From), Data: src(r)})
+	}
+	if w.Kind == Delta {
+		for _, r := range w.Ranges {
+			prev, err := old(r.Chunk, r.From, r.To)
+			if err != nil {
+				return nil, err
+			}
+			deltas, err := c.ParityDelta(r.Chunk, prev, src(r))
+			if err != nil {
+				return nil, err
+			}
+			for j, d := range deltas {
+				out = append(out, ShardWrite{Shard: l.K + j, Off: l.ShardOffset(w.Stripe, r.From), Data: d, Xor: true})
+			}
+		}
+		return out, nil
+	}
+	data, err := c.stripeAfter(w, src, old)
+	if err != nil {
+		return nil, err
+	}
+	parity, err := c.Encode(data)
+	if err != nil {
+		return nil, err
+	}
+	for j, p := range parity {
+		out = append(out, ShardWrite{Shard: l.K + j, Off: l.ShardOffset(w.Stripe, 0), Data: p})
+	}
+	return out, nil
+}
+
+// stripeAfter assembles the stripe's K data chunks as the write leaves
+// them: its own bytes where it writes, the old ones elsewhere.
+func (c *Codec) stripeAfter(w StripeWork, src func(ChunkRange) []byte, old ReadChunk) ([][]byte, error) {
+	l := c.l
+	data := make([][]byte, l.K)
+	for i := range data {
+		data[i] = make([]byte, l.Unit)
+		covered := 0
+		for _, r := range w.Ranges {
+			if r.Chunk == i {
+				copy(data[i][r.From:r.To], src(r))
+				covered += r.To - r.From
+			}
+		}
+		if covered == l.Unit {
+			continue
+		}
+		for _, gap := range gaps(w.Ranges, i, l.Unit) {
+			prev, err := old(i, gap[0], gap[1])
+			if err != nil {
+				return nil, err
+			}
+			copy(data[i][gap[0]:gap[1]], prev)
+		}
+	}
+	return data, nil
+}
+
+// gaps returns the parts of chunk i, of unit bytes, that no range covers.
+func gaps(ranges []ChunkRange, i, unit int) [][2]int {
+	var out [][2]int
+	pos := 0
+	for _, r := range ranges { // in chunk order, and in order within one
+		if r.Chunk != i {
+			continue
+		}
+		if r.From > pos {
+			out = append(out, [2]int{pos, r.From})
+		}
+		pos = r.To
+	}
+	if pos < unit {
+		out = append(out, [2]int{pos, unit})
+	}
+	return out
+}
