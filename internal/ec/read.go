@@ -1,0 +1,76 @@
+package ec
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// Reading a range of an erasure-coded object. Reed-Solomon works byte by
+// byte, so bytes [a, b) of a chunk follow from bytes [a, b) of any K
+// chunks of the same stripe: a range is read from its data shards, and
+// where one of them cannot answer, the same in-chunk range is read from
+// the other shards and rebuilt. Nothing beyond the range is read.
+
+// ReadShard reads n bytes at off of shard i; an error (the shard is down,
+// or its bytes fail their checksums) makes the read fall back to others.
+type ReadShard func(shard int, off int64, n int) ([]byte, error)
+
+// ErrUnreadable is returned when fewer than K shards of a stripe answer.
+var ErrUnreadable = errors.New("fewer than K shards of a stripe could be read")
+
+// ReadRange returns bytes [off, off+n) of an object of size bytes (cut at
+// its end), reading shards through read and rebuilding what a failed data
+// shard holds from K others. bad lists the shards that failed, for repair.
+func (c *Codec) ReadRange(size, off int64, n int, read ReadShard) (out []byte, bad []int, err error) {
+	end := min(size, off+int64(n))
+	failed := map[int]bool{}
+	for pos := off; pos < end; {
+		stripe, chunk, in := c.l.Locate(pos)
+		l := int(min(int64(c.l.Unit-in), end-pos))
+		part, err := c.readChunk(stripe, chunk, in, l, read, failed)
+		if err != nil {
+			return nil, sortedKeys(failed), err
+		}
+		out = append(out, part...)
+		pos += int64(l)
+	}
+	return out, sortedKeys(failed), nil
+}
+
+// readChunk reads bytes [in, in+l) of data chunk `chunk` of a stripe,
+// rebuilding them if its shard fails.
+func (c *Codec) readChunk(stripe int64, chunk, in, l int, read ReadShard, failed map[int]bool) ([]byte, error) {
+	off := c.l.ShardOffset(stripe, in)
+	if !failed[chunk] {
+		b, err := read(chunk, off, l)
+		if err == nil && len(b) == l {
+			return b, nil
+		}
+		failed[chunk] = true
+	}
+	parts := make([][]byte, c.l.K+c.l.M)
+	have := 0
+	for s := 0; s < len(parts) && have < c.l.K; s++ {
+		if failed[s] {
+			continue
+		}
+		b, err := read(s, off, l)
+		if err != nil || len(b) != l {
+			failed[s] = true
+			continue
+		}
+		parts[s] = b
+		have++
+	}
+	if have < c.l.K {
+		return nil, fmt.Errorf("stripe %d: %w (%d of %d)", stripe, ErrUnreadable, have, c.l.K+c.l.M)
+	}
+	if err := c.Reconstruct(parts); err != nil {
+		return nil, err
+	}
+	return parts[chunk], nil
+}
+
+func sortedKeys(m map[int]bool) []int { return slices.Sorted(maps.Keys(m)) }
