@@ -14,11 +14,14 @@
 # "meta-flash/hdd-only 4K randwrite QD16 ratio: X.XX". Everything it makes
 # (loop devices, mounts, throttle rules, processes, files) is removed on exit.
 #
-#   sudo bench/tier.sh
-#   DURATION=30 VOLUME=1G sudo -E bench/tier.sh
+#   sudo bench/tier.sh                  # about 45 minutes (the 10-minute runs)
+#   LONG=0 sudo -E bench/tier.sh        # about 10 minutes
+#   DURATION=30 VOLUME=1G LONG=0 sudo -E bench/tier.sh
 #
 # Environment:
 #   DURATION=60          seconds per fio job
+#   LONG=1               also run QD16 uniform for 10 minutes on each layout
+#                        (the steady state; 0: skip)
 #   VOLUME=2G            volume size (the random writes' working set)
 #   HDD_IOPS=200 HDD_MBPS=150   the "HDD"'s limits (each direction)
 #   HDD_SIZE=8G          sparse file behind each loop device
@@ -28,6 +31,7 @@
 set -euo pipefail
 
 DURATION=${DURATION:-60}
+LONG=${LONG:-1}
 VOLUME=${VOLUME:-2G}
 HDD_IOPS=${HDD_IOPS:-200}
 HDD_MBPS=${HDD_MBPS:-150}
@@ -127,11 +131,13 @@ stop_cluster() {
 # run_jobs LAYOUT: the fio jobs against the running cluster's volume.
 run_jobs() {
 	local layout=$1 uri="nbd://127.0.0.1:$CAIRN_NBD_PORT/default/tier"
-	for job in "qd16-uniform 16 random" "qd1-uniform 1 random" "qd16-zipf 16 zipf:1.2"; do
-		read -r name qd dist <<<"$job"
-		log "$layout: 4 KiB random writes, $name, ${DURATION}s"
+	local jobs=("qd16-uniform 16 random $DURATION" "qd1-uniform 1 random $DURATION" "qd16-zipf 16 zipf:1.2 $DURATION")
+	[[ $LONG == 1 ]] && jobs+=("qd16-uniform-10min 16 random 600")
+	for job in "${jobs[@]}"; do
+		read -r name qd dist secs <<<"$job"
+		log "$layout: 4 KiB random writes, $name, ${secs}s"
 		fio --name="$name" --ioengine=nbd --uri="$uri" --rw=randwrite --bs=4k --iodepth="$qd" \
-			--random_distribution="$dist" --size="$VOLUME" --time_based --runtime="$DURATION" \
+			--random_distribution="$dist" --size="$VOLUME" --time_based --runtime="$secs" \
 			--ramp_time=5 --output-format=json >"$WORKDIR/$layout-$name.json"
 	done
 }
@@ -149,15 +155,15 @@ for layout in hdd-only meta-flash; do
 	stop_cluster
 done
 
-python3 - "$WORKDIR" <<'EOF'
+python3 - "$WORKDIR" "$LONG" <<'EOF'
 import json, sys
-work = sys.argv[1]
+work, long = sys.argv[1], sys.argv[2] == "1"
 def stats(layout, name):
     text = open(f"{work}/{layout}-{name}.json").read()
     w = json.loads(text[text.index("{"):])["jobs"][0]["write"]
     lat = w["clat_ns"]["percentile"]
     return w["iops"], lat["50.000000"] / 1e6, lat["99.000000"] / 1e6
-jobs = ["qd16-uniform", "qd1-uniform", "qd16-zipf"]
+jobs = ["qd16-uniform", "qd1-uniform", "qd16-zipf"] + (["qd16-uniform-10min"] if long else [])
 print("| layout | job | IOPS | p50 ms | p99 ms |")
 print("|---|---|---|---|---|")
 for layout in ["hdd-only", "meta-flash"]:
