@@ -25,7 +25,8 @@
 #   VOLUME=2G            volume size (the random writes' working set)
 #   HDD_IOPS=200 HDD_MBPS=150   the "HDD"'s limits (each direction)
 #   HDD_SIZE=8G          sparse file behind each loop device
-#   WORKDIR=/tmp/cairn-tier
+#   LAYOUTS="hdd-only meta-flash"   which layouts to run
+#   WORKDIR=/tmp/cairn-tier         (the daemons' logs stay in WORKDIR-logs)
 #   CAIRN_ETCD_PORT=24890 CAIRN_OSD_PORT=27890 CAIRN_NBD_PORT=20909
 # Needs root (loop devices, mount, cgroup), fio, losetup, mkfs.ext4, python3, go.
 set -euo pipefail
@@ -37,6 +38,7 @@ HDD_IOPS=${HDD_IOPS:-200}
 HDD_MBPS=${HDD_MBPS:-150}
 HDD_SIZE=${HDD_SIZE:-8G}
 WORKDIR=${WORKDIR:-/tmp/cairn-tier}
+LAYOUTS=${LAYOUTS:-hdd-only meta-flash}
 CAIRN_ETCD_PORT=${CAIRN_ETCD_PORT:-24890}
 CAIRN_OSD_PORT=${CAIRN_OSD_PORT:-27890}
 CAIRN_NBD_PORT=${CAIRN_NBD_PORT:-20909}
@@ -61,6 +63,10 @@ cluster=""
 cleanup() {
 	set +e
 	stop_cluster
+	rm -rf "$WORKDIR-logs" && mkdir -p "$WORKDIR-logs"
+	for l in "$WORKDIR"/*/dev/*.log "$WORKDIR"/*.json; do
+		[[ -e $l ]] && cp "$l" "$WORKDIR-logs/$(basename "$(dirname "$(dirname "$l")")")-$(basename "$l")"
+	done
 	for dev in "${loops[@]}"; do
 		unthrottle "$dev"
 		umount "$WORKDIR/hdd-$(basename "$dev")" 2>/dev/null
@@ -138,7 +144,8 @@ run_jobs() {
 		log "$layout: 4 KiB random writes, $name, ${secs}s"
 		fio --name="$name" --ioengine=nbd --uri="$uri" --rw=randwrite --bs=4k --iodepth="$qd" \
 			--random_distribution="$dist" --size="$VOLUME" --time_based --runtime="$secs" \
-			--ramp_time=5 --output-format=json >"$WORKDIR/$layout-$name.json"
+			--ramp_time=5 --output-format=json >"$WORKDIR/$layout-$name.json" ||
+			log "$layout $name: fio reported an error (a write failed): see its output and the daemons' logs in $WORKDIR-logs"
 	done
 }
 
@@ -148,28 +155,30 @@ log "building cairn"
 CAIRN=$WORKDIR/cairn
 log "making $OSDS HDDs: loop devices with ext4, $HDD_IOPS IOPS and $HDD_MBPS MB/s each way"
 make_hdds
-for layout in hdd-only meta-flash; do
+for layout in $LAYOUTS; do
 	log "layout $layout"
 	start_cluster "$layout"
 	run_jobs "$layout"
 	stop_cluster
 done
 
-python3 - "$WORKDIR" "$LONG" <<'EOF'
+python3 - "$WORKDIR" "$LONG" $LAYOUTS <<'EOF'
 import json, sys
-work, long = sys.argv[1], sys.argv[2] == "1"
+work, long, layouts = sys.argv[1], sys.argv[2] == "1", sys.argv[3:]
 def stats(layout, name):
     text = open(f"{work}/{layout}-{name}.json").read()
-    w = json.loads(text[text.index("{"):])["jobs"][0]["write"]
+    j = json.loads(text[text.index("{"):])["jobs"][0]
+    w = j["write"]
     lat = w["clat_ns"]["percentile"]
-    return w["iops"], lat["50.000000"] / 1e6, lat["99.000000"] / 1e6
+    return w["iops"], lat["50.000000"] / 1e6, lat["99.000000"] / 1e6, j.get("error", 0)
 jobs = ["qd16-uniform", "qd1-uniform", "qd16-zipf"] + (["qd16-uniform-10min"] if long else [])
-print("| layout | job | IOPS | p50 ms | p99 ms |")
-print("|---|---|---|---|---|")
-for layout in ["hdd-only", "meta-flash"]:
+print("| layout | job | IOPS | p50 ms | p99 ms | fio error |")
+print("|---|---|---|---|---|---|")
+for layout in layouts:
     for n in jobs:
-        i, p50, p99 = stats(layout, n)
-        print(f"| {layout} | 4K randwrite {n} | {i:.0f} | {p50:.2f} | {p99:.2f} |")
-r = stats("meta-flash", "qd16-uniform")[0] / stats("hdd-only", "qd16-uniform")[0]
-print(f"\nmeta-flash/hdd-only 4K randwrite QD16 ratio: {r:.2f}")
+        i, p50, p99, err = stats(layout, n)
+        print(f"| {layout} | 4K randwrite {n} | {i:.0f} | {p50:.2f} | {p99:.2f} | {err or ''} |")
+if "meta-flash" in layouts and "hdd-only" in layouts:
+    r = stats("meta-flash", "qd16-uniform")[0] / stats("hdd-only", "qd16-uniform")[0]
+    print(f"\nmeta-flash/hdd-only 4K randwrite QD16 ratio: {r:.2f}")
 EOF
