@@ -50,6 +50,7 @@ func TestDiskFull(t *testing.T) {
 	c.restart("osd.0", "--reserve", fmt.Sprint(2<<20))
 	c.waitHealthy(60*time.Second, "with osd.0 back")
 	p := c.pool("default")
+	index := indexOnOSD0(t, c, p)
 
 	var acked, onOSD0 []string
 	var fullErr error
@@ -108,6 +109,8 @@ func TestDiskFull(t *testing.T) {
 		}
 		break
 	}
+
+	checkIndexDeleteWhenFull(t, p, index)
 
 	// Reads keep working, from osd.0 too, and nothing acknowledged is lost.
 	for _, name := range acked {
@@ -235,5 +238,38 @@ func TestBackfillStopsBeforeFull(t *testing.T) {
 	c.waitHealthy(120*time.Second, "after deleting data")
 	if r := ratio(); r >= 0.85 {
 		t.Fatalf("osd.0 still %.0f%% full after deleting three quarters of the data", r*100)
+	}
+}
+
+// indexOnOSD0 makes an omap object with two keys, like an S3 bucket index,
+// in a PG that osd.0 holds.
+func indexOnOSD0(t *testing.T, c *cluster, p *client.Pool) string {
+	for i := 0; ; i++ {
+		name := fmt.Sprintf("index-%04d", i)
+		if !slices.Contains(actingOf(t, c, "default", name), 0) {
+			continue
+		}
+		err := p.OmapApply(context.Background(), name, client.OmapTxn{Create: true, Set: map[string][]byte{"a": []byte("entry a"), "b": []byte("entry b")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return name
+	}
+}
+
+// checkIndexDeleteWhenFull: on a full OSD a guarded transaction that removes
+// a key and records one small key (an S3 DELETE: the entry goes, a record
+// of its data for the collector comes) is allowed, so a full cluster can
+// be emptied through S3; one that adds keys is refused as full.
+func checkIndexDeleteWhenFull(t *testing.T, p *client.Pool, index string) {
+	ctx := context.Background()
+	err := p.OmapApply(ctx, index, client.OmapTxn{If: []client.OmapCond{{Key: "a", Value: []byte("entry a")}}, Rm: []string{"a"},
+		Set: map[string][]byte{"\x00g\x00a": []byte("data of a")}})
+	if err != nil {
+		t.Fatalf("an S3-style delete from an index on a full OSD: %v", err)
+	}
+	err = p.OmapApply(ctx, index, client.OmapTxn{Set: map[string][]byte{"c": []byte("entry c"), "d": []byte("entry d")}})
+	if !errors.Is(err, client.ErrNoSpace) {
+		t.Fatalf("adding keys to an index on a full OSD: want ErrNoSpace, got %v", err)
 	}
 }

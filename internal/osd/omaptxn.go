@@ -133,15 +133,34 @@ func noChange(req *proto.Request, txn *objstore.Txn) bool {
 }
 
 // omapTxnFreesSpace reports whether req is a guarded omap transaction
-// that only removes keys: like a delete, it is allowed on a full OSD (an
-// S3 delete must be able to take an object out of its bucket's index).
+// that removes keys and sets no more keys than it removes, each set value
+// small: like a delete, it is allowed on a full OSD. An S3 DELETE is one:
+// it removes the object's entry and records the entry's data for the
+// collector, which then frees the data; refusing it would leave a full
+// cluster with no way to free space through S3.
 func omapTxnFreesSpace(req *proto.Request) bool {
 	if req.Op != proto.OpOmapTxn {
 		return false
 	}
 	ot, err := proto.DecodeOmapTxn(req.Data)
-	return err == nil && len(ot.Set) == 0 && !ot.Create
+	if err != nil || ot.Create || len(ot.Rm) == 0 && !ot.HasRange {
+		return false
+	}
+	removes := len(ot.Rm)
+	if ot.HasRange {
+		removes++
+	}
+	for _, kv := range ot.Set {
+		if len(kv.Key)+len(kv.Value) > fullSetBytes {
+			return false
+		}
+	}
+	return len(ot.Set) <= removes
 }
+
+// fullSetBytes bounds a key and value a space-freeing transaction may set
+// on a full OSD (an S3 GC record names one object's parts).
+const fullSetBytes = 4 << 10
 
 // tokenSlot names the xattr that keeps the token of the object's
 // transaction number count.

@@ -39,6 +39,11 @@ func TestOmapTxnFreesSpace(t *testing.T) {
 		{req(proto.OmapTxn{Rm: [][]byte{[]byte("k")}, Guards: []proto.OmapGuard{{Key: []byte("k"), Value: []byte("v")}}}), true},
 		{req(proto.OmapTxn{HasRange: true, RmTo: []byte("z")}), true},
 		{req(proto.OmapTxn{Set: []proto.KV{{Key: []byte("k")}}}), false},
+		// An S3 DELETE: the entry goes, a GC record of its data comes.
+		{req(proto.OmapTxn{Rm: [][]byte{[]byte("k")}, Set: []proto.KV{{Key: []byte("\x00g\x00gc"), Value: make([]byte, 200)}}}), true},
+		// An overwrite: two keys set for one removed.
+		{req(proto.OmapTxn{Rm: [][]byte{[]byte("\x00p\x00i")}, Set: []proto.KV{{Key: []byte("k")}, {Key: []byte("\x00g\x00gc")}}}), false},
+		{req(proto.OmapTxn{Rm: [][]byte{[]byte("k")}, Set: []proto.KV{{Key: []byte("big"), Value: make([]byte, 5000)}}}), false},
 		{req(proto.OmapTxn{Create: true}), false},
 		{&proto.Request{Op: proto.OpOmapTxn, Data: []byte{9}}, false},
 		{&proto.Request{Op: proto.OpOmapSet}, false},
