@@ -20,8 +20,8 @@ import (
 	"github.com/cairn-storage/cairn/internal/s3gw"
 )
 
-// TestS3IndexSplits: a bucket whose index shards split every 150 keys
-// (--s3-index-shard-keys) takes 3,000 PUTs from 16 clients that retry
+// TestS3IndexSplits: a bucket whose index shards split every 100 keys
+// (--s3-index-shard-keys) takes 2,000 PUTs from 16 clients that retry
 // SlowDown as SDKs do, while a lister pages through it and the gateway is
 // SIGKILLed once, mid-way (a split it was running is finished by the
 // restarted one). Every listing is sorted, without duplicates, and holds
@@ -30,13 +30,13 @@ import (
 // has split into many shards, and once the bucket is emptied and deleted
 // the collector removes every shard.
 func TestS3IndexSplits(t *testing.T) {
-	c := startCluster(t, clusterOpts{s3: true, s3IndexShardKeys: 150, s3GCGrace: time.Second, s3IntentTimeout: 5 * time.Second})
+	c := startCluster(t, clusterOpts{s3: true, s3IndexShardKeys: 100, s3GCGrace: time.Second, s3IntentTimeout: 5 * time.Second})
 	cl := retryingClient(c.s3Info())
 	ctx := context.Background()
 	if _, err := cl.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("split")}); err != nil {
 		t.Fatal(err)
 	}
-	keys := splitKeys(3000)
+	keys := splitKeys(2000)
 	var acked sync.Map // key → true once its PUT returned
 	var done atomic.Bool
 	listErr := make(chan error, 1)
@@ -66,7 +66,7 @@ func TestS3IndexSplits(t *testing.T) {
 	}
 	checkDelimited(t, cl, sorted)
 	st := bucketStat(t, c, "split")
-	t.Logf("3,000 keys in %d index shards", st.IndexShards)
+	t.Logf("%d keys in %d index shards", len(keys), st.IndexShards)
 	if st.Objects != uint64(len(keys)) || st.IndexShards < 10 {
 		t.Fatalf("bucket stat: %d objects in %d index shards, want %d in at least 10", st.Objects, st.IndexShards, len(keys))
 	}
