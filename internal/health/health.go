@@ -271,24 +271,15 @@ func (st *Status) primaryChecks(m *clustermap.Map, t *placement.Table, stats map
 			}
 		}
 	}
-	var unserved []string
 	for i := range m.Pools {
 		p := &m.Pools[i]
-		if p.Erasure() {
-			unserved = append(unserved, fmt.Sprintf("%s (%s, %d pgs)", p.Name, p.EC, p.PGNum))
-			continue
-		}
-		for seed := uint32(0); seed < p.PGNum; seed++ {
+		for seed := uint32(0); seed < p.PGNum && !p.Erasure(); seed++ {
 			if len(t.Acting(p, clustermap.PGID{Pool: p.ID, Seed: seed})) > 0 {
 				expected++
 			}
 		}
 	}
-	if len(unserved) > 0 {
-		st.add(Check{Code: "POOL_NOT_SERVED", Severity: Warn,
-			Summary: fmt.Sprintf("%d erasure-coded pool(s) made with %s=1: this version's OSDs do not serve erasure-coded pools yet, so their IO is refused; remove them (pool rm --force)", len(unserved), "CAIRN_EXPERIMENTAL_EC"),
-			Detail:  unserved})
-	}
+	st.unservedPools(m)
 	if reported < expected {
 		st.add(Check{Code: "PG_UNKNOWN", Severity: Warn,
 			Summary: fmt.Sprintf("%d pg(s) not yet reported by their primaries for map epoch %d", expected-reported, m.Epoch)})
@@ -484,4 +475,20 @@ func humanBytes(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// unservedPools warns of erasure-coded pools, which no OSD serves yet (their
+// PGs are not expected among the primaries' reports either).
+func (st *Status) unservedPools(m *clustermap.Map) {
+	var unserved []string
+	for i := range m.Pools {
+		if p := &m.Pools[i]; p.Erasure() {
+			unserved = append(unserved, fmt.Sprintf("%s (%s, %d pgs)", p.Name, p.EC, p.PGNum))
+		}
+	}
+	if len(unserved) > 0 {
+		st.add(Check{Code: "POOL_NOT_SERVED", Severity: Warn,
+			Summary: fmt.Sprintf("%d erasure-coded pool(s) made with CAIRN_EXPERIMENTAL_EC=1: this version's OSDs do not serve erasure-coded pools yet, so their IO is refused; remove them (pool rm --force)", len(unserved)),
+			Detail:  unserved})
+	}
 }

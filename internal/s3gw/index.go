@@ -121,6 +121,9 @@ const (
 // returns the record to retry with, or NoSuchBucket when the bucket is
 // gone or closed.
 func (g *Gateway) shardChanged(ctx context.Context, b *bucketRec, shard string, s shardState, since time.Time) (*bucketRec, error) {
+	if g.now().Sub(since) > indexWait || ctx.Err() != nil {
+		return nil, ErrSlowDown.with("The bucket's index is being split; retry.")
+	}
 	g.buckets.drop(b.Name)
 	nb, err := g.lookupBucket(ctx, b.Name)
 	if err != nil {
@@ -133,9 +136,6 @@ func (g *Gateway) shardChanged(ctx context.Context, b *bucketRec, shard string, 
 		return nil, ErrNoSuchBucket // closed by a DeleteBucket
 	}
 	if s.kind == stateSplit || s.kind == stateTrimming || string(nb.raw) == string(b.raw) {
-		if g.now().Sub(since) > indexWait {
-			return nil, ErrSlowDown.with("The bucket's index is being split; retry.")
-		}
 		g.finishStuckSplit(ctx, nb, shard)
 		sleepCtx(ctx, 20*time.Millisecond)
 	}

@@ -234,32 +234,15 @@ func TestCompleteRacesPartReupload(t *testing.T) {
 	}
 	// Once the Complete has listed the parts, part 1 is sent again
 	// (the same bytes, as a client's retry sends).
-	b, _ := env.gw.lookupBucket(ctx, "mpr")
-	var listed, fired bool
 	var retryErr error
-	var mu sync.Mutex
-	env.store.Fail = func(op, name string) error {
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case name != b.shard("m") || fired:
-		case op == "omaplist":
-			listed = true
-		case listed && op == "omapget":
-			fired = true
-			mu.Unlock()
-			_, retryErr = part(1, p1)
-			mu.Lock()
-		}
-		return nil
-	}
+	fired := env.onceBetween("mpr", "m", "omaplist", "omapget", func() { _, retryErr = part(1, p1) })
 	_, err = env.alice.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String("mpr"), Key: aws.String("m"), UploadId: cr.UploadId,
 		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: o1.ETag}, {PartNumber: aws.Int32(2), ETag: o2.ETag}}}})
 	env.store.Fail = nil
 	if err != nil {
 		t.Fatalf("complete: %v", err)
 	}
-	if !fired {
+	if !*fired {
 		t.Fatal("the part was never sent again during the Complete: the test hooks the wrong step")
 	}
 	t.Logf("the part sent again during the Complete: %v", retryErr)
@@ -302,29 +285,12 @@ func TestAbortRacesPartReupload(t *testing.T) {
 	if err := part(); err != nil {
 		t.Fatal(err)
 	}
-	b, _ := env.gw.lookupBucket(ctx, "mpa")
-	var listed, fired bool
 	var retryErr error
-	var mu sync.Mutex
-	env.store.Fail = func(op, name string) error {
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case name != b.shard("m") || fired:
-		case op == "omaplist":
-			listed = true
-		case listed && op == "omapapply":
-			fired = true
-			mu.Unlock()
-			retryErr = part()
-			mu.Lock()
-		}
-		return nil
-	}
+	fired := env.onceBetween("mpa", "m", "omaplist", "omapapply", func() { retryErr = part() })
 	_, err = env.alice.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String("mpa"), Key: aws.String("m"), UploadId: cr.UploadId})
 	env.store.Fail = nil
-	if err != nil || !fired {
-		t.Fatalf("abort: %v (part sent again during it: %v)", err, fired)
+	if err != nil || !*fired {
+		t.Fatalf("abort: %v (part sent again during it: %v)", err, *fired)
 	}
 	t.Logf("the part sent again during the Abort: %v", retryErr)
 	env.clock.offset += 2 * env.gw.cfg.GCGrace
@@ -357,26 +323,13 @@ func TestCompleteRacesComplete(t *testing.T) {
 			MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: o1.ETag}}}})
 	}
 	// The second Complete runs whole just before the first lists the parts.
-	b, _ := env.gw.lookupBucket(ctx, "mpc")
-	var fired bool
 	var second *s3.CompleteMultipartUploadOutput
 	var secondErr error
-	var mu sync.Mutex
-	env.store.Fail = func(op, name string) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if name == b.shard("m") && op == "omaplist" && !fired {
-			fired = true
-			mu.Unlock()
-			second, secondErr = complete()
-			mu.Lock()
-		}
-		return nil
-	}
+	fired := env.onceBetween("mpc", "m", "", "omaplist", func() { second, secondErr = complete() })
 	first, err := complete()
 	env.store.Fail = nil
-	if !fired || secondErr != nil {
-		t.Fatalf("the second Complete: ran %v, %v", fired, secondErr)
+	if !*fired || secondErr != nil {
+		t.Fatalf("the second Complete: ran %v, %v", *fired, secondErr)
 	}
 	if err != nil {
 		t.Fatalf("the first Complete, whose parts the second removed: %v", err)
@@ -387,4 +340,31 @@ func TestCompleteRacesComplete(t *testing.T) {
 	if got := env.get("mpc", "m"); string(got) != "only part" {
 		t.Fatalf("the object reads %q", got)
 	}
+}
+
+// onceBetween makes the store run fn once, on the index shard of key in
+// bucket, at the first op `at` that follows an op `after` there ("": any
+// op before), so a test can put a request between two steps of another.
+// It returns whether fn ran; the caller clears env.store.Fail.
+func (env *testEnv) onceBetween(bucket, key, after, at string, fn func()) *bool {
+	b, _ := env.gw.lookupBucket(context.Background(), bucket)
+	shard := b.shard(key)
+	var mu sync.Mutex
+	seen, fired := after == "", new(bool)
+	env.store.Fail = func(op, name string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case name != shard || *fired:
+		case seen && op == at:
+			*fired = true
+			mu.Unlock()
+			fn()
+			mu.Lock()
+		case op == after:
+			seen = true
+		}
+		return nil
+	}
+	return fired
 }
