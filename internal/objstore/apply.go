@@ -53,6 +53,7 @@ func (s *Store) Apply(t *Txn) error {
 	if err := s.checkSpace(2*int64(t.bytes)+4096, deletesOnly(t)); err != nil {
 		return err
 	}
+	s.pace.admit(int64(t.bytes), s.kickCheckpoint)
 	defer s.lockObjects(t)()
 
 	a := &applyCtx{s: s, batch: s.db.NewBatch(), objs: map[string]*objState{}, now: time.Now().UnixNano(),
@@ -252,16 +253,14 @@ func (a *applyCtx) afterCommit() {
 		}
 		s.applied = append(s.applied, done...)
 		s.ckBytes += nbytes
+		s.pace.applied(nbytes)
 		// A writer waiting for the log to release records (the ones
 		// just added, perhaps) needs a checkpoint now, whatever the
 		// bytes: it asked for one before these were here.
-		kick := s.ckBytes > journalKickBytes || s.log.waitingHeld.Load() > 0
+		kick := s.ckBytes > min(journalKickBytes, s.pace.kickBytes()) || s.log.waitingHeld.Load() > 0
 		s.ckMu.Unlock()
 		if kick {
-			select {
-			case s.ckKick <- struct{}{}:
-			default:
-			}
+			s.kickCheckpoint()
 		}
 	}
 	for _, fid := range a.delFiles {

@@ -70,9 +70,15 @@ func (s *Store) syncJournal() ([]appliedJ, error) {
 	if len(batch) == 0 {
 		return nil, nil
 	}
+	start := time.Now()
 	if err := s.syncFiles(batch); err != nil {
 		return nil, err
 	}
+	var n int64
+	for _, j := range batch {
+		n += int64(j.n)
+	}
+	s.pace.synced(n, time.Since(start))
 	s.ckSynced++
 	held := map[commitPos]int{}
 	for i, j := range batch {
@@ -176,6 +182,14 @@ func (s *Store) dropJournal(batch []appliedJ) error {
 	}
 	s.ckMu.Unlock()
 	return nil
+}
+
+// kickCheckpoint asks the checkpointer to run now.
+func (s *Store) kickCheckpoint() {
+	select {
+	case s.ckKick <- struct{}{}:
+	default:
+	}
 }
 
 func (s *Store) hasPending(fid uint64) bool {

@@ -15,6 +15,12 @@ type Counters struct {
 	DataHits     int64 // large reads answered from the data cache
 	DataMisses   int64
 	CopyOnWrites int64 // overwrites written to a fresh slot, not in place
+	PacedWrites  int64 // writes the pacer slowed or held (pacer.go)
+	PacedNanos   int64 // the time they lost to it
+	// Now, not totals: bytes of small writes applied and not yet synced
+	// to the data disk, and the rate checkpoints sync them at (bytes a
+	// second, 0 until measured).
+	Unsynced, SyncRate int64
 }
 
 // Counters returns the store's totals now.
@@ -25,6 +31,12 @@ func (s *Store) Counters() Counters {
 	}
 	if s.idx != nil {
 		c.IndexHits, c.IndexMisses = s.idx.hits.Load(), s.idx.misses.Load()
+	}
+	if p := s.pace; p != nil {
+		c.PacedWrites, c.PacedNanos, c.Unsynced = p.paced.Load(), p.waitedNs.Load(), p.backlog.Load()
+		p.mu.Lock()
+		c.SyncRate = int64(p.rate)
+		p.mu.Unlock()
 	}
 	if s.rc != nil {
 		c.DataHits, c.DataMisses = s.rc.hits.Load(), s.rc.misses.Load()

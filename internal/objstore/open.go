@@ -127,17 +127,12 @@ func (s *Store) openIndexAndLog(realFS bool) error {
 		segSize = int64(mt)
 	}
 	apply := func(b *pebble.Batch) error { return db.Apply(b, pebble.NoSync) }
-	kick := func() {
-		select {
-		case s.ckKick <- struct{}{}:
-		default:
-		}
-	}
-	s.log, s.logReplayed, err = openCommitLog(s.fs, o.MetaDir, segSize, realFS, apply, db.Flush, kick)
+	s.log, s.logReplayed, err = openCommitLog(s.fs, o.MetaDir, segSize, realFS, apply, db.Flush, s.kickCheckpoint)
 	if err != nil {
 		db.Close()
 		return err
 	}
+	s.pace = newPacer(s.log.segSize)
 	return nil
 }
 
@@ -463,6 +458,7 @@ func (s *Store) Close() error {
 	err := errors.New("objstore: already closed")
 	s.closeOnce.Do(func() {
 		close(s.closing)
+		s.pace.stop()
 		<-s.ckDone
 		done, e := s.syncJournal()
 		s.ckDrops.Wait()

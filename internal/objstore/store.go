@@ -132,6 +132,7 @@ type Store struct {
 	spaceMu sync.Mutex
 	space   [2]spaceEntry
 
+	pace     *pacer // holds writers back while checkpoints fall behind (pacer.go)
 	ckMu     sync.Mutex
 	applied  []appliedJ
 	ckBytes  int64
@@ -227,6 +228,9 @@ func (s *Store) fail(err error) {
 	s.failMu.Unlock()
 	if s.log != nil {
 		s.log.abort(err)
+	}
+	if s.pace != nil {
+		s.pace.stop() // no checkpoint will lower its backlog now
 	}
 }
 

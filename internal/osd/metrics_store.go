@@ -12,6 +12,7 @@ type storeCollector struct {
 	s                                        *Server
 	logWrites, logCommits, logBytes, logSegs *prometheus.Desc
 	syncs, cache, cow                        *prometheus.Desc
+	paced, pacedSecs, unsynced, syncRate     *prometheus.Desc
 	poolOps, poolBytes                       *prometheus.Desc
 }
 
@@ -27,13 +28,17 @@ func newStoreCollector(s *Server, labels prometheus.Labels) *storeCollector {
 		syncs:      d("checkpoint_syncs_total", "Syncs by checkpoints: of the whole filesystem, or of one data file.", "kind"),
 		cache:      d("cache_lookups_total", "Lookups of the store's memory caches (index records, large data reads), by result.", "cache", "result"),
 		cow:        d("copy_on_write_total", "Overwrites written to a fresh slot instead of in place."),
+		paced:      d("paced_writes_total", "Writes slowed or held because the data disk's checkpoints fell behind."),
+		pacedSecs:  d("paced_seconds_total", "Time the writes of cairn_osd_paced_writes_total lost to pacing."),
+		unsynced:   d("unsynced_bytes", "Bytes of small writes durable in the commit log and not yet synced to the data disk."),
+		syncRate:   d("checkpoint_sync_rate_bytes", "Bytes a second checkpoints sync to the data disk (moving average; 0 until measured)."),
 		poolOps:    d("pool_client_requests_total", "Client requests this OSD served as primary that succeeded, by pool and kind (read, write).", "pool", "kind"),
 		poolBytes:  d("pool_client_bytes_total", "Payload bytes of the client requests this OSD served as primary that succeeded, by pool and kind (read, write).", "pool", "kind"),
 	}
 }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.logWrites, c.logCommits, c.logBytes, c.logSegs, c.syncs, c.cache, c.cow, c.poolOps, c.poolBytes} {
+	for _, d := range []*prometheus.Desc{c.logWrites, c.logCommits, c.logBytes, c.logSegs, c.syncs, c.cache, c.cow, c.paced, c.pacedSecs, c.unsynced, c.syncRate, c.poolOps, c.poolBytes} {
 		ch <- d
 	}
 }
@@ -55,6 +60,10 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.cache, st.DataHits, "data", "hit")
 		counter(c.cache, st.DataMisses, "data", "miss")
 		counter(c.cow, st.CopyOnWrites)
+		counter(c.paced, st.PacedWrites)
+		ch <- prometheus.MustNewConstMetric(c.pacedSecs, prometheus.CounterValue, float64(st.PacedNanos)/1e9)
+		ch <- prometheus.MustNewConstMetric(c.unsynced, prometheus.GaugeValue, float64(st.Unsynced))
+		ch <- prometheus.MustNewConstMetric(c.syncRate, prometheus.GaugeValue, float64(st.SyncRate))
 	}
 	if c.s.view == nil {
 		return
