@@ -19,6 +19,7 @@ import (
 // nvme places every object on it, and its index lives in the meta dir while
 // the bulk data lives in the data dir.
 func TestAddOSDWithMetaDirAndClass(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{})
 	dir := t.TempDir()
 	data, metaDir := filepath.Join(dir, "hdd"), filepath.Join(dir, "nvme")

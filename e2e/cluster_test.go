@@ -101,13 +101,21 @@ type clusterOpts struct {
 // the kernel's ephemeral range (32768 and up by default): a port taken from
 // that range can be free when checked and then be handed out as the local
 // port of some other test's outgoing connection before cairn listens on it.
+// A range once handed out is never handed out again in this process, so
+// tests running in parallel never pick each other's ports between the check
+// and their daemons' listening.
 func freePorts(t testing.TB, n int) int {
 	const lo, hi = 10000, 32000
 	if n > hi-lo {
 		t.Fatalf("freePorts: %d ports asked for", n)
 	}
+	portsMu.Lock()
+	defer portsMu.Unlock()
 	for try := 0; try < 100; try++ {
 		base := lo + rand.IntN(hi-lo-n)
+		if portsTaken(base, n) {
+			continue
+		}
 		ok := true
 		for i := 0; i < n && ok; i++ {
 			for _, ip := range []string{"127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4"} {
@@ -120,11 +128,27 @@ func freePorts(t testing.TB, n int) int {
 			}
 		}
 		if ok {
+			portsGiven = append(portsGiven, [2]int{base, base + n})
 			return base
 		}
 	}
 	t.Fatal("no free ports")
 	return 0
+}
+
+var (
+	portsMu    sync.Mutex
+	portsGiven [][2]int // ranges [from, to) freePorts handed out
+)
+
+// portsTaken says whether [base, base+n) overlaps a range handed out.
+func portsTaken(base, n int) bool {
+	for _, r := range portsGiven {
+		if base < r[1] && r[0] < base+n {
+			return true
+		}
+	}
+	return false
 }
 
 func startCluster(t testing.TB, o clusterOpts) *cluster {

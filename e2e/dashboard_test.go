@@ -24,6 +24,7 @@ import (
 // DOM, as Chromium rendered it, must name what matters then; the
 // screenshots go to $CAIRN_SCREENSHOTS (default: the test's temp dir).
 func TestDashboardInChromium(t *testing.T) {
+	t.Parallel()
 	browser := needChromium(t)
 	c := startCluster(t, clusterOpts{dashboard: true, downOut: 10 * time.Minute})
 	url := fmt.Sprintf("http://127.0.0.1:%d/", c.dashPort)

@@ -57,6 +57,7 @@ func (c *cluster) waitNewPID(name string, old int, within time.Duration) int {
 // cluster: `osd rm` of several OSDs removes all or none, and an OSD removed
 // from the map that then dies is not restarted (it would refuse to start).
 func TestDevRestartsItsProcesses(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{autoRestart: true})
 	ctx := context.Background()
 	p := c.pool("default")

@@ -42,6 +42,7 @@ func devDirWithSmallOSD0(t *testing.T, size string) string {
 // the OSD keeps serving reads, nothing acknowledged is lost, and writes work
 // again once space is freed.
 func TestDiskFull(t *testing.T) {
+	t.Parallel()
 	dir := devDirWithSmallOSD0(t, "160m")
 	c := startCluster(t, clusterOpts{dir: dir})
 	ctx := context.Background()
@@ -152,6 +153,7 @@ func TestDiskFull(t *testing.T) {
 // succeed or fail at once naming the full OSD, never hang; deleting data
 // frees osd.0 and backfill completes.
 func TestBackfillStopsBeforeFull(t *testing.T) {
+	t.Parallel()
 	dir := devDirWithSmallOSD0(t, "320m")
 	c := startCluster(t, clusterOpts{dir: dir})
 	ctx := context.Background()

@@ -69,6 +69,7 @@ func (c *cluster) metaStore() *meta.Store {
 // pool rm asks for confirmation, and refuses a pool with volumes or with
 // clones in other pools unless forced.
 func TestPoolRemoveNeverCrashesOSDs(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{})
 	ctx := context.Background()
 	must := func(args ...string) string {
@@ -173,6 +174,7 @@ func TestPoolRemoveNeverCrashesOSDs(t *testing.T) {
 // short with HEALTH_OK; one marked out by a person stays out, and status
 // says so.
 func TestReturnedOSDComesBackIn(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{downOut: 3 * time.Second})
 	osdsIn := func(n int) func(map[string]any, string) bool {
 		return func(st map[string]any, raw string) bool {
@@ -206,6 +208,7 @@ func TestReturnedOSDComesBackIn(t *testing.T) {
 // retries until every PG is clean, instead of stalling until an unrelated
 // map change.
 func TestRecoveryConvergesWhileRecordsChange(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{})
 	ctx := context.Background()
 	p := c.pool("default")
@@ -369,6 +372,7 @@ func TestFrozenOSDDoesNotHangIO(t *testing.T) {
 // of every PG go on without it (no copy waits for it), and the cluster is
 // healthy again while it is still frozen.
 func TestRecoveryGoesOnWhileAnOSDIsFrozen(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{downOut: 5 * time.Second})
 	ctx := context.Background()
 	p := c.pool("default")
@@ -418,6 +422,7 @@ func TestRecoveryGoesOnWhileAnOSDIsFrozen(t *testing.T) {
 // the acknowledged write they could otherwise undo). Every object written
 // before and after reads back.
 func TestQuickRestartBeginsNewInterval(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{leaseTTL: 30 * time.Second})
 	ctx := context.Background()
 	p := c.pool("default")

@@ -110,6 +110,7 @@ func (c *cluster) waitHealthy(timeout time.Duration, what string) {
 // acknowledged write, and writes stop with a clear error (min_size 2)
 // until one more copy returns.
 func TestRestartedOSDCatchesUp(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{hosts: 3, perHost: 1, downOut: 10 * time.Minute})
 	ctx := context.Background()
 	p := c.pool("default")
@@ -203,6 +204,7 @@ func TestRestartedOSDCatchesUp(t *testing.T) {
 // returns to HEALTH_OK by itself; then a whole host is lost and every
 // acknowledged object still reads back.
 func TestOSDLostForGood(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{downOut: 4 * time.Second})
 	ctx := context.Background()
 	p := c.pool("default")
@@ -288,6 +290,7 @@ func TestOSDLostForGood(t *testing.T) {
 // files on one OSD: a deep scrub finds every one and repairs it from the
 // other copies, and a second deep scrub finds nothing.
 func TestDeepScrubRepairsCorruption(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{hosts: 3, perHost: 1})
 	ctx := context.Background()
 	p := c.pool("default")

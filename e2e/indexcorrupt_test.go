@@ -43,6 +43,7 @@ func flipIndexBytes(t *testing.T, metaDir string, n int) []string {
 // names it, the damaged file and what to do, instead of panicking; the
 // cluster keeps serving every object from the other copies.
 func TestDamagedIndexRefusesToStart(t *testing.T) {
+	t.Parallel()
 	c, p := startWith40Objects(t)
 	ctx := context.Background()
 	victim := c.procs["osd.1"]
@@ -122,6 +123,7 @@ func logSince(path string, offset int64) string {
 // found by its periodic index check (with deep scrub's interval) before
 // any read or restart trips on it, and status says what to do.
 func TestIndexCheckFindsDamageWhileRunning(t *testing.T) {
+	t.Parallel()
 	c, _ := startWith40Objects(t)
 	victim := c.procs["osd.1"]
 	c.kill("osd.1")

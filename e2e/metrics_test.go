@@ -41,6 +41,7 @@ func needPrometheus(t *testing.T) {
 // the NBD writes qemu-io made, the S3 requests an SDK made, and etcd's
 // leader.
 func TestMetricsScrapedByPrometheus(t *testing.T) {
+	t.Parallel()
 	needPrometheus(t)
 	needTools(t, "qemu-io")
 	c := startCluster(t, clusterOpts{metrics: true, s3: true})

@@ -17,6 +17,7 @@ import (
 // one etcd cluster, points a dev cluster at them with --etcd-endpoints, and
 // SIGKILLs one mon: the cluster keeps working on the other two.
 func TestThreeMonsAndExternalEtcd(t *testing.T) {
+	t.Parallel()
 	port := freePorts(t, 2)
 	dir := t.TempDir()
 	var initial, endpoints []string
@@ -85,6 +86,7 @@ func TestThreeMonsAndExternalEtcd(t *testing.T) {
 
 // TestIPv6Cluster runs a dev cluster IPv6-only, on [::1].
 func TestIPv6Cluster(t *testing.T) {
+	t.Parallel()
 	if ln, err := listenTCP("[::1]:0"); err != nil {
 		t.Skipf("no IPv6 loopback: %v", err)
 	} else {

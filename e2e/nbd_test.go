@@ -43,6 +43,7 @@ func (c *cluster) nbdURI(export string) string {
 // TestNBDWithRealClients serves volumes to nbdinfo, nbdcopy, qemu-img and
 // qemu-io, none of them written here.
 func TestNBDWithRealClients(t *testing.T) {
+	t.Parallel()
 	needTools(t, "nbdinfo", "nbdcopy", "qemu-img", "qemu-io")
 	c := startCluster(t, clusterOpts{})
 	const size = 256 << 20
@@ -137,6 +138,7 @@ func TestNBDWithRealClients(t *testing.T) {
 // TestNBDFioVerifyWhileOSDKilled runs fio's nbd engine, 4 KiB random writes
 // at depth 16 with crc32c verification, and SIGKILLs an OSD in the middle.
 func TestNBDFioVerifyWhileOSDKilled(t *testing.T) {
+	t.Parallel()
 	needTools(t, "fio")
 	c := startCluster(t, clusterOpts{})
 	if out, err := c.cli(nil, "volume", "create", "default/fio", "--size", "1G"); err != nil {

@@ -66,6 +66,7 @@ func writeTLSDir(t *testing.T, dir string) {
 // over TLS (nbds://, the certificate checked against a CA), and refuses a
 // client that does not start TLS.
 func TestNBDOverTLS(t *testing.T) {
+	t.Parallel()
 	needTools(t, "nbdinfo", "nbdcopy")
 	c := startCluster(t, clusterOpts{hosts: 3, perHost: 1})
 	if out, err := c.cli(nil, "volume", "create", "default/sec", "--size", "32M"); err != nil {

@@ -24,6 +24,7 @@ const mib = 1 << 20
 // client package and 100 more through the CLI, reads them all back, restarts
 // the whole dev cluster and reads them all again.
 func TestObjectsSurviveRestart(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{})
 	ctx := context.Background()
 	cl := c.client()
@@ -159,6 +160,7 @@ func parallel(t *testing.T, items []string, k int, fn func(string) error) {
 // acknowledged write must read back, writes must go on after the failure,
 // and `cairn status` must name the down OSD within the lease TTL.
 func TestKillOSDDuringWrites(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{})
 	ctx := context.Background()
 	p := c.pool("default")
@@ -254,6 +256,7 @@ func TestKillOSDDuringWrites(t *testing.T) {
 // `cairn status` reports it. With every copy corrupted, the read fails
 // instead of returning bad bytes.
 func TestCorruptionServedFromReplica(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{})
 	ctx := context.Background()
 	cl := c.client()

@@ -24,6 +24,7 @@ import (
 
 // TestOmapTxnGuards checks each guard and mutation of OmapApply.
 func TestOmapTxnGuards(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{})
 	ctx := context.Background()
 	p := c.pool("default")
@@ -130,6 +131,7 @@ func TestOmapTxnGuards(t *testing.T) {
 // each by read-modify-write through OmapApply, retrying when the guard
 // fails: no increment is lost and none counts twice.
 func TestOmapTxnConcurrentCounter(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{})
 	ctx := context.Background()
 	const workers, incs = 16, 100
@@ -201,6 +203,7 @@ func TestOmapTxnConcurrentCounter(t *testing.T) {
 // "last" may exist (a half-applied transaction). A writer whose
 // transaction's outcome is unknown re-reads "last" and goes on from there.
 func TestOmapTxnKillOSD(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{})
 	ctx := context.Background()
 	p := c.pool("default")
@@ -350,6 +353,7 @@ func TestOmapTxnKillOSD(t *testing.T) {
 // TestOmapListDelim fills an omap with awkward keys and pages through it
 // with prefixes, delimiters and limits, comparing every page with a model.
 func TestOmapListDelim(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{})
 	ctx := context.Background()
 	p := c.pool("default")

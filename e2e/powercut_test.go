@@ -242,6 +242,7 @@ func pcEnvInt(t *testing.T, name string, def int64) int64 {
 }
 
 func TestPowerCutCluster(t *testing.T) {
+	t.Parallel()
 	if err := powercut.Available(); err != nil {
 		t.Fatal(err)
 	}

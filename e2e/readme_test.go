@@ -46,6 +46,7 @@ func readmeDevLines(t *testing.T) []string {
 // the cluster's directory; only the NBD port is the test cluster's. Each
 // must succeed; `status --watch` runs until interrupted, as a user would.
 func TestReadmeDevClusterCommands(t *testing.T) {
+	t.Parallel()
 	lines := readmeDevLines(t)
 	c := startCluster(t, clusterOpts{})
 	work := t.TempDir()

@@ -23,6 +23,7 @@ import (
 // exactly the objects placement assigns it: no more (nothing left behind),
 // no fewer (nothing lost).
 func TestNewHostRebalances(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{hosts: 3, perHost: 1})
 	ctx := context.Background()
 	p := c.pool("default")

@@ -115,6 +115,7 @@ func sha256File(t *testing.T, path string) [32]byte {
 // 64 MiB file, which it uploads in parts and downloads in ranges, ls,
 // sync both ways, rm, rb) and s3api put-object --if-none-match.
 func TestS3AWSCLI(t *testing.T) {
+	t.Parallel()
 	requireTool(t, "aws", "pip install awscli (a release of 2025 or later sends CRC checksums by default)")
 	c := startCluster(t, clusterOpts{s3: true})
 	info := c.s3Info()
@@ -201,6 +202,7 @@ func TestS3AWSCLI(t *testing.T) {
 // started with --tls-cert (where boto3 streams uploads as aws-chunked
 // bodies with CRC trailers).
 func TestS3Boto3(t *testing.T) {
+	t.Parallel()
 	py := requireTool(t, "python3", "apt-get install python3")
 	if out, err := exec.Command(py, "-c", "import boto3").CombinedOutput(); err != nil {
 		t.Fatalf("boto3 is not installed: pip install boto3 (.ci/run does this): %s", out)
@@ -277,6 +279,7 @@ func sdkClient(info devcluster.S3Info) *s3.Client {
 // bytes. Then 16 writers each add 1 to a counter object 10 times by
 // read-modify-write with If-Match, retrying on 412: no update is lost.
 func TestS3Conditional(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{s3: true})
 	cl := sdkClient(c.s3Info())
 	ctx := context.Background()
@@ -411,6 +414,7 @@ func s3Stripes(t *testing.T, c *cluster) int {
 // the intent timeout, the restarted gateway's collector deletes the
 // stripes it had written. Overwritten data comes back after the grace too.
 func TestS3GatewayKilledMidPUT(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{s3: true, s3GCGrace: 2 * time.Second, s3IntentTimeout: 6 * time.Second})
 	info := c.s3Info()
 	cl := sdkClient(info)

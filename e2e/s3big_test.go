@@ -56,6 +56,7 @@ func writeRandomFile(t *testing.T, path string, n int64, seed uint64) [32]byte {
 // only local copy (the download is hashed as it streams) and is removed
 // when the test ends.
 func TestS3BigMultipart(t *testing.T) {
+	t.Parallel()
 	requireTool(t, "aws", "pip install awscli")
 	c := startCluster(t, clusterOpts{s3: true, s3GCGrace: 2 * time.Second, tls: true})
 	info := c.s3Info()

@@ -107,6 +107,7 @@ func runEnv(t *testing.T, env []string, name string, args ...string) string {
 // processes, minio-go and the AWS SDK for Go (with its transfer manager)
 // from this test.
 func TestS3Clients(t *testing.T) {
+	t.Parallel()
 	for _, tool := range []string{"rclone", "restic", "s3cmd"} {
 		requireTool(t, tool, "apt-get install "+tool)
 	}

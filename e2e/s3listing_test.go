@@ -107,6 +107,7 @@ func maxKeysSweep(full bool, n int, rng *rand.Rand) []int32 {
 // round trip more). It logs the page times and fails if the slowest
 // pages take a second, which no page of one round trip should.
 func TestS3ListingAwkwardKeys(t *testing.T) {
+	t.Parallel()
 	full := os.Getenv("CAIRN_S3_LIST_FULL") == "1"
 	n := 3000
 	if full {

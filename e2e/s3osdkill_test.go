@@ -105,6 +105,7 @@ func sumBytes(m map[string]int64) int64 {
 // and the space its data files take, like every OSD's, returns to what it
 // was before the uploads.
 func TestS3OSDKilledMidUpload(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{s3: true, s3GCGrace: 2 * time.Second, s3IntentTimeout: 6 * time.Second})
 	info := c.s3Info()
 	cl := sdkClient(info)

@@ -56,6 +56,7 @@ func (l *overwriteLog) version(sum [32]byte) (int, bool) {
 // must see several versions, or the test proved nothing. The collector's
 // grace is short, so replaced versions are reclaimed while they read.
 func TestS3OverwriteWhileReading(t *testing.T) {
+	t.Parallel()
 	const size, partSize = 64 << 20, 8 << 20
 	requireTool(t, "aws", "pip install awscli")
 	c := startCluster(t, clusterOpts{s3: true, s3GCGrace: 10 * time.Second})

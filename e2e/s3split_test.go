@@ -30,6 +30,7 @@ import (
 // has split into many shards, and once the bucket is emptied and deleted
 // the collector removes every shard.
 func TestS3IndexSplits(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{s3: true, s3IndexShardKeys: 100, s3GCGrace: time.Second, s3IntentTimeout: 5 * time.Second})
 	cl := retryingClient(c.s3Info())
 	ctx := context.Background()

@@ -16,6 +16,7 @@ import (
 // listing and no daemon's log (the secrets are in etcd's files, as they must
 // be, and in nothing the mon or an OSD wrote).
 func TestS3Users(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{hosts: 1, perHost: 1})
 	run := func(args ...string) []byte {
 		t.Helper()

@@ -41,6 +41,7 @@ func volumeSum(t *testing.T, p *client.Pool, name, snap string) string {
 //     the parent; flatten detaches it;
 //   - removing snapshots leaves no clone object behind.
 func TestVolumeSnapshots(t *testing.T) {
+	t.Parallel()
 	needTools(t, "qemu-img", "qemu-io", "fio")
 	c := startCluster(t, clusterOpts{hosts: 3, perHost: 1})
 	ctx := context.Background()
@@ -200,6 +201,7 @@ func TestVolumeSnapshots(t *testing.T) {
 // and snapshot state included: left alone, it serves the snapshot and the
 // head exactly.
 func TestSnapshotsRecoverWithTheirOSD(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{hosts: 3, perHost: 1, downOut: 10 * time.Minute})
 	ctx := context.Background()
 	p := c.pool("default")

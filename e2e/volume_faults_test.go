@@ -135,6 +135,7 @@ func (q *qemuIO) quit() {
 // survives, even from writers racing the shrink; rm is refused while the
 // volume is open and then leaves nothing behind.
 func TestVolumeShrinkUnderConnectedClient(t *testing.T) {
+	t.Parallel()
 	needTools(t, "qemu-io")
 	c := startCluster(t, clusterOpts{hosts: 3, perHost: 1})
 	ctx := context.Background()
@@ -246,6 +247,7 @@ func TestVolumeShrinkUnderConnectedClient(t *testing.T) {
 // called ".."; progress bars end their line before an error and end at
 // 100% on success.
 func TestVolumeLimitsAndNames(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{hosts: 3, perHost: 1})
 	ctx := context.Background()
 	p := c.pool("default")

@@ -24,6 +24,7 @@ import (
 // (file and pipe), imported as new volumes that read back identical, and a
 // damaged or cut stream is refused without leaving a volume behind.
 func TestVolumeExportImport(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{hosts: 3, perHost: 1})
 	ctx := context.Background()
 	if out, err := c.cli(nil, "volume", "create", "default/src", "--size", "64M", "--object-size", "1M"); err != nil {
@@ -109,6 +110,7 @@ func TestVolumeExportImport(t *testing.T) {
 // lies past the new end (it reads as zeros after growing again), and rm
 // deletes every data object.
 func TestVolumeResizeAndRemove(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{hosts: 3, perHost: 1})
 	ctx := context.Background()
 	if out, err := c.cli(nil, "volume", "create", "default/r", "--size", "8M", "--object-size", "1M"); err != nil {
@@ -178,6 +180,7 @@ func TestVolumeResizeAndRemove(t *testing.T) {
 // (with gaps between them); every one lands where it was written, and
 // later, non-racing, overwrites win.
 func TestConcurrentWritesToOneObject(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{hosts: 3, perHost: 1})
 	ctx := context.Background()
 	if out, err := c.cli(nil, "volume", "create", "default/q", "--size", "8M", "--object-size", "4M"); err != nil {
@@ -242,6 +245,7 @@ func mustHold(t *testing.T, ctx context.Context, v *volume.Volume, want []byte, 
 // while it registers again; writes in that window wait and succeed rather
 // than fail, and land.
 func TestWritesRideOutALostSnapGroupRegistration(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{hosts: 3, perHost: 1})
 	ctx := context.Background()
 	if out, err := c.cli(nil, "volume", "create", "default/lease", "--size", "16M"); err != nil {

@@ -159,7 +159,7 @@ func osdCmd(g *globals) *cobra.Command {
 	f.IntVar(&o.RecoveryParallel, "recovery-parallel", 4, "objects recovery and backfill copy at once; fewer leaves more room for client IO")
 	f.DurationVar(&o.ScrubInterval, "scrub-interval", 24*time.Hour, "how often each placement group is scrubbed (negative: never)")
 	f.DurationVar(&o.DeepScrubInterval, "deep-scrub-interval", 7*24*time.Hour, "how often each placement group is deep-scrubbed, reading all data (negative: never)")
-	cmd.AddCommand(osdTreeCmd(g), osdInOutCmd(g, "out"), osdInOutCmd(g, "in"), osdRmCmd(g))
+	cmd.AddCommand(osdTreeCmd(g), osdDFCmd(g), osdInOutCmd(g, "out"), osdInOutCmd(g, "in"), osdRmCmd(g))
 	return cmd
 }
 

@@ -48,6 +48,12 @@ type Status struct {
 	Used   int64    `json:"used_bytes"`
 	Total  int64    `json:"total_bytes"`
 	Etcd   []string `json:"etcd_endpoints"`
+	// Unsynced adds up the small writes the OSDs hold in their commit logs
+	// and have not yet synced to their data disks; DrainOSD is the OSD
+	// that takes longest to sync its share, DrainSeconds how long.
+	Unsynced     int64   `json:"unsynced_bytes"`
+	DrainOSD     string  `json:"drain_osd,omitempty"`
+	DrainSeconds float64 `json:"drain_seconds,omitempty"`
 	// PGStates counts PGs by the state their primaries report.
 	PGStates map[string]int `json:"pg_states,omitempty"`
 	Work     []Work         `json:"work,omitempty"`
@@ -75,6 +81,7 @@ func Compute(m *clustermap.Map, stats map[clustermap.OSDID]report.OSDStats, repo
 	st.osdChecks(m, now)
 	st.placementChecks(m, t)
 	st.primaryChecks(m, t, stats, now)
+	st.drainSummary(stats)
 	st.spaceChecks(m, stats)
 	st.eventChecks(reports, now)
 	return *st
@@ -317,6 +324,17 @@ func (st *Status) recoveryETA() string {
 		return ""
 	}
 	return fmt.Sprintf("; full redundancy in about %s at the current rate", (time.Duration(eta) * time.Second).Round(time.Second))
+}
+
+// drainSummary adds up the OSDs' unsynced small writes and finds the one
+// slowest to sync them.
+func (st *Status) drainSummary(stats map[clustermap.OSDID]report.OSDStats) {
+	for id, s := range stats {
+		st.Unsynced += s.Unsynced
+		if d := s.DrainSeconds(); d > st.DrainSeconds || (d == st.DrainSeconds && d > 0 && id.String() < st.DrainOSD) {
+			st.DrainOSD, st.DrainSeconds = id.String(), d
+		}
+	}
 }
 
 // spaceChecks adds up the disks and reports OSDs nearly full, backfill-full

@@ -33,6 +33,20 @@ type OSDStats struct {
 	// shows as a new Started).
 	ClientIO IOCounters `json:"client_io"`
 	Started  time.Time  `json:"started,omitzero"`
+	// Unsynced is the bytes of small writes durable in the commit log and
+	// not yet on the data disk; SyncRate the bytes a second checkpoints
+	// move there (0 until measured). Unsynced/SyncRate is the time to drain.
+	Unsynced int64 `json:"unsynced_bytes,omitempty"`
+	SyncRate int64 `json:"sync_rate,omitempty"`
+}
+
+// DrainSeconds is how long the OSD's unsynced writes take to reach its
+// data disk at the measured rate (0: nothing to drain, or no rate yet).
+func (s OSDStats) DrainSeconds() float64 {
+	if s.Unsynced <= 0 || s.SyncRate <= 0 {
+		return 0
+	}
+	return float64(s.Unsynced) / float64(s.SyncRate)
 }
 
 // IOCounters count client requests that succeeded, and their payload.

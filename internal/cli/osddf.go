@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cairn-storage/cairn/internal/health"
+)
+
+func osdDFCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "df",
+		Short: "show each OSD's disk usage and the small writes not yet on its data disk (UNSYNCED), their SYNC RATE and time to DRAIN",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			ms, _, err := g.meta(ctx)
+			if err != nil {
+				return err
+			}
+			defer ms.Close()
+			m, _, err := ms.Map(ctx)
+			if err != nil {
+				return err
+			}
+			stats, err := ms.Stats(ctx)
+			if err != nil {
+				return err
+			}
+			rows := health.DF(m, stats)
+			if g.json {
+				return g.printJSON(rows)
+			}
+			tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', tabwriter.AlignRight)
+			io.WriteString(tw, dfHeader)
+			for _, r := range rows {
+				fmt.Fprintln(tw, dfLine(r))
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+const dfHeader = "ID\tHOST\tCLASS\tSTATUS\tSIZE\tUSED\tAVAIL\t%USE\tOBJECTS\tUNSYNCED\tSYNC RATE\tDRAIN\t\n"
+
+// dfLine is a row of `cairn osd df`, tab-separated.
+func dfLine(r health.DFRow) string {
+	status := "down"
+	if r.Up {
+		status = "up"
+	}
+	if !r.Reported {
+		return fmt.Sprintf("%d\t%s\t%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t", r.ID, r.Host, r.Class, status)
+	}
+	rate, drain := "-", "-"
+	if r.SyncRate > 0 {
+		rate = humanBytes(r.SyncRate) + "/s"
+		drain = (time.Duration(r.DrainSec*float64(time.Second))).Round(100 * time.Millisecond).String()
+	}
+	return fmt.Sprintf("%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%d\t%s\t%s\t%s\t", r.ID, r.Host, r.Class, status,
+		humanBytes(r.Size), humanBytes(r.Used), humanBytes(r.Avail), r.UsedPct, r.Objects, humanBytes(r.Unsynced), rate, drain)
+}

@@ -1,0 +1,46 @@
+package health
+
+import (
+	"sort"
+
+	"github.com/cairn-storage/cairn/internal/clustermap"
+	"github.com/cairn-storage/cairn/internal/report"
+)
+
+// DFRow is one OSD's line of `cairn osd df`: its disk's usage and the
+// small writes it holds in its commit log that have not reached the data
+// disk yet, with the rate they drain at.
+type DFRow struct {
+	ID       int     `json:"id"`
+	Host     string  `json:"host"`
+	Class    string  `json:"class"`
+	Up       bool    `json:"up"`
+	Size     int64   `json:"size_bytes"`
+	Used     int64   `json:"used_bytes"`
+	Avail    int64   `json:"avail_bytes"`
+	UsedPct  float64 `json:"used_percent"`
+	Objects  int64   `json:"objects"`
+	Unsynced int64   `json:"unsynced_bytes"`
+	SyncRate int64   `json:"sync_rate"`     // bytes a second, 0 until measured
+	DrainSec float64 `json:"drain_seconds"` // Unsynced at SyncRate
+	Reported bool    `json:"reported"`      // false: the OSD published no usage yet
+}
+
+// DF lists every OSD of m, by ID, with what it last published.
+func DF(m *clustermap.Map, stats map[clustermap.OSDID]report.OSDStats) []DFRow {
+	rows := make([]DFRow, 0, len(m.OSDs))
+	for _, o := range m.OSDs {
+		r := DFRow{ID: int(o.ID), Host: o.Host, Class: string(o.Class), Up: o.Up}
+		if s, ok := stats[o.ID]; ok {
+			r.Reported = true
+			r.Size, r.Used, r.Avail, r.Objects = s.TotalBytes, s.UsedBytes, s.FreeBytes, s.Objects
+			if s.TotalBytes > 0 {
+				r.UsedPct = 100 * float64(s.UsedBytes) / float64(s.TotalBytes)
+			}
+			r.Unsynced, r.SyncRate, r.DrainSec = s.Unsynced, s.SyncRate, s.DrainSeconds()
+		}
+		rows = append(rows, r)
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].ID < rows[j].ID })
+	return rows
+}

@@ -1,0 +1,43 @@
+package health
+
+import (
+	"testing"
+	"time"
+
+	"github.com/cairn-storage/cairn/internal/clustermap"
+	"github.com/cairn-storage/cairn/internal/report"
+)
+
+// TestDFAndDrain: osd df lists every OSD by ID, those that published
+// nothing marked so; status adds up the unsynced writes and names the OSD
+// slowest to drain its share.
+func TestDFAndDrain(t *testing.T) {
+	m := testMap()
+	stats := map[clustermap.OSDID]report.OSDStats{
+		4: {TotalBytes: 400, UsedBytes: 100, Objects: 7, Unsynced: 4 << 20, SyncRate: 1 << 20},
+		1: {TotalBytes: 100, UsedBytes: 50, Unsynced: 1 << 20, SyncRate: 10 << 20},
+		2: {TotalBytes: 100, Unsynced: 3 << 20}, // no rate measured yet
+	}
+	rows := DF(m, stats)
+	if len(rows) != 6 {
+		t.Fatalf("%d rows, want one per OSD (6)", len(rows))
+	}
+	for i, r := range rows {
+		if r.ID != i {
+			t.Fatalf("row %d is osd.%d: not in ID order", i, r.ID)
+		}
+	}
+	if r := rows[4]; !r.Reported || r.UsedPct != 25 || r.Objects != 7 || r.DrainSec != 4 || r.Host != "h3" {
+		t.Fatalf("osd.4: %+v", r)
+	}
+	if r := rows[2]; r.DrainSec != 0 || r.Unsynced != 3<<20 {
+		t.Fatalf("osd.2, no rate yet: %+v (drain unknown, not 0 bytes)", r)
+	}
+	if rows[0].Reported || rows[3].Reported {
+		t.Fatal("OSDs that published nothing show as reported")
+	}
+	st := Compute(m, stats, nil, time.Now())
+	if st.Unsynced != 8<<20 || st.DrainOSD != "osd.4" || st.DrainSeconds != 4 {
+		t.Fatalf("status: %d unsynced, longest drain %s %.1f s; want 8 MiB, osd.4 4 s", st.Unsynced, st.DrainOSD, st.DrainSeconds)
+	}
+}
