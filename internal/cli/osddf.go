@@ -59,7 +59,7 @@ func dfLine(r health.DFRow) string {
 	rate, drain := "-", "-"
 	if r.SyncRate > 0 {
 		rate = humanBytes(r.SyncRate) + "/s"
-		drain = (time.Duration(r.DrainSec*float64(time.Second))).Round(100 * time.Millisecond).String()
+		drain = (time.Duration(r.DrainSec * float64(time.Second))).Round(100 * time.Millisecond).String()
 	}
 	return fmt.Sprintf("%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%d\t%s\t%s\t%s\t", r.ID, r.Host, r.Class, status,
 		humanBytes(r.Size), humanBytes(r.Used), humanBytes(r.Avail), r.UsedPct, r.Objects, humanBytes(r.Unsynced), rate, drain)
