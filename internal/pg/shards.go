@@ -1,6 +1,8 @@
 package pg
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 )
@@ -131,4 +133,55 @@ func standing(k int, shards []ShardCopy) (EVersion, bool) {
 		}
 	}
 	return EVersion{}, false
+}
+
+// ShardMeta is what every shard of an erasure-coded object carries beside
+// its bytes (in a reserved xattr): the object's version and logical size,
+// so that the object's size is known from any shard and peering and reads
+// can tell which shards hold one version, and the shard's position, so a
+// shard read back is known to be the one asked for.
+//
+// Encoding (format 1, 27 bytes, big-endian):
+//
+//	[1 format][8 epoch][8 version][8 size][2 position]
+type ShardMeta struct {
+	Ver      EVersion
+	Size     uint64
+	Position int
+}
+
+const (
+	shardMetaFormat = 1
+	shardMetaLen    = 1 + 8*3 + 2
+	maxPosition     = 1<<16 - 1
+)
+
+// ErrBadShardMeta: bytes that are not an encoded ShardMeta.
+var ErrBadShardMeta = errors.New("shard meta: malformed")
+
+// Encode returns the meta's 27 bytes. A position outside [0, 65535] is a
+// programmer's error.
+func (s ShardMeta) Encode() []byte {
+	if s.Position < 0 || s.Position > maxPosition {
+		panic(fmt.Sprintf("shard meta: position %d", s.Position))
+	}
+	b := make([]byte, shardMetaLen)
+	b[0] = shardMetaFormat
+	binary.BigEndian.PutUint64(b[1:], s.Ver.Epoch)
+	binary.BigEndian.PutUint64(b[9:], s.Ver.Version)
+	binary.BigEndian.PutUint64(b[17:], s.Size)
+	binary.BigEndian.PutUint16(b[25:], uint16(s.Position))
+	return b
+}
+
+// DecodeShardMeta reads what Encode wrote.
+func DecodeShardMeta(b []byte) (ShardMeta, error) {
+	if len(b) != shardMetaLen || b[0] != shardMetaFormat {
+		return ShardMeta{}, ErrBadShardMeta
+	}
+	return ShardMeta{
+		Ver:      EVersion{binary.BigEndian.Uint64(b[1:]), binary.BigEndian.Uint64(b[9:])},
+		Size:     binary.BigEndian.Uint64(b[17:]),
+		Position: int(binary.BigEndian.Uint16(b[25:])),
+	}, nil
 }

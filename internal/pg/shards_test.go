@@ -1,6 +1,8 @@
 package pg
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -320,4 +322,31 @@ func TestDecideShards(t *testing.T) {
 			t.Errorf("%s: got %+v, want %+v", c.what, got, c.want)
 		}
 	}
+}
+
+func TestShardMeta(t *testing.T) {
+	m := ShardMeta{Ver: EVersion{7, 42}, Size: 5 << 20, Position: 2}
+	got, err := DecodeShardMeta(m.Encode())
+	if err != nil || got != m {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	for _, bad := range [][]byte{nil, {1}, append([]byte{2}, m.Encode()[1:]...), append(m.Encode(), 0)} {
+		if _, err := DecodeShardMeta(bad); !errors.Is(err, ErrBadShardMeta) {
+			t.Errorf("DecodeShardMeta(%x): %v, want ErrBadShardMeta", bad, err)
+		}
+	}
+}
+
+func FuzzDecodeShardMeta(f *testing.F) {
+	f.Add(ShardMeta{Ver: EVersion{3, 4}, Size: 5, Position: 1}.Encode())
+	f.Add([]byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := DecodeShardMeta(b)
+		if err != nil {
+			return
+		}
+		if !bytes.Equal(m.Encode(), b) {
+			t.Fatalf("decode/encode not stable: %x vs %x", m.Encode(), b)
+		}
+	})
 }

@@ -1,0 +1,122 @@
+package ec
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// shardReader reads the shards EncodeObject made as the OSD does: bytes a
+// shard does not hold (past its end, below the span asked) read as zeros;
+// the shards in failed fail.
+func shardReader(shards [][]byte, failed map[int]bool) ReadShard {
+	return func(s int, off int64, n int) ([]byte, error) {
+		if failed[s] {
+			return nil, fmt.Errorf("shard %d is down", s)
+		}
+		out := make([]byte, n)
+		if off < int64(len(shards[s])) {
+			copy(out, shards[s][off:])
+		}
+		return out, nil
+	}
+}
+
+// TestEncodeObject encodes objects of every awkward size (empty, one
+// byte, a chunk and a byte, a stripe less a byte, several stripes and a
+// bit) and reads them back whole and by range, with no shard and with
+// any M shards failing: whatever the size, any K shards rebuild the
+// object, and each shard holds exactly ShardLen bytes.
+func TestEncodeObject(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, l := range []Layout{{2, 1, 4096}, {4, 2, 8192}, {3, 3, 4096}} {
+		c, err := New(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb := int(l.StripeBytes())
+		for _, size := range []int{0, 1, l.Unit - 1, l.Unit, l.Unit + 1, sb - 1, sb, sb + 1, 3*sb + l.Unit + 7, 5 * sb} {
+			obj := make([]byte, size)
+			for i := range obj {
+				obj[i] = byte(r.Uint32())
+			}
+			shards, err := c.EncodeObject(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			total := int64(0)
+			for i, s := range shards {
+				if int64(len(s)) != l.ShardLen(int64(size), i) {
+					t.Fatalf("%d+%d, %d bytes: shard %d holds %d bytes, ShardLen says %d", l.K, l.M, size, i, len(s), l.ShardLen(int64(size), i))
+				}
+				if i < l.K {
+					total += int64(len(s))
+				}
+			}
+			if total != int64(size) {
+				t.Fatalf("%d+%d, %d bytes: the data shards hold %d bytes", l.K, l.M, size, total)
+			}
+			for trial := 0; trial < 10; trial++ {
+				failed := map[int]bool{}
+				for _, s := range r.Perm(l.K + l.M)[:r.IntN(l.M+1)] {
+					failed[s] = true
+				}
+				off, n := int64(0), size
+				if trial > 0 && size > 0 {
+					off = r.Int64N(int64(size))
+					n = 1 + r.IntN(size-int(off))
+				}
+				got, _, err := c.ReadRange(int64(size), off, n, shardReader(shards, failed))
+				if err != nil || !bytes.Equal(got, obj[off:off+int64(n)]) {
+					t.Fatalf("%d+%d, %d bytes, failed %v: read [%d, +%d): %v (same bytes: %v)", l.K, l.M, size, failed, off, n, err, bytes.Equal(got, obj[off:off+int64(n)]))
+				}
+			}
+		}
+	}
+}
+
+// TestSpan checks that a range's span covers every shard byte the range
+// and its rebuild read, and no whole stripe more.
+func TestSpan(t *testing.T) {
+	l := Layout{K: 2, M: 1, Unit: 4096}
+	for _, tc := range []struct{ off, end, from, to int64 }{
+		{0, 0, 0, 0},
+		{0, 1, 0, 4096},
+		{8191, 8193, 0, 8192},
+		{8192, 8193, 4096, 8192},
+		{100, 3 * 8192, 0, 3 * 4096},
+	} {
+		if from, to := l.Span(tc.off, tc.end); from != tc.from || to != tc.to {
+			t.Errorf("Span(%d, %d) = [%d, %d), want [%d, %d)", tc.off, tc.end, from, to, tc.from, tc.to)
+		}
+	}
+}
+
+// FuzzEncodeObject: any object, encoded, reads back from every choice of
+// K shards; one shard more than M lost is refused, never answered wrong.
+func FuzzEncodeObject(f *testing.F) {
+	f.Add([]byte{}, uint8(0))
+	f.Add([]byte("x"), uint8(1))
+	f.Add(bytes.Repeat([]byte("cairn"), 3000), uint8(2))
+	c, err := New(Layout{K: 2, M: 1, Unit: 4096})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, obj []byte, lost uint8) {
+		shards, err := c.EncodeObject(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := c.ReadRange(int64(len(obj)), 0, len(obj), shardReader(shards, map[int]bool{int(lost % 3): true}))
+		if err != nil || !bytes.Equal(got, obj) {
+			t.Fatalf("one shard lost (%d): %v", lost%3, err)
+		}
+		two := map[int]bool{int(lost % 3): true, int(lost+1) % 3: true}
+		got, _, err = c.ReadRange(int64(len(obj)), 0, len(obj), shardReader(shards, two))
+		if err == nil && !bytes.Equal(got, obj) || err != nil && !errors.Is(err, ErrUnreadable) {
+			t.Fatalf("two shards lost: %v", err)
+		}
+	})
+}
