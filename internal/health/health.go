@@ -280,13 +280,13 @@ func (st *Status) primaryChecks(m *clustermap.Map, t *placement.Table, stats map
 	}
 	for i := range m.Pools {
 		p := &m.Pools[i]
-		for seed := uint32(0); seed < p.PGNum && !p.Erasure(); seed++ {
+		for seed := uint32(0); seed < p.PGNum; seed++ {
 			if len(t.Acting(p, clustermap.PGID{Pool: p.ID, Seed: seed})) > 0 {
 				expected++
 			}
 		}
 	}
-	st.unservedPools(m)
+	st.ecPools(m)
 	if reported < expected {
 		st.add(Check{Code: "PG_UNKNOWN", Severity: Warn,
 			Summary: fmt.Sprintf("%d pg(s) not yet reported by their primaries for map epoch %d", expected-reported, m.Epoch)})
@@ -495,18 +495,20 @@ func humanBytes(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
-// unservedPools warns of erasure-coded pools, which no OSD serves yet (their
-// PGs are not expected among the primaries' reports either).
-func (st *Status) unservedPools(m *clustermap.Map) {
-	var unserved []string
+// ecPools warns of erasure-coded pools: their OSDs serve whole-object
+// writes and reads, rebuilding on each read what a lost shard held, but
+// nothing rebuilds the shard itself yet (no recovery, backfill or scrub),
+// so such a pool is never reported as healthy.
+func (st *Status) ecPools(m *clustermap.Map) {
+	var pools []string
 	for i := range m.Pools {
 		if p := &m.Pools[i]; p.Erasure() {
-			unserved = append(unserved, fmt.Sprintf("%s (%s, %d pgs)", p.Name, p.EC, p.PGNum))
+			pools = append(pools, fmt.Sprintf("%s (%s, %d pgs)", p.Name, p.EC, p.PGNum))
 		}
 	}
-	if len(unserved) > 0 {
-		st.add(Check{Code: "POOL_NOT_SERVED", Severity: Warn,
-			Summary: fmt.Sprintf("%d erasure-coded pool(s) made with CAIRN_EXPERIMENTAL_EC=1: this version's OSDs do not serve erasure-coded pools yet, so their IO is refused; remove them (pool rm --force)", len(unserved)),
-			Detail:  unserved})
+	if len(pools) > 0 {
+		st.add(Check{Code: "POOL_EC_NO_RECOVERY", Severity: Warn,
+			Summary: fmt.Sprintf("%d erasure-coded pool(s) made with CAIRN_EXPERIMENTAL_EC=1 are served without recovery yet: whole-object writes and reads only, a lost shard is rebuilt on every read but never rewritten, and no scrub checks them", len(pools)),
+			Detail:  pools})
 	}
 }

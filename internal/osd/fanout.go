@@ -16,13 +16,15 @@ import (
 // sends go out from the handler's goroutine before the primary's own apply,
 // so the replicas start at once (rpc's inline.go says why that matters),
 // and their answers are collected after it. A member sent the write again
-// after a map change gets it encoded afresh from its own goroutine.
+// after a map change gets it encoded afresh from its own goroutine. A
+// write to an erasure-coded PG gives each member its own transaction (its
+// shard): each is then encoded for its member alone.
 type fanout struct {
 	s       *Server
 	ctx     context.Context
 	req     *proto.Request
 	w       *writePlan
-	shared  *rpc.Shared // nil when the write set is this OSD alone
+	shared  map[clustermap.OSDID]*rpc.Shared // by member; one value for all of a replicated write
 	sharedT *placement.Table
 	results chan replicaResult
 	pending int // answers not yet read from results
@@ -56,15 +58,25 @@ func (s *Server) startFanout(ctx context.Context, req *proto.Request, w *writePl
 	if !slices.ContainsFunc(w.writeSet, func(o clustermap.OSDID) bool { return o != s.id }) {
 		return f, nil
 	}
-	sh, err := s.shareTxn(f.request(t, nil), req, w.txn)
-	if err != nil {
-		return nil, err
-	}
-	f.shared = sh
+	f.shared = make(map[clustermap.OSDID]*rpc.Shared, len(w.writeSet))
+	var one *rpc.Shared
 	for _, r := range w.writeSet {
 		if r == s.id {
 			continue
 		}
+		sh := one
+		if sh == nil {
+			var err error
+			if sh, err = s.shareTxn(f.request(t, nil), req, w.txnFor(r)); err != nil {
+				f.drain()
+				f.release()
+				return nil, err
+			}
+			if w.shards == nil {
+				one = sh
+			}
+		}
+		f.shared[r] = sh
 		f.pending++
 		o, ok := t.Map().OSD(r)
 		if !ok {
@@ -86,7 +98,7 @@ func (f *fanout) collect() {
 	for _, c := range f.first {
 		resp, err := c.call.Wait(f.ctx)
 		resp, err = f.s.retryBroken(f.ctx, c.osd, c.addr, resp, err, func() (*proto.Response, error) {
-			return f.s.peers.CallShared(f.ctx, c.addr, f.shared)
+			return f.s.peers.CallShared(f.ctx, c.addr, f.shared[c.osd])
 		})
 		f.results <- replicaResult{osd: c.osd, epoch: f.sharedT.Map().Epoch, resp: resp, err: err}
 	}
@@ -101,12 +113,12 @@ func (f *fanout) send(t *placement.Table, osd clustermap.OSDID) {
 		return
 	}
 	call := func() (*proto.Response, error) {
-		if t == f.sharedT {
-			return f.s.peers.CallShared(f.ctx, o.Addr, f.shared)
+		if sh := f.shared[osd]; t == f.sharedT && sh != nil {
+			return f.s.peers.CallShared(f.ctx, o.Addr, sh)
 		}
 		// After a map change: encoded again, and copied into the frame
 		// (the request's bytes are ours only until the write returns).
-		return f.s.peers.Call(f.ctx, o.Addr, f.request(t, f.w.txn.Marshal()))
+		return f.s.peers.Call(f.ctx, o.Addr, f.request(t, f.w.txnFor(osd).Marshal()))
 	}
 	resp, err := call()
 	resp, err = f.s.retryBroken(f.ctx, osd, o.Addr, resp, err, call)
@@ -123,8 +135,12 @@ func (f *fanout) drain() {
 
 // release hands the shared encoding back once every send is done.
 func (f *fanout) release() {
-	if f.shared != nil {
-		f.shared.Release()
+	var done []*rpc.Shared
+	for _, sh := range f.shared {
+		if !slices.Contains(done, sh) {
+			sh.Release()
+			done = append(done, sh)
+		}
 	}
 }
 

@@ -49,6 +49,9 @@ func (s *Server) serveOne(ctx context.Context, req *proto.Request) *proto.Respon
 	case proto.OpReplicate:
 		return s.applyReplica(t, req)
 	case proto.OpReadReplica:
+		if pool, ok := t.Map().Pool(req.PG.Pool); ok && pool.Erasure() {
+			return s.readShard(t, req)
+		}
 		return s.readLocal(req)
 	case proto.OpPGList:
 		return s.pgList(req)
@@ -64,7 +67,9 @@ func (s *Server) serveOne(ctx context.Context, req *proto.Request) *proto.Respon
 		return s.fail(proto.StatusNotFound, "pool %d does not exist", req.PG.Pool)
 	}
 	if pool.Erasure() {
-		return s.fail(proto.StatusInvalid, "pool %q is erasure-coded (%s): this OSD does not serve erasure-coded pools yet", pool.Name, pool.EC)
+		if bad := s.refuseEC(pool, req); bad != nil {
+			return bad
+		}
 	}
 	if req.Snap != 0 && req.Op != proto.OpRead && req.Op != proto.OpStat {
 		return s.fail(proto.StatusInvalid, "%s cannot run at a snapshot: only reads and stats can", req.Op)
@@ -92,6 +97,8 @@ func (s *Server) serveOne(ctx context.Context, req *proto.Request) *proto.Respon
 		return resp
 	}
 	switch {
+	case pool.Erasure():
+		return s.serveEC(ctx, pool, p, req)
 	case isWrite(req.Op):
 		return s.write(ctx, pool, p, req)
 	case req.Op == proto.OpScrub:
@@ -404,7 +411,12 @@ func (s *Server) readFrom(ctx context.Context, p *pgState, req *proto.Request, w
 
 // listLocal lists the client objects of this OSD's copy of a PG.
 func (s *Server) listLocal(req *proto.Request) *proto.Response {
-	names, more, err := s.store.List(req.PG.String(), string(req.Start), limit(req.Limit, 1000))
+	return s.listColl(req.PG.String(), req)
+}
+
+// listColl lists the client objects of a collection.
+func (s *Server) listColl(coll string, req *proto.Request) *proto.Response {
+	names, more, err := s.store.List(coll, string(req.Start), limit(req.Limit, 1000))
 	if err != nil {
 		return s.failErr(err)
 	}

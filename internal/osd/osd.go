@@ -105,6 +105,7 @@ type Server struct {
 	metrics         *metrics // nil in tests that build a Server by hand
 	clientIO        clientIO
 	started         time.Time
+	codecs          sync.Map // clustermap.ECProfile → *ec.Codec: building one computes its matrices
 }
 
 // pgState is the in-memory state of a placement group on this OSD.

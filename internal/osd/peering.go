@@ -56,9 +56,6 @@ func (s *Server) checkPGs(ctx context.Context) {
 	m := t.Map()
 	for i := range m.Pools {
 		pool := &m.Pools[i]
-		if pool.Erasure() {
-			continue // not served yet (handler.go refuses its requests)
-		}
 		for seed := uint32(0); seed < pool.PGNum; seed++ {
 			id := clustermap.PGID{Pool: pool.ID, Seed: seed}
 			acting := t.Acting(pool, id)
@@ -194,6 +191,10 @@ func (s *Server) doPeer(ctx context.Context, id clustermap.PGID) (pg.Peered, uin
 		return res, 0, errors.New("no longer primary")
 	}
 	up := upHash(m, acting)
+	if pool.Erasure() {
+		res, err := s.doPeerEC(ctx, t, pool, id, acting)
+		return res, up, err
+	}
 	rec, rev, err := s.meta.PGRecord(ctx, id.String())
 	if err != nil {
 		return res, 0, err
@@ -294,6 +295,14 @@ func (s *Server) listPG(ctx context.Context, t *placement.Table, osd clustermap.
 // req.Object set it describes that one object (KVs empty if absent).
 func (s *Server) pgList(req *proto.Request) *proto.Response {
 	coll := req.PG.String()
+	if t := s.view.Table(); t.Map().Epoch == req.Epoch {
+		var bad *proto.Response
+		if coll, bad = s.collFor(t, req.PG); bad != nil {
+			return bad
+		}
+	} else if pool, ok := t.Map().Pool(req.PG.Pool); ok && pool.Erasure() {
+		return s.fail(proto.StatusWrongEpoch, "sender has map epoch %d, %s has %d", req.Epoch, s.id, t.Map().Epoch)
+	}
 	deep := req.Flags&proto.FlagDeep != 0
 	level := stateVersion
 	switch {

@@ -308,9 +308,13 @@ func (s *Server) scrubLoop(ctx context.Context) {
 // dueScrub picks an active, clean primary PG whose scrub is due.
 func (s *Server) dueScrub() (clustermap.PGID, *pgState, bool) {
 	now := time.Now()
+	m := s.view.Map()
 	s.pgMu.Lock()
 	defer s.pgMu.Unlock()
 	for id, p := range s.pgs {
+		if pool, ok := m.Pool(id.Pool); ok && pool.Erasure() {
+			continue // no scrub of erasure-coded PGs yet
+		}
 		p.mu.Lock()
 		ok := p.phase == phaseActive && p.nMissing.Load() == 0
 		if ok && p.scrubDue.IsZero() {

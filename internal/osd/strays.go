@@ -40,7 +40,17 @@ func (s *Server) removeStrays(ctx context.Context) error {
 	for _, coll := range colls {
 		id, err := clustermap.ParsePGID(coll)
 		if err != nil {
-			continue // not a PG of ours
+			// A shard collection goes only with its pool: erasure-coded
+			// PGs do not move their shards yet.
+			if sid, _, ok := parseShardColl(coll); ok {
+				if _, ok := m.Pool(sid.Pool); !ok {
+					if _, err := s.dropCollection(ctx, coll); err != nil {
+						return err
+					}
+					s.logf("%s: removed shard collection %s: its pool was removed", s.id, coll)
+				}
+			}
+			continue
 		}
 		pool, ok := m.Pool(id.Pool)
 		why := "its pool was removed"

@@ -164,6 +164,18 @@ type writePlan struct {
 	acting   []clustermap.OSDID
 	// noop: nothing to write (see noChange); answered OK as it is.
 	noop bool
+	// shards, for an erasure-coded PG: each member's own transaction
+	// (txn is this OSD's). A member that fails is not marked missing:
+	// such PGs have no recovery yet.
+	shards map[clustermap.OSDID]*objstore.Txn
+}
+
+// txnFor is the transaction member osd applies.
+func (w *writePlan) txnFor(osd clustermap.OSDID) *objstore.Txn {
+	if w.shards != nil {
+		return w.shards[osd]
+	}
+	return w.txn
 }
 
 // planWrite builds the write's transaction, refuses it if a member is full
@@ -194,12 +206,8 @@ func (s *Server) planWrite(pool *clustermap.Pool, p *pgState, req *proto.Request
 		return w, nil
 	}
 	if !freesSpace(req.Op) && !omapTxnFreesSpace(req) {
-		m := s.view.Map()
-		for _, o := range w.writeSet {
-			if osd, ok := m.OSD(o); ok && osd.Full {
-				return nil, s.fail(proto.StatusNoSpace, "%s is full (over %.0f%% of its disk used): new writes to pg %s are refused until data is deleted or OSDs are added; reads and deletes go on",
-					o, clustermap.FullRatio*100, req.PG)
-			}
+		if bad := s.refuseFull(req, w.writeSet); bad != nil {
+			return nil, bad
 		}
 	}
 	if len(w.acting) < pool.MinSize {
@@ -214,6 +222,19 @@ func (s *Server) planWrite(pool *clustermap.Pool, p *pgState, req *proto.Request
 		txn.OmapSet(coll, pgMetaObject, keyDeleteVersion, encodeVersion(w.ver))
 	}
 	return w, nil
+}
+
+// refuseFull refuses a write that adds data when a member of its write set
+// is full.
+func (s *Server) refuseFull(req *proto.Request, writeSet []clustermap.OSDID) *proto.Response {
+	m := s.view.Map()
+	for _, o := range writeSet {
+		if osd, ok := m.OSD(o); ok && osd.Full {
+			return s.fail(proto.StatusNoSpace, "%s is full (over %.0f%% of its disk used): new writes to pg %s are refused until data is deleted or OSDs are added; reads and deletes go on",
+				o, clustermap.FullRatio*100, req.PG)
+		}
+	}
+	return nil
 }
 
 // belowMinSize refuses a write whose PG has fewer than min_size copies up.
@@ -266,7 +287,9 @@ func (s *Server) replicaFailed(ctx context.Context, pool *clustermap.Pool, p *pg
 		case proto.StatusNoSpace, proto.StatusInvalid, proto.StatusIOError:
 			// This copy now differs from the others: recovery brings it
 			// back in line once it can take writes again.
-			p.markMissing(res.osd, req.Object, w.interval)
+			if w.shards == nil {
+				p.markMissing(res.osd, req.Object, w.interval)
+			}
 			return s.fail(res.resp.Status, "replica %s: %s", res.osd, res.resp.Message)
 		}
 	}

@@ -1,0 +1,158 @@
+package osd
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/cairn-storage/cairn/internal/clustermap"
+	"github.com/cairn-storage/cairn/internal/ec"
+	"github.com/cairn-storage/cairn/internal/proto"
+)
+
+// ecRead serves a read or stat of an erasure-coded object: its size from
+// the standing version's shards, its bytes from the data shards the range
+// touches, rebuilt from any K shards of that version where one is down or
+// fails (its checksums, its version, its length). Nothing is rewritten
+// yet: the shard stays as it is until recovery of erasure-coded PGs
+// exists. The caller holds the object's lock for reading.
+func (s *Server) ecRead(ctx context.Context, pool *clustermap.Pool, c *ec.Codec, req *proto.Request) *proto.Response {
+	o, bad := s.ecLookup(ctx, pool, req.PG, req.Object)
+	if bad != nil {
+		return bad
+	}
+	if !o.exists() {
+		return s.fail(proto.StatusNotFound, proto.MsgNoSuchObject)
+	}
+	r := s.ok()
+	r.Size = uint64(o.size)
+	off := int64(min(req.Offset, uint64(o.size)))
+	end := o.size
+	if req.Length > 0 && req.Length < uint64(end-off) {
+		end = off + int64(req.Length)
+	}
+	if req.Op == proto.OpStat || end <= off {
+		return r
+	}
+	l := c.Layout()
+	rd := &shardReads{s: s, ctx: ctx, o: o, l: l, id: req.PG, name: req.Object, bufs: map[int][]byte{}, errs: map[int]error{}}
+	rd.from, rd.to = l.Span(off, end)
+	rd.prefetch(dataChunks(l, off, end))
+	data, failed, err := c.ReadRange(o.size, off, int(end-off), rd.read)
+	if len(failed) > 0 {
+		s.logf("%s: pg %s object %q: shards at positions %v failed (%s); %s", s.id, req.PG, req.Object, failed, rd.why(failed),
+			map[bool]string{true: "read rebuilt from the others", false: "read failed"}[err == nil])
+	}
+	if err != nil {
+		return s.fail(proto.StatusUnavailable, "pg %s: reading %q: %v (%s)", req.PG, req.Object, err, rd.why(failed))
+	}
+	r.Data = data
+	return r
+}
+
+// dataChunks returns the data chunks bytes [off, end) of an object touch.
+func dataChunks(l ec.Layout, off, end int64) []int {
+	var out []int
+	for i := 0; i < l.K; i++ {
+		if end-off >= l.StripeBytes() {
+			out = append(out, i)
+			continue
+		}
+		s0, c0, _ := l.Locate(off)
+		s1, c1, _ := l.Locate(end - 1)
+		if s0 == s1 && i >= c0 && i <= c1 || s0 != s1 && (i >= c0 || i <= c1) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// shardReads reads, once per shard, the span [from, to) of every shard a
+// read needs, zero-padded where the shard ends (ec.Layout.ShardLen), and
+// serves ec.Codec.ReadRange from it.
+type shardReads struct {
+	s        *Server
+	ctx      context.Context
+	o        *ecObject
+	l        ec.Layout
+	id       clustermap.PGID
+	name     string
+	from, to int64
+
+	mu   sync.Mutex
+	bufs map[int][]byte
+	errs map[int]error
+}
+
+// prefetch reads the spans of shards in parallel.
+func (r *shardReads) prefetch(shards []int) {
+	var wg sync.WaitGroup
+	for _, i := range shards {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, err := r.fetch(i)
+			r.mu.Lock()
+			r.bufs[i], r.errs[i] = b, err
+			r.mu.Unlock()
+		}()
+	}
+	wg.Wait()
+}
+
+// read is the ec.ReadShard of the read: a parity shard is read the first
+// time the rebuild needs it.
+func (r *shardReads) read(i int, off int64, n int) ([]byte, error) {
+	r.mu.Lock()
+	b, done := r.bufs[i]
+	err := r.errs[i]
+	r.mu.Unlock()
+	if !done {
+		r.prefetch([]int{i})
+		return r.read(i, off, n)
+	}
+	if err != nil {
+		return nil, err
+	}
+	lo := off - r.from
+	if lo < 0 || lo+int64(n) > int64(len(b)) {
+		return nil, fmt.Errorf("shard %d: [%d, +%d) is outside the span read", i, off, n)
+	}
+	return b[lo : lo+int64(n)], nil
+}
+
+// fetch reads shard i's span from its position.
+func (r *shardReads) fetch(i int) ([]byte, error) {
+	if !slices.Contains(r.o.plan.Keep, i) {
+		return nil, fmt.Errorf("position %d does not hold version %s", i, r.o.plan.Ver)
+	}
+	buf := make([]byte, r.to-r.from)
+	hi := min(r.to, r.l.ShardLen(r.o.size, i))
+	if hi <= r.from {
+		return buf, nil // the shard holds nothing there: zeros
+	}
+	meta, data, err := r.s.readShardFrom(r.ctx, r.o.t, r.o.osds[i], r.id, r.name, r.from, hi-r.from)
+	if err != nil {
+		return nil, err
+	}
+	if meta.Ver != r.o.plan.Ver || int64(len(data)) != hi-r.from {
+		return nil, fmt.Errorf("position %d holds version %s and %d bytes of the span, want %s and %d", i, meta.Ver, len(data), r.o.plan.Ver, hi-r.from)
+	}
+	copy(buf, data)
+	return buf, nil
+}
+
+// why says why the shards failed, for logs and errors.
+func (r *shardReads) why(failed []int) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := ""
+	for _, i := range failed {
+		if out != "" {
+			out += "; "
+		}
+		out += fmt.Sprintf("position %d: %v", i, r.errs[i])
+	}
+	return out
+}

@@ -1,0 +1,227 @@
+package osd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/cairn-storage/cairn/internal/clustermap"
+	"github.com/cairn-storage/cairn/internal/ec"
+	"github.com/cairn-storage/cairn/internal/objstore"
+	"github.com/cairn-storage/cairn/internal/pg"
+	"github.com/cairn-storage/cairn/internal/placement"
+	"github.com/cairn-storage/cairn/internal/proto"
+)
+
+// The primary's side of erasure-coded pools, first slice: whole-object
+// writes (put, delete) and reads (whole, ranges, stat, listing). Every
+// other op is refused by name (refuseEC) rather than run on one shard as
+// if it were the object.
+
+// msgWholeOnly is what a refused partial write says.
+const msgWholeOnly = "erasure-coded pools take whole-object writes only for now (put and delete)"
+
+// refuseEC refuses the requests erasure-coded pools do not serve yet.
+func (s *Server) refuseEC(pool *clustermap.Pool, req *proto.Request) *proto.Response {
+	if req.Snap != 0 || req.SnapSeq != 0 {
+		return s.fail(proto.StatusInvalid, "pool %q is erasure-coded (%s): snapshots of erasure-coded pools are not built yet", pool.Name, pool.EC)
+	}
+	switch req.Op {
+	case proto.OpPut, proto.OpDelete, proto.OpRead, proto.OpStat, proto.OpList:
+		return nil
+	case proto.OpScrub:
+		return s.fail(proto.StatusInvalid, "pool %q is erasure-coded (%s): scrub of erasure-coded pools is not built yet", pool.Name, pool.EC)
+	}
+	if isWrite(req.Op) {
+		return s.fail(proto.StatusInvalid, "pool %q is erasure-coded (%s): %s refused: %s", pool.Name, pool.EC, req.Op, msgWholeOnly)
+	}
+	return s.fail(proto.StatusInvalid, "pool %q is erasure-coded (%s): %s refused: erasure-coded pools keep no xattrs or omap yet", pool.Name, pool.EC, req.Op)
+}
+
+// serveEC runs an op refuseEC let through, on the primary of an active PG.
+func (s *Server) serveEC(ctx context.Context, pool *clustermap.Pool, p *pgState, req *proto.Request) *proto.Response {
+	if req.Op == proto.OpList {
+		t := s.view.Table()
+		coll, bad := s.collFor(t, req.PG)
+		if bad != nil {
+			return bad
+		}
+		return s.listColl(coll, req)
+	}
+	c, err := s.codecOf(pool)
+	if err != nil {
+		return s.fail(proto.StatusInvalid, "%v", err)
+	}
+	l := s.lock(req.PG, req.Object)
+	if req.Op == proto.OpPut || req.Op == proto.OpDelete {
+		l.Lock()
+		defer l.Unlock()
+		return s.ecWrite(ctx, pool, c, p, req)
+	}
+	l.RLock()
+	defer l.RUnlock()
+	return s.ecRead(ctx, pool, c, req)
+}
+
+// ecObject is what the primary learned of an object's shards at t: the
+// OSD of each position of the acting set (NoOSD in a hole), each one's
+// meta (nil: it holds no shard, or did not answer), and which version
+// stands (pg.DecideShards).
+type ecObject struct {
+	t     *placement.Table
+	osds  []clustermap.OSDID
+	metas []*pg.ShardMeta
+	plan  pg.ShardPlan
+	size  int64
+}
+
+// ecLookup asks every position of the acting set for its shard's meta.
+func (s *Server) ecLookup(ctx context.Context, pool *clustermap.Pool, id clustermap.PGID, name string) (*ecObject, *proto.Response) {
+	t := s.view.Table()
+	_, osds := t.Positions(pool, id)
+	o := &ecObject{t: t, osds: osds, metas: make([]*pg.ShardMeta, len(osds))}
+	copies := make([]pg.ShardCopy, len(osds))
+	var wg sync.WaitGroup
+	for i, osd := range osds {
+		if osd == placement.NoOSD {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			meta, _, err := s.readShardFrom(ctx, t, osd, id, name, 0, 0)
+			switch {
+			case err == nil:
+				o.metas[i], copies[i] = meta, pg.ShardCopy{Listed: true, Ver: meta.Ver}
+			case errors.Is(err, objstore.ErrNotFound):
+				copies[i] = pg.ShardCopy{Listed: true}
+			}
+		}()
+	}
+	wg.Wait()
+	o.plan = pg.DecideShards(pool.EC.K, copies)
+	if o.plan.Unfound {
+		return nil, s.fail(proto.StatusUnavailable, "pg %s: object %q: no version of it is on %d shards that answer (%d of %d positions answered); it is not served until enough of them return",
+			id, name, pool.EC.K, len(copies)-len(o.plan.Missing), len(copies))
+	}
+	if len(o.plan.Keep) > 0 && o.plan.Ver != (pg.EVersion{}) {
+		o.size = int64(o.metas[o.plan.Keep[0]].Size)
+	}
+	return o, nil
+}
+
+// exists says whether the object stands (a version other than "absent").
+func (o *ecObject) exists() bool { return o.plan.Ver != pg.EVersion{} }
+
+// errShardNotFound: the position holds no shard of the object.
+var errShardNotFound = fmt.Errorf("shard: %w", objstore.ErrNotFound)
+
+// readShardFrom reads n bytes at off of osd's shard of an object (none if
+// n is 0) with its meta. A position that holds no shard answers an error
+// matching objstore.ErrNotFound.
+func (s *Server) readShardFrom(ctx context.Context, t *placement.Table, osd clustermap.OSDID, id clustermap.PGID, name string, off, n int64) (*pg.ShardMeta, []byte, error) {
+	req := &proto.Request{Op: proto.OpReadReplica, Epoch: t.Map().Epoch, PG: id, Object: name, Offset: uint64(off), Length: uint64(n)}
+	var resp *proto.Response
+	if osd == s.id {
+		resp = s.readShard(t, req)
+	} else {
+		o, ok := t.Map().OSD(osd)
+		if !ok || !s.peerUp(osd) {
+			return nil, nil, fmt.Errorf("%s is down", osd)
+		}
+		var err error
+		if resp, err = s.peers.Call(ctx, o.Addr, req); err != nil {
+			if isRefused(err) {
+				s.suspect(osd, o.Addr)
+			}
+			return nil, nil, fmt.Errorf("%s: %w", osd, err)
+		}
+	}
+	switch {
+	case resp.Status == proto.StatusNotFound:
+		return nil, nil, errShardNotFound
+	case resp.Status != proto.StatusOK:
+		return nil, nil, fmt.Errorf("%s: %s: %s", osd, resp.Status, resp.Message)
+	case len(resp.KVs) != 1:
+		return nil, nil, fmt.Errorf("%s sent no shard meta", osd)
+	}
+	meta, err := pg.DecodeShardMeta(resp.KVs[0].Value)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", osd, err)
+	}
+	return &meta, resp.Data, nil
+}
+
+// ecWrite runs a put or delete of an erasure-coded object: the primary
+// encodes it and sends each position of the acting set its shard in a
+// transaction of its own (replicate), and answers once every one of them
+// has it durable, never fewer than min_size. The caller holds the
+// object's lock.
+func (s *Server) ecWrite(ctx context.Context, pool *clustermap.Pool, c *ec.Codec, p *pgState, req *proto.Request) *proto.Response {
+	t := s.view.Table()
+	if !p.activeFor(t.Acting(pool, req.PG)) {
+		return s.fail(proto.StatusUnavailable, "pg %s is peering again; retry", req.PG)
+	}
+	if req.Op == proto.OpDelete || req.Flags&proto.FlagExclusive != 0 {
+		o, bad := s.ecLookup(ctx, pool, req.PG, req.Object)
+		switch {
+		case bad != nil:
+			return bad
+		case req.Op == proto.OpDelete && !o.exists():
+			return s.fail(proto.StatusNotFound, proto.MsgNoSuchObject)
+		case req.Op == proto.OpPut && o.exists():
+			return s.fail(proto.StatusExists, "object %q exists", req.Object)
+		}
+	}
+	p.mu.Lock()
+	w := &writePlan{t: t, interval: p.prim.Epoch, writeSet: p.prim.WriteSet, acting: p.prim.Acting}
+	p.mu.Unlock()
+	if req.Op == proto.OpPut {
+		if bad := s.refuseFull(req, w.writeSet); bad != nil {
+			return bad
+		}
+	}
+	if len(w.acting) < pool.MinSize {
+		return s.belowMinSize(pool, req, w)
+	}
+	var shards [][]byte
+	if req.Op == proto.OpPut {
+		var err error
+		if shards, err = c.EncodeObject(req.Data); err != nil {
+			return s.fail(proto.StatusInvalid, "%v", err)
+		}
+	}
+	w.ver = p.nextVersion()
+	meta := pg.ShardMeta{Ver: pg.EVersion{Epoch: uint64(w.interval), Version: w.ver}, Size: uint64(len(req.Data))}
+	_, osds := t.Positions(pool, req.PG)
+	w.shards = make(map[clustermap.OSDID]*objstore.Txn, len(osds))
+	for i, osd := range osds {
+		if osd == placement.NoOSD {
+			continue
+		}
+		coll, txn := shardColl(req.PG, i), &objstore.Txn{}
+		if req.Op == proto.OpDelete {
+			txn.Delete(coll, req.Object)
+		} else {
+			meta.Position = i
+			txn.Put(coll, req.Object, shards[i])
+			txn.SetXattr(coll, req.Object, shardMetaXattr, meta.Encode())
+			txn.SetXattr(coll, req.Object, versionXattr, meta.Ver.Encode())
+		}
+		if err := txn.Validate(); err != nil {
+			return s.fail(proto.StatusInvalid, "%v", err)
+		}
+		w.shards[osd] = txn
+	}
+	if w.txn = w.shards[s.id]; w.txn == nil {
+		panic(fmt.Sprintf("%s writes pg %s as its primary but holds no position of it", s.id, req.PG))
+	}
+	if bad := s.replicate(ctx, pool, p, req, w); bad != nil {
+		return bad
+	}
+	r := s.ok()
+	r.Version = w.ver
+	r.Size = uint64(len(req.Data))
+	return r
+}
