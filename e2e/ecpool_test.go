@@ -80,11 +80,12 @@ func checkECPools(t *testing.T, c *cluster) {
 
 // TestECPool runs the first slice of the data path of erasure-coded pools
 // on a dev cluster (3 hosts of 2 OSDs): a 2+1 pool takes objects of
-// awkward sizes whole and reads them back whole and by range; after one
-// OSD holding a data shard of the largest is SIGKILLed, every object still
-// reads back (what it held rebuilt from the two other shards), both while
-// the map still counts it up and once it is marked down; a delete and an
-// exclusive put behave; and every partial write is refused by name.
+// awkward sizes whole, lists them and reads them back whole and by range;
+// deletes and exclusive puts behave, and every partial write is refused
+// by name; after one OSD holding a data shard of the largest is
+// SIGKILLed, every object still reads back (what it held rebuilt from the
+// two other shards), both while the map still counts it up and once it
+// is marked down.
 // The switch reaches the CLI through its environment (no t.Setenv, so the
 // test runs in parallel).
 func TestECPool(t *testing.T) {
@@ -124,6 +125,39 @@ func TestECPool(t *testing.T) {
 		}
 	}
 	readAll("written")
+	var names []string
+	if err := p.List(ctx, func(n string) error { names = append(names, n); return nil }); err != nil || len(names) != len(sizes) {
+		t.Fatalf("list: %v %v", names, err)
+	}
+
+	// Writes before the kill: with one position down, a 2+1 pool (min_size
+	// 3) takes none.
+	if err := p.Put(ctx, "gone", []byte("soon")); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Delete(ctx, "gone"); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if _, err := p.Stat(ctx, "gone"); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("stat after delete: %v", err)
+	}
+	if err := p.Delete(ctx, "gone"); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("delete of a deleted object: %v", err)
+	}
+	if err := p.PutNew(ctx, "page", []byte("x")); !errors.Is(err, client.ErrExists) {
+		t.Fatalf("exclusive put of an existing object: %v", err)
+	}
+	for what, err := range map[string]error{
+		"write at an offset": p.WriteAt(ctx, "odd", 10, []byte("x")),
+		"truncate":           p.Truncate(ctx, "odd", 10),
+		"setxattr":           p.SetXattr(ctx, "odd", "k", []byte("v")),
+		"omap set":           p.OmapSet(ctx, "odd", map[string][]byte{"k": []byte("v")}),
+	} {
+		if err == nil || !strings.Contains(err.Error(), "erasure-coded pools take whole-object writes only for now") {
+			t.Errorf("%s on an erasure-coded pool: want the whole-object refusal, got %v", what, err)
+		}
+	}
+
 	m := currentMap(t, c)
 	pool, _ := m.PoolByName("ec21")
 	_, pos := placement.NewTable(m).Positions(pool, placement.PGOf(pool, "big"))
@@ -136,26 +170,6 @@ func TestECPool(t *testing.T) {
 	readAll(victim.String() + " down")
 	if log, err := os.ReadFile(c.procs[pos[0].String()].Log); err != nil || !strings.Contains(string(log), `object "big": shards at positions [1] failed`) {
 		t.Fatalf("%s's log does not show the read of big rebuilt without position 1 (%v)", pos[0], err)
-	}
-
-	if err := p.PutNew(ctx, "page", []byte("x")); !errors.Is(err, client.ErrExists) {
-		t.Fatalf("exclusive put of an existing object: %v", err)
-	}
-	if err := p.Delete(ctx, "one"); err != nil {
-		t.Fatalf("delete: %v", err)
-	}
-	if _, err := p.Stat(ctx, "one"); !errors.Is(err, client.ErrNotFound) {
-		t.Fatalf("stat after delete: %v", err)
-	}
-	for what, err := range map[string]error{
-		"write at an offset": p.WriteAt(ctx, "odd", 10, []byte("x")),
-		"truncate":           p.Truncate(ctx, "odd", 10),
-		"setxattr":           p.SetXattr(ctx, "odd", "k", []byte("v")),
-		"omap set":           p.OmapSet(ctx, "odd", map[string][]byte{"k": []byte("v")}),
-	} {
-		if err == nil || !strings.Contains(err.Error(), "erasure-coded pools take whole-object writes only for now") {
-			t.Errorf("%s on an erasure-coded pool: want the whole-object refusal, got %v", what, err)
-		}
 	}
 	if out, err := c.cli(nil, "status"); err != nil || !strings.Contains(string(out), "served without recovery yet") || strings.Contains(string(out), "HEALTH_OK") {
 		t.Fatalf("status with an erasure-coded pool: %v\n%s", err, out)

@@ -316,3 +316,24 @@ func TestStatusReportsAgeAndArchive(t *testing.T) {
 		t.Fatalf("an archived unrepaired error: want HEALTH_OK, got %+v", st)
 	}
 }
+
+// An erasure-coded pool whose PGs are all active and clean is still not
+// healthy: nothing rebuilds its lost shards yet. Its PGs count among
+// those the primaries must report.
+func TestStatusECPoolWarns(t *testing.T) {
+	m := testMap()
+	m.Pools = append(m.Pools, clustermap.Pool{ID: 2, Name: "ec", Size: 3, MinSize: 3, PGNum: 8, FailureDomain: clustermap.DomainHost,
+		EC: &clustermap.ECProfile{K: 2, M: 1, StripeUnit: clustermap.ECDefaultUnit}})
+	st := Compute(m, primaryStats(m, "active+clean"), nil, time.Now())
+	c := find(st, "POOL_EC_NO_RECOVERY")
+	if st.Health != Warn || c == nil || !strings.Contains(c.Summary, "served without recovery yet") || len(c.Detail) != 1 || !strings.HasPrefix(c.Detail[0], "ec (2+1") {
+		t.Fatalf("an erasure-coded pool: want HEALTH_WARN naming it, got %+v", st)
+	}
+	if find(st, "PG_UNKNOWN") != nil || st.PGsOK != 72 {
+		t.Fatalf("the erasure-coded pool's reported PGs: %+v", st)
+	}
+	m.Pools = m.Pools[:1]
+	if c := find(Compute(m, primaryStats(m, "active+clean"), nil, time.Now()), "POOL_EC_NO_RECOVERY"); c != nil {
+		t.Fatalf("no erasure-coded pool, yet %+v", c)
+	}
+}

@@ -77,8 +77,8 @@
 // Erasure-coded PGs are placed by position (Shards, shards.go): a position
 // that loses its OSD leaves a hole or draws again without moving the
 // others, and an OSD marked out still weighs in every draw so that no
-// other position's race changes. No pool uses it yet: it is the placement
-// of the erasure-coded pools to come.
+// other position's race changes. The OSDs of erasure-coded pools keep
+// each position's shards apart (internal/osd, ecshard.go).
 //
 // # Table
 //

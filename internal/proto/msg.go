@@ -35,7 +35,10 @@ const (
 	// PG at PGVersion.
 	OpReplicate
 	// OSD to OSD: read Object's full state from a replica (repair after a
-	// local checksum error).
+	// local checksum error). For a PG of an erasure-coded pool: read the
+	// receiver's shard, Length bytes at Offset (none when Length is 0),
+	// with its encoded pg.ShardMeta as the reply's one KV and the object's
+	// logical size as Size.
 	OpReadReplica
 	// Any client to an OSD: the OSD's own figures as KVs (keys StatusKey*,
 	// decimal values); no epoch check, so it works during map changes.
