@@ -148,10 +148,11 @@ func TestECPool(t *testing.T) {
 		t.Fatalf("exclusive put of an existing object: %v", err)
 	}
 	for what, err := range map[string]error{
-		"write at an offset": p.WriteAt(ctx, "odd", 10, []byte("x")),
-		"truncate":           p.Truncate(ctx, "odd", 10),
-		"setxattr":           p.SetXattr(ctx, "odd", "k", []byte("v")),
-		"omap set":           p.OmapSet(ctx, "odd", map[string][]byte{"k": []byte("v")}),
+		"write at an offset":                 p.WriteAt(ctx, "odd", 10, []byte("x")),
+		"truncate":                           p.Truncate(ctx, "odd", 10),
+		"setxattr":                           p.SetXattr(ctx, "odd", "k", []byte("v")),
+		"omap set":                           p.OmapSet(ctx, "odd", map[string][]byte{"k": []byte("v")}),
+		"put of more than a request carries": p.Put(ctx, "huge", make([]byte, client.MaxChunk+1)),
 	} {
 		if err == nil || !strings.Contains(err.Error(), "erasure-coded pools take whole-object writes only for now") {
 			t.Errorf("%s on an erasure-coded pool: want the whole-object refusal, got %v", what, err)
