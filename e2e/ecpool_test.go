@@ -13,6 +13,7 @@ import (
 
 	"github.com/cairn-storage/cairn/client"
 	"github.com/cairn-storage/cairn/internal/clustermap"
+	"github.com/cairn-storage/cairn/internal/ec"
 	"github.com/cairn-storage/cairn/internal/placement"
 )
 
@@ -82,7 +83,8 @@ func checkECPools(t *testing.T, c *cluster) {
 // on a dev cluster (3 hosts of 2 OSDs): a 2+1 pool takes objects of
 // awkward sizes whole, lists them and reads them back whole and by range;
 // deletes and exclusive puts behave, and every partial write is refused
-// by name; after one OSD holding a data shard of the largest is
+// by name; a shard with a flipped byte is rebuilt on read and reported;
+// after one OSD holding a data shard of the largest is
 // SIGKILLed, every object still reads back (what it held rebuilt from the
 // two other shards), both while the map still counts it up and once it
 // is marked down.
@@ -159,9 +161,28 @@ func TestECPool(t *testing.T) {
 		}
 	}
 
+	// A flipped byte in a shard on disk: the read is rebuilt from the
+	// other shards, and status reports the corrupt shard.
 	m := currentMap(t, c)
 	pool, _ := m.PoolByName("ec21")
-	_, pos := placement.NewTable(m).Positions(pool, placement.PGOf(pool, "big"))
+	table := placement.NewTable(m)
+	const rotSize = 1<<20 + 4096
+	if err := p.Put(ctx, "rot", payload("rot", 0, rotSize)); err != nil {
+		t.Fatal(err)
+	}
+	_, rotPos := table.Positions(pool, placement.PGOf(pool, "rot"))
+	flipByteInDataFile(t, c.procs[rotPos[0].String()].Data, ec.LayoutOf(*pool.EC).ShardLen(rotSize, 0), 5000)
+	if got, err := p.Get(ctx, "rot"); err != nil || !bytes.Equal(got, payload("rot", 0, rotSize)) {
+		t.Fatalf("get of an object with a corrupt shard: %v", err)
+	}
+	c.waitStatus(10*time.Second, "the corrupt shard reported", func(_ map[string]any, raw string) bool {
+		return strings.Contains(raw, "OBJECT_REPAIRED") && strings.Contains(raw, "shard at position 0")
+	})
+	if err := p.Delete(ctx, "rot"); err != nil {
+		t.Fatal(err)
+	}
+
+	_, pos := table.Positions(pool, placement.PGOf(pool, "big"))
 	victim := pos[1] // a data shard, not the primary: the primary rebuilds it
 	c.kill(victim.String())
 	readAll(victim.String() + " killed")

@@ -2,12 +2,15 @@ package osd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/cairn-storage/cairn/internal/clustermap"
 	"github.com/cairn-storage/cairn/internal/ec"
+	"github.com/cairn-storage/cairn/internal/meta"
 	"github.com/cairn-storage/cairn/internal/proto"
 )
 
@@ -43,6 +46,7 @@ func (s *Server) ecRead(ctx context.Context, pool *clustermap.Pool, c *ec.Codec,
 	if len(failed) > 0 {
 		s.logf("%s: pg %s object %q: shards at positions %v failed (%s); %s", s.id, req.PG, req.Object, failed, rd.why(failed),
 			map[bool]string{true: "read rebuilt from the others", false: "read failed"}[err == nil])
+		s.reportCorruptShards(req, rd, failed, err == nil)
 	}
 	if err != nil {
 		return s.fail(proto.StatusUnavailable, "pg %s: reading %q: %v (%s)", req.PG, req.Object, err, rd.why(failed))
@@ -155,4 +159,29 @@ func (r *shardReads) why(failed []int) string {
 		out += fmt.Sprintf("position %d: %v", i, r.errs[i])
 	}
 	return out
+}
+
+// reportCorruptShards records, for status, the shards of a read that
+// failed their checksums: served from the others (a warning) when the read
+// was rebuilt, or unreadable (an error). The shard stays as it is until
+// erasure-coded PGs have recovery.
+func (s *Server) reportCorruptShards(req *proto.Request, rd *shardReads, failed []int, rebuilt bool) {
+	for _, i := range failed {
+		rd.mu.Lock()
+		err := rd.errs[i]
+		rd.mu.Unlock()
+		var se *shardError
+		if !errors.As(err, &se) || se.status != proto.StatusCorrupt {
+			continue
+		}
+		detail := fmt.Sprintf("shard at position %d: %s", i, se.msg)
+		if rebuilt {
+			detail += "; served from the other shards, rebuilt; the shard is left as it is (no recovery of erasure-coded pools yet)"
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := s.meta.AddReport(ctx, meta.Report{Kind: "corruption", OSD: se.osd, PG: req.PG.String(), Object: req.Object, Detail: detail, Time: time.Now().UTC()}); err != nil {
+			s.logf("%s: could not report a corrupt shard: %v", s.id, err)
+		}
+		cancel()
+	}
 }

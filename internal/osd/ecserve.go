@@ -117,6 +117,16 @@ func (o *ecObject) exists() bool { return o.plan.Ver != pg.EVersion{} }
 // errShardNotFound: the position holds no shard of the object.
 var errShardNotFound = fmt.Errorf("shard: %w", objstore.ErrNotFound)
 
+// shardError is a position's refusal to give its shard, with its status:
+// StatusCorrupt is a shard failing its checksums, which is reported.
+type shardError struct {
+	osd    clustermap.OSDID
+	status proto.Status
+	msg    string
+}
+
+func (e *shardError) Error() string { return fmt.Sprintf("%s: %s: %s", e.osd, e.status, e.msg) }
+
 // readShardFrom reads n bytes at off of osd's shard of an object (none if
 // n is 0) with its meta. A position that holds no shard answers an error
 // matching objstore.ErrNotFound.
@@ -142,7 +152,7 @@ func (s *Server) readShardFrom(ctx context.Context, t *placement.Table, osd clus
 	case resp.Status == proto.StatusNotFound:
 		return nil, nil, errShardNotFound
 	case resp.Status != proto.StatusOK:
-		return nil, nil, fmt.Errorf("%s: %s: %s", osd, resp.Status, resp.Message)
+		return nil, nil, &shardError{osd: osd, status: resp.Status, msg: resp.Message}
 	case len(resp.KVs) != 1:
 		return nil, nil, fmt.Errorf("%s sent no shard meta", osd)
 	}
