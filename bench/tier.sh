@@ -26,6 +26,7 @@
 #   HDD_IOPS=200 HDD_MBPS=150   the "HDD"'s limits (each direction)
 #   HDD_SIZE=8G          sparse file behind each loop device
 #   LAYOUTS="hdd-only meta-flash"   which layouts to run
+#   JOBS="qd16-uniform qd1-uniform qd16-zipf"   which 60-second jobs to run
 #   WORKDIR=/tmp/cairn-tier         (the daemons' logs stay in WORKDIR-logs)
 #   CAIRN_ETCD_PORT=24890 CAIRN_OSD_PORT=27890 CAIRN_NBD_PORT=20909
 # Needs root (loop devices, mount, cgroup), fio, losetup, mkfs.ext4, python3, go.
@@ -39,6 +40,7 @@ HDD_MBPS=${HDD_MBPS:-150}
 HDD_SIZE=${HDD_SIZE:-8G}
 WORKDIR=${WORKDIR:-/tmp/cairn-tier}
 LAYOUTS=${LAYOUTS:-hdd-only meta-flash}
+JOBS=${JOBS:-qd16-uniform qd1-uniform qd16-zipf}
 CAIRN_ETCD_PORT=${CAIRN_ETCD_PORT:-24890}
 CAIRN_OSD_PORT=${CAIRN_OSD_PORT:-27890}
 CAIRN_NBD_PORT=${CAIRN_NBD_PORT:-20909}
@@ -141,11 +143,14 @@ run_jobs() {
 	[[ $LONG == 1 ]] && jobs+=("qd16-uniform-10min 16 random 600")
 	for job in "${jobs[@]}"; do
 		read -r name qd dist secs <<<"$job"
+		[[ $name == *-10min || " $JOBS " == *" $name "* ]] || continue
 		log "$layout: 4 KiB random writes, $name, ${secs}s"
 		fio --name="$name" --ioengine=nbd --uri="$uri" --rw=randwrite --bs=4k --iodepth="$qd" \
 			--random_distribution="$dist" --size="$VOLUME" --time_based --runtime="$secs" \
 			--ramp_time=5 --output-format=json >"$WORKDIR/$layout-$name.json" ||
 			log "$layout $name: fio reported an error (a write failed): see its output and the daemons' logs in $WORKDIR-logs"
+		# What the OSDs hold that has not reached their HDDs, as fio ends.
+		"$CAIRN" --conf "$WORKDIR/$layout/dev/cairn.conf" osd df >&2 || true
 	done
 }
 
@@ -162,23 +167,23 @@ for layout in $LAYOUTS; do
 	stop_cluster
 done
 
-python3 - "$WORKDIR" "$LONG" $LAYOUTS <<'EOF'
+python3 - "$WORKDIR" "$LONG" "$JOBS" $LAYOUTS <<'EOF'
 import json, sys
-work, long, layouts = sys.argv[1], sys.argv[2] == "1", sys.argv[3:]
+work, long, wanted, layouts = sys.argv[1], sys.argv[2] == "1", sys.argv[3].split(), sys.argv[4:]
 def stats(layout, name):
     text = open(f"{work}/{layout}-{name}.json").read()
     j = json.loads(text[text.index("{"):])["jobs"][0]
     w = j["write"]
     lat = w["clat_ns"]["percentile"]
-    return w["iops"], lat["50.000000"] / 1e6, lat["99.000000"] / 1e6, j.get("error", 0)
-jobs = ["qd16-uniform", "qd1-uniform", "qd16-zipf"] + (["qd16-uniform-10min"] if long else [])
-print("| layout | job | IOPS | p50 ms | p99 ms | fio error |")
-print("|---|---|---|---|---|---|")
+    return w["iops"], lat["50.000000"] / 1e6, lat["99.000000"] / 1e6, w["clat_ns"]["max"] / 1e6, j.get("error", 0)
+jobs = [n for n in ["qd16-uniform", "qd1-uniform", "qd16-zipf"] if n in wanted] + (["qd16-uniform-10min"] if long else [])
+print("| layout | job | IOPS | p50 ms | p99 ms | max ms | fio error |")
+print("|---|---|---|---|---|---|---|")
 for layout in layouts:
     for n in jobs:
-        i, p50, p99, err = stats(layout, n)
-        print(f"| {layout} | 4K randwrite {n} | {i:.0f} | {p50:.2f} | {p99:.2f} | {err or ''} |")
-if "meta-flash" in layouts and "hdd-only" in layouts:
+        i, p50, p99, mx, err = stats(layout, n)
+        print(f"| {layout} | 4K randwrite {n} | {i:.0f} | {p50:.2f} | {p99:.2f} | {mx:.0f} | {err or ''} |")
+if "meta-flash" in layouts and "hdd-only" in layouts and "qd16-uniform" in jobs:
     r = stats("meta-flash", "qd16-uniform")[0] / stats("hdd-only", "qd16-uniform")[0]
     print(f"\nmeta-flash/hdd-only 4K randwrite QD16 ratio: {r:.2f}")
 EOF

@@ -71,14 +71,15 @@ func (s *Store) syncJournal() ([]appliedJ, error) {
 		return nil, nil
 	}
 	start := time.Now()
-	if err := s.syncFiles(batch); err != nil {
+	wholeFS, err := s.syncFiles(batch)
+	if err != nil {
 		return nil, err
 	}
 	var n int64
 	for _, j := range batch {
 		n += int64(j.n)
 	}
-	s.pace.synced(n, time.Since(start))
+	s.pace.synced(n, n+s.writtenDuring(wholeFS, n), time.Since(start))
 	s.ckSynced++
 	held := map[commitPos]int{}
 	for i, j := range batch {
@@ -91,18 +92,35 @@ func (s *Store) syncJournal() ([]appliedJ, error) {
 	return batch, nil
 }
 
+// writtenDuring estimates what a checkpoint's sync of n bytes wrote
+// besides them: a sync of the whole filesystem also writes back the
+// deferred writes applied while it ran (as many as n, counted at most).
+func (s *Store) writtenDuring(wholeFS bool, n int64) int64 {
+	if !wholeFS {
+		return 0
+	}
+	s.ckMu.Lock()
+	defer s.ckMu.Unlock()
+	return min(s.ckBytes, n)
+}
+
 // syncFiles makes the applied deferred writes of batch durable in their
 // data files: one filesystem sync when they touch many files (syncfs.go),
-// else a fdatasync of each.
-func (s *Store) syncFiles(batch []appliedJ) error {
+// else a fdatasync of each. It says which.
+func (s *Store) syncFiles(batch []appliedJ) (wholeFS bool, err error) {
 	files := map[uint64]bool{}
 	for _, j := range batch {
 		files[j.fileID] = true
 	}
 	if s.fsSync != nil && len(files) >= syncfsMinFiles {
 		s.fsSyncs.Add(1)
-		return s.fsSync.sync()
+		return true, s.fsSync.sync()
 	}
+	return false, s.syncEach(files)
+}
+
+// syncEach fdatasyncs each of files that still exists.
+func (s *Store) syncEach(files map[uint64]bool) error {
 	for id := range files {
 		s.filesMu.Lock()
 		df, ok := s.files[id]

@@ -13,8 +13,9 @@ package objstore
 // data disk syncs in about checkpointTarget, measured from the
 // checkpoints themselves: below the low watermark writes pass untouched;
 // between the low and the high watermark they are admitted at a rate that
-// falls from the measured sync rate to a sixteenth of it; at the high
-// watermark they wait for a checkpoint to finish. A client sees its writes
+// falls from twice the measured sync rate to half of it (so
+// the backlog settles between them); at the high watermark they wait for a
+// checkpoint to finish. A client sees its writes
 // slow down to the disk's speed, never a stall.
 
 import (
@@ -29,7 +30,7 @@ var (
 	// the data disk's measured rate: the high watermark's backlog.
 	checkpointTarget = 2 * time.Second
 	// minPaceHigh is the least high watermark, however slow the disk.
-	minPaceHigh = int64(1 << 20)
+	minPaceHigh = int64(2 << 20)
 )
 
 // pacer holds a store's backlog of applied, unsynced deferred writes and
@@ -68,15 +69,15 @@ func (p *pacer) watermarks() (low, high int64) {
 // applied adds n bytes of deferred writes to the backlog.
 func (p *pacer) applied(n int64) { p.backlog.Add(n) }
 
-// synced takes n bytes that a checkpoint synced in d off the backlog and
-// folds the rate into the measured one.
-func (p *pacer) synced(n int64, d time.Duration) {
+// synced takes n bytes that a checkpoint synced off the backlog, and folds
+// the rate it wrote at (wrote bytes in d) into the measured one.
+func (p *pacer) synced(n, wrote int64, d time.Duration) {
 	p.backlog.Add(-n)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	// A sync of a few blocks measures the disk's latency, not its rate.
-	if n >= 64<<10 && d > 0 {
-		r := float64(n) / d.Seconds()
+	if wrote >= 64<<10 && d > 0 {
+		r := float64(wrote) / d.Seconds()
 		if p.rate == 0 {
 			p.rate = r
 		} else {
@@ -126,7 +127,7 @@ func (p *pacer) admit(n int64, kick func()) {
 			continue
 		}
 		if slot.IsZero() {
-			slot = p.reserve(n, now, float64(high-b)/float64(high-low))
+			slot = p.reserve(n, now, 2-1.5*float64(b-low)/float64(high-low))
 		}
 		// Sleep in steps, so that a checkpoint ending meanwhile lets the
 		// writer go early.
@@ -140,7 +141,7 @@ func (p *pacer) admit(n int64, kick func()) {
 }
 
 // reserve takes the next admission slot for n bytes at frac of the
-// measured rate (a sixteenth at least). Called with mu held.
+// measured rate. Called with mu held.
 func (p *pacer) reserve(n int64, now time.Time, frac float64) time.Time {
 	if p.rate == 0 {
 		return now // nothing measured yet: only the high watermark holds writers
@@ -149,6 +150,6 @@ func (p *pacer) reserve(n int64, now time.Time, frac float64) time.Time {
 	if slot.Before(now) {
 		slot = now
 	}
-	p.next = slot.Add(time.Duration(float64(n) / (p.rate * max(frac, 1.0/16)) * float64(time.Second)))
+	p.next = slot.Add(time.Duration(float64(n) / (p.rate * frac) * float64(time.Second)))
 	return slot
 }
