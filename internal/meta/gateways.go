@@ -20,7 +20,7 @@ const prefixGateway = prefix + "gateway/"
 type Gateway = report.Gateway
 
 // RegisterGateway keeps g's key in etcd under a lease of ttl until ctx
-// ends, then removes it. A lease lost (etcd unreachable for longer than
+// ends, then removes it (revoking the lease, later if etcd is down then). A lease lost (etcd unreachable for longer than
 // ttl) is granted again and the key written again, after a second's pause
 // per failed attempt; it returns only when ctx ends. Nothing depends on the
 // key but cairn status, which lists the gateways.
@@ -39,11 +39,10 @@ func (s *Store) RegisterGateway(ctx context.Context, g Gateway, ttl time.Duratio
 		}
 		for range ka {
 		}
-		if ctx.Err() != nil {
-			rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			s.cli.Revoke(rctx, id)
-			cancel()
-		}
+		// Ended now, or as soon as etcd answers again (revoke.go): a
+		// lease left to etcd would come back whole at its next restart,
+		// listing a gateway that stopped, or an abandoned registration.
+		s.revoke(id)
 	}
 }
 
@@ -55,10 +54,12 @@ func (s *Store) putUnderLease(ctx context.Context, key, val string, secs int64) 
 		return 0, nil, fmt.Errorf("etcd: grant lease: %w", err)
 	}
 	if _, err := s.cli.Put(ctx, key, val, clientv3.WithLease(g.ID)); err != nil {
+		s.revoke(g.ID)
 		return 0, nil, fmt.Errorf("etcd: register %s: %w", key, err)
 	}
 	ka, err := s.cli.KeepAlive(ctx, g.ID)
 	if err != nil {
+		s.revoke(g.ID)
 		return 0, nil, fmt.Errorf("etcd: keep lease alive: %w", err)
 	}
 	return g.ID, ka, nil
