@@ -123,12 +123,11 @@ func printStatus(w io.Writer, st health.Status) {
 		fmt.Fprintf(w, "  pgs:    %s\n", strings.Join(parts, ", "))
 	}
 	fmt.Fprintf(w, "  usage:  %s used of %s\n", humanBytes(st.Used), humanBytes(st.Total))
-	if st.Unsynced > 0 {
-		fmt.Fprintf(w, "  unsynced: %s of small writes in commit logs, not yet on data disks", humanBytes(st.Unsynced))
-		if st.DrainOSD != "" {
-			fmt.Fprintf(w, " (longest drain: %s, %.1f s)", st.DrainOSD, st.DrainSeconds)
-		}
-		fmt.Fprintln(w)
+	// Only when it takes time to drain: on fast data disks it is a few
+	// megabytes synced within a second, not worth a line.
+	if st.DrainSeconds >= 1 {
+		fmt.Fprintf(w, "  unsynced: %s of small writes in commit logs, not yet on data disks (longest drain: %s, %.1f s)\n",
+			humanBytes(st.Unsynced), st.DrainOSD, st.DrainSeconds)
 	}
 	printGateways(w, st.Gateways)
 	if len(st.Work) > 0 {
