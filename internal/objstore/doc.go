@@ -16,6 +16,7 @@
 //	objstate.go    each op on an object's working copy
 //	finalize.go    where new blocks go: direct, copy-on-write or journaled
 //	checkpoint.go  the background checkpointer of deferred writes
+//	pacer.go       slows writers to the data disk's sync rate when checkpoints fall behind
 //	read.go        the read path of object data; lookup.go everything else
 //	omapiter.go    OmapIter: one object's omap in key order, with SeekGE
 //	files.go       data file handles and slots; directio.go their O_DIRECT IO
@@ -111,12 +112,14 @@
 //     held, so readers see them (blocks that held nothing are written
 //     there before the commit; see Space). A background checkpointer
 //     fdatasyncs the touched files every 500 ms (sooner when 16 MiB are
-//     pending), or syncs the whole filesystem once when they are many
+//     pending, or a quarter of the pacer's limit), or syncs the whole filesystem once when they are many
 //     (syncfs.go; never on FUSE, where syncfs makes nothing durable: each
 //     file is fdatasynced there), then lets the log reuse the records' space, and deletes
 //     them (a deletion the log keeps, so a replay skips them; checkpoints
 //     delete in the order they synced, or a replay could apply an older
-//     record of a block whose newer one is gone). Partial-block
+//     record of a block whose newer one is gone). While checkpoints fall
+//     behind a slow data disk, the pacer holds what is not yet synced to
+//     about 2 s of the disk's measured sync rate (pacer.go). Partial-block
 //     writes read, verify and rewrite the whole block, so journal records
 //     always hold whole blocks.
 //   - Direct write (a Put of a large object, or a write of at least 128 KiB
