@@ -200,11 +200,34 @@ func awsSession(t *testing.T, info devcluster.S3Info) {
 	if !bytes.Equal(readFile(t, filepath.Join(work, "big.back")), readFile(t, filepath.Join(src, "big/multipart.bin"))) {
 		t.Error("aws s3 cp: the 12 MiB object came back different")
 	}
+	awsAttributes(t, info, work, bucketFor(info, "awscli"), "one/big", 12<<20+1)
 	mustAWS(t, info, work, "s3", "sync", "--only-show-errors", src, b+"/tree")
 	mustAWS(t, info, work, "s3", "sync", "--only-show-errors", b+"/tree", back)
 	sameTree(t, src, back)
 	mustAWS(t, info, work, "s3", "rm", "--only-show-errors", "--recursive", b)
 	mustAWS(t, info, work, "s3", "rb", b)
+}
+
+// awsAttributes checks what aws s3api get-object-attributes says of a
+// multipart object of size bytes that aws s3 cp uploaded in 8 MiB parts.
+func awsAttributes(t *testing.T, info devcluster.S3Info, work, bucket, key string, size int64) {
+	t.Helper()
+	out := mustAWS(t, info, work, "s3api", "get-object-attributes", "--bucket", bucket, "--key", key,
+		"--object-attributes", "ETag", "ObjectSize", "ObjectParts", "StorageClass")
+	var got struct {
+		ETag         string
+		ObjectSize   int64
+		StorageClass string
+		ObjectParts  struct{ TotalPartsCount int }
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("get-object-attributes: %v\n%s", err, out)
+	}
+	parts := int((size + 8<<20 - 1) / (8 << 20))
+	if got.ObjectSize != size || got.ObjectParts.TotalPartsCount != parts || got.StorageClass != "STANDARD" ||
+		!strings.HasSuffix(got.ETag, fmt.Sprintf("-%d", parts)) {
+		t.Errorf("get-object-attributes of a %d-byte object in %d parts: %s", size, parts, out)
+	}
 }
 
 // rcloneSession: rclone sync to a bucket and back, check both ways, then

@@ -206,7 +206,7 @@ func (rq *request) checkKey() error {
 var unsupported = []string{"acl", "policy", "cors", "lifecycle", "tagging", "versioning", "website",
 	"replication", "encryption", "logging", "notification", "object-lock", "retention", "legal-hold",
 	"torrent", "restore", "select", "accelerate", "requestPayment", "ownershipControls",
-	"publicAccessBlock", "analytics", "inventory", "metrics", "intelligent-tiering", "attributes",
+	"publicAccessBlock", "analytics", "inventory", "metrics", "intelligent-tiering",
 	"versions", "policyStatus", "renameObject", "session"}
 
 func (rq *request) subresource() string {
@@ -258,8 +258,11 @@ func operation(m, bucket, key string, q url.Values, h http.Header) string {
 		}
 		return "PutObject"
 	case http.MethodGet:
-		if upload {
+		switch {
+		case upload:
 			return "ListParts"
+		case q.Has("attributes"):
+			return "GetObjectAttributes"
 		}
 		return "GetObject"
 	case http.MethodHead:
@@ -332,6 +335,7 @@ var handlers = map[string]func(*request) error{
 	"ListParts":               (*request).listParts,
 	"GetObject":               func(rq *request) error { return rq.getObject(false) },
 	"HeadObject":              func(rq *request) error { return rq.getObject(true) },
+	"GetObjectAttributes":     (*request).objectAttributes,
 	"AbortMultipartUpload":    (*request).abortUpload,
 	"DeleteObject":            (*request).deleteObject,
 	"CreateMultipartUpload":   (*request).createUpload,

@@ -27,10 +27,16 @@ type listPartsResult struct {
 }
 
 type partXML struct {
-	PartNumber        int    `xml:"PartNumber"`
-	LastModified      string `xml:"LastModified"`
-	ETag              string `xml:"ETag"`
-	Size              uint64 `xml:"Size"`
+	PartNumber   int    `xml:"PartNumber"`
+	LastModified string `xml:"LastModified"`
+	ETag         string `xml:"ETag"`
+	Size         uint64 `xml:"Size"`
+	checksumXML
+}
+
+// checksumXML is the one checksum element of its algorithm, as parts and
+// GetObjectAttributes carry it.
+type checksumXML struct {
 	ChecksumCRC32     string `xml:"ChecksumCRC32,omitempty"`
 	ChecksumCRC32C    string `xml:"ChecksumCRC32C,omitempty"`
 	ChecksumCRC64NVME string `xml:"ChecksumCRC64NVME,omitempty"`
@@ -38,7 +44,7 @@ type partXML struct {
 	ChecksumSHA256    string `xml:"ChecksumSHA256,omitempty"`
 }
 
-func (p *partXML) setChecksum(a checksum.Algorithm, sum []byte) {
+func (p *checksumXML) setChecksum(a checksum.Algorithm, sum []byte) {
 	if len(sum) == 0 {
 		return
 	}
@@ -59,7 +65,12 @@ func (p *partXML) setChecksum(a checksum.Algorithm, sum []byte) {
 
 // intParam reads a non-negative integer query parameter, def when absent.
 func (rq *request) intParam(name string, def, limit int) (int, error) {
-	v := rq.query.Get(name)
+	return parseCount(name, rq.query.Get(name), def, limit)
+}
+
+// parseCount reads v, the non-negative integer value of parameter or
+// header name: def when empty, at most limit.
+func parseCount(name, v string, def, limit int) (int, error) {
 	if v == "" {
 		return def, nil
 	}
