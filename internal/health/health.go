@@ -237,8 +237,8 @@ func (st *Status) lastCopyCheck(m *clustermap.Map, lastCopy map[clustermap.OSDID
 // recovering, down, not reported yet) and their background work.
 func (st *Status) primaryChecks(m *clustermap.Map, t *placement.Table, stats map[clustermap.OSDID]report.OSDStats, now time.Time) {
 	// What the primaries say about their PGs: peering, recovery, down.
-	var downPGs []string
-	var recovering int
+	var downPGs, unfoundPGs []string
+	var recovering, unfound int
 	var left int64
 	for id, s := range stats {
 		for k, n := range s.PGStates {
@@ -249,6 +249,10 @@ func (st *Status) primaryChecks(m *clustermap.Map, t *placement.Table, stats map
 		}
 		for pg, why := range s.DownPGs {
 			downPGs = append(downPGs, fmt.Sprintf("%s (primary %s): %s", pg, id, why))
+		}
+		for pg, n := range s.UnfoundPGs {
+			unfoundPGs = append(unfoundPGs, fmt.Sprintf("pg %s (primary %s): %d object(s) unfound", pg, id, n))
+			unfound += n
 		}
 		recovering += s.PGStates["active+recovering"]
 		for _, w := range s.Work {
@@ -286,7 +290,6 @@ func (st *Status) primaryChecks(m *clustermap.Map, t *placement.Table, stats map
 			}
 		}
 	}
-	st.ecPools(m)
 	if reported < expected {
 		st.add(Check{Code: "PG_UNKNOWN", Severity: Warn,
 			Summary: fmt.Sprintf("%d pg(s) not yet reported by their primaries for map epoch %d", expected-reported, m.Epoch)})
@@ -296,6 +299,12 @@ func (st *Status) primaryChecks(m *clustermap.Map, t *placement.Table, stats map
 		st.add(Check{Code: "PG_DOWN", Severity: Err,
 			Summary: fmt.Sprintf("%d pg(s) cannot go active: the OSDs holding their newest writes are down; their IO waits until one returns", len(downPGs)),
 			Detail:  clip(downPGs)})
+	}
+	if len(unfoundPGs) > 0 {
+		sort.Strings(unfoundPGs)
+		st.add(Check{Code: "PG_UNFOUND", Severity: Err,
+			Summary: fmt.Sprintf("%d object(s) in %d erasure-coded pg(s) unfound: no version of them is on K shards that hold every write; they are not served until the OSDs that held their shards return", unfound, len(unfoundPGs)),
+			Detail:  clip(unfoundPGs)})
 	}
 	if n := st.PGStates["peering"]; n > 0 {
 		st.add(Check{Code: "PG_PEERING", Severity: Warn, Summary: fmt.Sprintf("%d pg(s) peering: their IO waits a moment", n)})
@@ -493,22 +502,4 @@ func humanBytes(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
-// ecPools warns of erasure-coded pools: their OSDs serve whole-object
-// writes and reads, rebuilding on each read what a lost shard held, but
-// nothing rebuilds the shard itself yet (no recovery, backfill or scrub),
-// so such a pool is never reported as healthy.
-func (st *Status) ecPools(m *clustermap.Map) {
-	var pools []string
-	for i := range m.Pools {
-		if p := &m.Pools[i]; p.Erasure() {
-			pools = append(pools, fmt.Sprintf("%s (%s, %d pgs)", p.Name, p.EC, p.PGNum))
-		}
-	}
-	if len(pools) > 0 {
-		st.add(Check{Code: "POOL_EC_NO_RECOVERY", Severity: Warn,
-			Summary: fmt.Sprintf("%d erasure-coded pool(s) made with CAIRN_EXPERIMENTAL_EC=1 are served without recovery yet: whole-object writes and reads only, a lost shard is rebuilt on every read but never rewritten, and no scrub checks them", len(pools)),
-			Detail:  pools})
-	}
 }

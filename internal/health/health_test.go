@@ -317,23 +317,40 @@ func TestStatusReportsAgeAndArchive(t *testing.T) {
 	}
 }
 
-// An erasure-coded pool whose PGs are all active and clean is still not
-// healthy: nothing rebuilds its lost shards yet. Its PGs count among
-// those the primaries must report.
-func TestStatusECPoolWarns(t *testing.T) {
+// An erasure-coded pool is healthy only while every shard is where it
+// belongs: its PGs count among those the primaries must report; one
+// recovering (a position lacks shards) warns; unfound objects are an
+// error naming the PG and how many; a position down is degraded.
+func TestStatusECPool(t *testing.T) {
 	m := testMap()
 	m.Pools = append(m.Pools, clustermap.Pool{ID: 2, Name: "ec", Size: 3, MinSize: 3, PGNum: 8, FailureDomain: clustermap.DomainHost,
 		EC: &clustermap.ECProfile{K: 2, M: 1, StripeUnit: clustermap.ECDefaultUnit}})
 	st := Compute(m, primaryStats(m, "active+clean"), nil, time.Now())
-	c := find(st, "POOL_EC_NO_RECOVERY")
-	if st.Health != Warn || c == nil || !strings.Contains(c.Summary, "served without recovery yet") || len(c.Detail) != 1 || !strings.HasPrefix(c.Detail[0], "ec (2+1") {
-		t.Fatalf("an erasure-coded pool: want HEALTH_WARN naming it, got %+v", st)
+	if st.Health != OK || find(st, "PG_UNKNOWN") != nil || st.PGsOK != 72 {
+		t.Fatalf("an erasure-coded pool all clean: %+v", st)
 	}
-	if find(st, "PG_UNKNOWN") != nil || st.PGsOK != 72 {
-		t.Fatalf("the erasure-coded pool's reported PGs: %+v", st)
+	stats := primaryStats(m, "active+clean")
+	prim := placement.NewTable(m).Acting(&m.Pools[1], clustermap.PGID{Pool: 2, Seed: 3})[0]
+	ps := stats[prim]
+	ps.PGStates["active+clean"]--
+	ps.PGStates["active+recovering"]++
+	stats[prim] = ps
+	if st := Compute(m, stats, nil, time.Now()); st.Health != Warn || find(st, "PG_RECOVERING") == nil {
+		t.Fatalf("an erasure-coded PG recovering: want PG_RECOVERING, got %+v", st)
 	}
-	m.Pools = m.Pools[:1]
-	if c := find(Compute(m, primaryStats(m, "active+clean"), nil, time.Now()), "POOL_EC_NO_RECOVERY"); c != nil {
-		t.Fatalf("no erasure-coded pool, yet %+v", c)
+	ps.PGStates["active+recovering"]--
+	ps.PGStates["active+unfound"]++
+	ps.UnfoundPGs = map[string]int{"2.3": 4}
+	stats[prim] = ps
+	st = Compute(m, stats, nil, time.Now())
+	if c := find(st, "PG_UNFOUND"); st.Health != Err || c == nil || len(c.Detail) != 1 || !strings.Contains(c.Detail[0], "pg 2.3") || !strings.Contains(c.Detail[0], "4 object(s) unfound") {
+		t.Fatalf("an erasure-coded PG with unfound objects: want PG_UNFOUND naming it, got %+v", st)
+	}
+	if st.PGsOK != 71 {
+		t.Fatalf("a PG with unfound objects counts as OK: %+v", st)
+	}
+	m.OSDs[0].Up = false
+	if st := Compute(m, primaryStats(m, "active+clean"), nil, time.Now()); st.Health == OK || find(st, "PG_DEGRADED") == nil {
+		t.Fatalf("an erasure-coded pool with an OSD down: %+v", st)
 	}
 }

@@ -18,10 +18,11 @@ import (
 // the standing version's shards, its bytes from the data shards the range
 // touches, rebuilt from any K shards of that version where one is down or
 // fails (its checksums, its version, its length). Nothing is rewritten
-// yet: the shard stays as it is until recovery of erasure-coded PGs
-// exists. The caller holds the object's lock for reading.
-func (s *Server) ecRead(ctx context.Context, pool *clustermap.Pool, c *ec.Codec, req *proto.Request) *proto.Response {
-	o, bad := s.ecLookup(ctx, pool, req.PG, req.Object)
+// by the read: a shard peering found stale is rebuilt by recovery, one
+// failing its checksums stays as it is for now. The caller holds the
+// object's lock for reading.
+func (s *Server) ecRead(ctx context.Context, pool *clustermap.Pool, c *ec.Codec, p *pgState, req *proto.Request) *proto.Response {
+	o, bad := s.ecLookup(ctx, pool, p, req.PG, req.Object)
 	if bad != nil {
 		return bad
 	}
@@ -163,8 +164,8 @@ func (r *shardReads) why(failed []int) string {
 
 // reportCorruptShards records, for status, the shards of a read that
 // failed their checksums: served from the others (a warning) when the read
-// was rebuilt, or unreadable (an error). The shard stays as it is until
-// erasure-coded PGs have recovery.
+// was rebuilt, or unreadable (an error). The shard stays as it is: reads
+// do not write back, and no scrub of erasure-coded PGs exists yet.
 func (s *Server) reportCorruptShards(req *proto.Request, rd *shardReads, failed []int, rebuilt bool) {
 	for _, i := range failed {
 		rd.mu.Lock()
@@ -176,7 +177,7 @@ func (s *Server) reportCorruptShards(req *proto.Request, rd *shardReads, failed 
 		}
 		detail := fmt.Sprintf("shard at position %d: %s", i, se.msg)
 		if rebuilt {
-			detail += "; served from the other shards, rebuilt; the shard is left as it is (no recovery of erasure-coded pools yet)"
+			detail += "; served from the other shards, rebuilt; the shard is left as it is (reads of erasure-coded pools do not rewrite it yet)"
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := s.meta.AddReport(ctx, meta.Report{Kind: "corruption", OSD: se.osd, PG: req.PG.String(), Object: req.Object, Detail: detail, Time: time.Now().UTC()}); err != nil {

@@ -61,7 +61,7 @@ func (s *Server) serveEC(ctx context.Context, pool *clustermap.Pool, p *pgState,
 	}
 	l.RLock()
 	defer l.RUnlock()
-	return s.ecRead(ctx, pool, c, req)
+	return s.ecRead(ctx, pool, c, p, req)
 }
 
 // ecObject is what the primary learned of an object's shards at t: the
@@ -77,7 +77,13 @@ type ecObject struct {
 }
 
 // ecLookup asks every position of the acting set for its shard's meta.
-func (s *Server) ecLookup(ctx context.Context, pool *clustermap.Pool, id clustermap.PGID, name string) (*ecObject, *proto.Response) {
+// A position peering found lacking the object (p's missing sets) is
+// stale for it: no vote, never read. An object peering found unfound is
+// not served.
+func (s *Server) ecLookup(ctx context.Context, pool *clustermap.Pool, p *pgState, id clustermap.PGID, name string) (*ecObject, *proto.Response) {
+	if p.isUnfound(name) {
+		return nil, s.fail(proto.StatusUnavailable, "pg %s: object %q is unfound: no version of it is on %d positions that hold every write; it is not served until they return", id, name, pool.EC.K)
+	}
 	t := s.view.Table()
 	_, osds := t.Positions(pool, id)
 	o := &ecObject{t: t, osds: osds, metas: make([]*pg.ShardMeta, len(osds))}
@@ -97,6 +103,7 @@ func (s *Server) ecLookup(ctx context.Context, pool *clustermap.Pool, id cluster
 			case errors.Is(err, objstore.ErrNotFound):
 				copies[i] = pg.ShardCopy{Listed: true}
 			}
+			copies[i].Stale = p.isMissing(osd, name)
 		}()
 	}
 	wg.Wait()
@@ -173,8 +180,11 @@ func (s *Server) ecWrite(ctx context.Context, pool *clustermap.Pool, c *ec.Codec
 	if !p.activeFor(t.Acting(pool, req.PG)) {
 		return s.fail(proto.StatusUnavailable, "pg %s is peering again; retry", req.PG)
 	}
+	if p.isUnfound(req.Object) {
+		return s.fail(proto.StatusUnavailable, "pg %s: object %q is unfound: no version of it is on %d positions that hold every write; it takes no writes until they return", req.PG, req.Object, pool.EC.K)
+	}
 	if req.Op == proto.OpDelete || req.Flags&proto.FlagExclusive != 0 {
-		o, bad := s.ecLookup(ctx, pool, req.PG, req.Object)
+		o, bad := s.ecLookup(ctx, pool, p, req.PG, req.Object)
 		switch {
 		case bad != nil:
 			return bad
@@ -230,6 +240,8 @@ func (s *Server) ecWrite(ctx context.Context, pool *clustermap.Pool, c *ec.Codec
 	if bad := s.replicate(ctx, pool, p, req, w); bad != nil {
 		return bad
 	}
+	// Every position now holds this version (or, deleted, nothing).
+	p.clearMissingAll(req.Object, w.interval)
 	r := s.ok()
 	r.Version = w.ver
 	r.Size = uint64(len(req.Data))

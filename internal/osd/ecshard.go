@@ -3,6 +3,8 @@ package osd
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -119,22 +121,35 @@ func (s *Server) codecOf(pool *clustermap.Pool) (*ec.Codec, error) {
 	return c, nil
 }
 
-// doPeerEC peers an erasure-coded PG, minimally for now: it lists every
-// position of the acting set (which fences off the writes of older
-// intervals on each, and gives the PG's newest version), needs at least
-// K of them up, and goes active without rebuilding what positions lack:
-// reads rebuild it from K shards, and health says such pools have no
-// recovery yet. Nothing is recorded in etcd: no record names complete
-// positions yet.
+// doPeerEC peers an erasure-coded PG: it lists every position of the
+// acting set (which fences off the writes of older intervals on each, and
+// gives the PG's newest version), and pg.DecideShardsPG decides from them
+// and the PG's record which version of each object stands, which shards
+// each position must have rebuilt (or deleted) and which objects are
+// unfound; the new record, naming the positions complete, is written
+// before the PG goes active. Recovery (ensureShards) then rebuilds what
+// positions lack.
 func (s *Server) doPeerEC(ctx context.Context, t *placement.Table, pool *clustermap.Pool, id clustermap.PGID, acting []clustermap.OSDID) (pg.Peered, error) {
-	res := pg.Peered{Primary: pg.Primary{Epoch: t.Map().Epoch, Acting: acting}}
+	m := t.Map()
+	res := pg.Peered{Primary: pg.Primary{Epoch: m.Epoch, Acting: acting}}
 	if len(acting) < pool.EC.K {
 		return res, fmt.Errorf("only %d of its %d positions are up, fewer than the %d that rebuild an object", len(acting), pool.Size, pool.EC.K)
 	}
-	lists := make([]*pg.Listing, len(acting))
-	errs := make([]error, len(acting))
+	rec, rev, err := s.meta.PGRecord(ctx, id.String())
+	if err != nil {
+		return res, err
+	}
+	if err := pg.Replaces(rec, m.Epoch); err != nil {
+		return res, err
+	}
+	_, positions := t.Positions(pool, id)
+	lists := make([]*pg.Listing, len(positions))
+	errs := make([]error, len(positions))
 	var wg sync.WaitGroup
-	for i, o := range acting {
+	for i, o := range positions {
+		if o == placement.NoOSD {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -142,15 +157,25 @@ func (s *Server) doPeerEC(ctx context.Context, t *placement.Table, pool *cluster
 		}()
 	}
 	wg.Wait()
-	for i, o := range acting {
+	for i, o := range positions {
 		if errs[i] != nil {
-			return res, fmt.Errorf("acting member %s did not answer: %v", o, errs[i])
-		}
-		res.LastUpdate = max(res.LastUpdate, lists[i].LastUpdate)
-		for _, st := range lists[i].Objs {
-			res.LastUpdate = max(res.LastUpdate, st.Ver.Version)
+			return res, fmt.Errorf("acting member %s (position %d) did not answer: %v", o, i, errs[i])
 		}
 	}
-	res.WriteSet, res.Complete, res.Auth = acting, acting, s.id
+	res, err = pg.DecideShardsPG(s.id, m.Epoch, pool.EC.K, positions, rec, lists)
+	if err != nil {
+		return res, err
+	}
+	if !slices.Equal(res.Acting, acting) {
+		panic(fmt.Sprintf("pg %s: positions %v give acting set %v, the map %v", id, positions, res.Acting, acting))
+	}
+	newRec := pg.Record{Epoch: m.Epoch, Acting: acting, Complete: res.Complete, Positions: res.Positions}
+	if res.RecRev, err = s.meta.PutPGRecord(ctx, id.String(), newRec, rev); err != nil {
+		return res, err
+	}
+	if n := len(res.Unfound); n > 0 {
+		s.logf("%s: pg %s: %d object(s) unfound (no version on %d positions that hold every write), e.g. %q; they are not served until their positions return",
+			s.id, id, n, pool.EC.K, slices.Sorted(maps.Keys(res.Unfound))[0])
+	}
 	return res, nil
 }

@@ -131,7 +131,7 @@ func newStateCollector(s *Server, labels prometheus.Labels) *stateCollector {
 
 // pgStates are the states a primary reports (pgSummary), all exported
 // even when zero so a dashboard sees them fall to zero.
-var pgStates = []string{"active+clean", "active+recovering", "active+undersized", "peering", "down"}
+var pgStates = []string{"active+clean", "active+recovering", "active+undersized", "active+unfound", "peering", "down"}
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.pgs

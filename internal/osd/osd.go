@@ -427,13 +427,13 @@ func (s *Server) publishStats(ctx context.Context, lease *meta.Lease) {
 	fs := filesystemID(s.opts.DataDir)
 	for {
 		if u, err := s.store.Usage(); err == nil {
-			states, down := s.pgSummary()
+			states, down, unfound := s.pgReport()
 			c := s.store.Counters()
 			lease.PublishStats(ctx, meta.OSDStats{
 				TotalBytes: u.TotalBytes, FreeBytes: u.FreeBytes, UsedBytes: u.TotalBytes - u.FreeBytes,
 				UsedRatio: usedRatio(u), Filesystem: fs,
 				Objects: u.Objects, Updated: time.Now().UTC(), Epoch: clustermap.Epoch(s.checkedEpoch.Load()),
-				PGStates: states, DownPGs: down, Work: s.workProgress(),
+				PGStates: states, DownPGs: down, UnfoundPGs: unfound, Work: s.workProgress(),
 				ClientIO: s.clientIO.snapshot(), Started: s.started,
 				Unsynced: c.Unsynced, SyncRate: c.SyncRate,
 			})

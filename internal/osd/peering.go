@@ -412,8 +412,17 @@ func (s *Server) kickPeering() {
 
 // pgSummary counts this OSD's primary PGs by state, for status.
 func (s *Server) pgSummary() (map[string]int, map[string]string) {
+	states, down, _ := s.pgReport()
+	return states, down
+}
+
+// pgReport counts this OSD's primary PGs by state, names those that
+// cannot go active (with why) and counts the unfound objects of those
+// that have any (erasure-coded PGs: active+unfound, never clean).
+func (s *Server) pgReport() (map[string]int, map[string]string, map[string]int) {
 	states := map[string]int{}
 	down := map[string]string{}
+	unfound := map[string]int{}
 	t := s.view.Table()
 	s.pgMu.Lock()
 	defer s.pgMu.Unlock()
@@ -426,7 +435,10 @@ func (s *Server) pgSummary() (map[string]int, map[string]string) {
 		}
 		switch phase {
 		case phaseActive:
-			if p.prim.MissingCount() > 0 || !p.prim.RecordComplete() {
+			if n := len(p.prim.Unfound); n > 0 {
+				states["active+unfound"]++
+				unfound[id.String()] = n
+			} else if p.prim.MissingCount() > 0 || !p.prim.RecordComplete() {
 				states["active+recovering"]++
 			} else if len(p.prim.Acting) < p.poolSize {
 				states["active+undersized"]++
@@ -441,7 +453,7 @@ func (s *Server) pgSummary() (map[string]int, map[string]string) {
 		}
 		p.mu.Unlock()
 	}
-	return states, down
+	return states, down, unfound
 }
 
 // sortedNames returns a set's names in order.

@@ -256,6 +256,9 @@ func (s *Server) ensureObject(ctx context.Context, id clustermap.PGID, p *pgStat
 	if p.nMissing.Load() == 0 {
 		return nil
 	}
+	if pool, ok := s.view.Map().Pool(id.Pool); ok && pool.Erasure() {
+		return s.ensureShards(ctx, pool, id, p, name, scope)
+	}
 	p.mu.Lock()
 	auth, epoch := p.prim.Auth, p.prim.Epoch
 	_, selfMissing := p.prim.Missing[s.id][name]
@@ -311,7 +314,7 @@ func (s *Server) noteRecovered(ctx context.Context, id clustermap.PGID, p *pgSta
 		return nil
 	}
 	complete, writeSet, allActing, changed := p.prim.AfterRecovery()
-	rec := pg.Record{Epoch: epoch, Acting: p.prim.Acting, Complete: complete}
+	rec := pg.Record{Epoch: epoch, Acting: p.prim.Acting, Complete: complete, Positions: p.prim.Positions}
 	rev := p.prim.RecRev
 	p.mu.Unlock()
 	if !changed {
@@ -388,6 +391,15 @@ func (p *pgState) needsRecord() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.phase == phaseActive && !p.prim.RecordComplete()
+}
+
+// isUnfound reports whether peering found no version of name on K
+// positions of an erasure-coded PG.
+func (p *pgState) isUnfound(name string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.prim.Unfound[name]
+	return ok
 }
 
 // isMissing reports whether osd's copy of name is stale.

@@ -165,8 +165,7 @@ type writePlan struct {
 	// noop: nothing to write (see noChange); answered OK as it is.
 	noop bool
 	// shards, for an erasure-coded PG: each member's own transaction
-	// (txn is this OSD's). A member that fails is not marked missing:
-	// such PGs have no recovery yet.
+	// (txn is this OSD's).
 	shards map[clustermap.OSDID]*objstore.Txn
 }
 
@@ -287,9 +286,7 @@ func (s *Server) replicaFailed(ctx context.Context, pool *clustermap.Pool, p *pg
 		case proto.StatusNoSpace, proto.StatusInvalid, proto.StatusIOError:
 			// This copy now differs from the others: recovery brings it
 			// back in line once it can take writes again.
-			if w.shards == nil {
-				p.markMissing(res.osd, req.Object, w.interval)
-			}
+			p.markMissing(res.osd, req.Object, w.interval)
 			return s.fail(res.resp.Status, "replica %s: %s", res.osd, res.resp.Message)
 		}
 	}

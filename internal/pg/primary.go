@@ -18,8 +18,16 @@ type Primary struct {
 	Auth     clustermap.OSDID   // holds every acknowledged write
 	Complete []clustermap.OSDID
 	Missing  map[clustermap.OSDID]map[string]struct{}
-	RecRev   int64  // the stored record's revision, for the next compare-and-swap
-	Reason   string // why the PG cannot go active, when it cannot
+	// Positions, for an erasure-coded PG: the OSD of each position (-1 in
+	// a hole), which its record keeps; Missing is then by the OSD of the
+	// position that lacks a shard.
+	Positions []clustermap.OSDID
+	// Unfound, for an erasure-coded PG: objects no version of which is on
+	// K positions that vote. They are never served, and while any is
+	// left no member becomes complete after recovery.
+	Unfound map[string]struct{}
+	RecRev  int64  // the stored record's revision, for the next compare-and-swap
+	Reason  string // why the PG cannot go active, when it cannot
 }
 
 // MissingCount counts the object copies members lack.
@@ -109,6 +117,9 @@ func (ps *Primary) RecordComplete() bool {
 // the authoritative copy outside the acting set is dropped from both.
 func (ps *Primary) AfterRecovery() (complete, writeSet []clustermap.OSDID, allActing, changed bool) {
 	complete = slices.Clone(ps.Complete)
+	if len(ps.Unfound) > 0 {
+		return complete, ps.WriteSet, false, false
+	}
 	for _, o := range ps.Acting {
 		if len(ps.Missing[o]) == 0 && !slices.Contains(complete, o) {
 			complete = append(complete, o)

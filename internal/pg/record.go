@@ -12,4 +12,8 @@ type Record struct {
 	Epoch    clustermap.Epoch   `json:"epoch"` // map epoch of the interval that wrote it
 	Acting   []clustermap.OSDID `json:"acting"`
 	Complete []clustermap.OSDID `json:"complete"`
+	// Positions, for an erasure-coded PG: the OSD of each position of
+	// Acting (-1 in a hole). An OSD of Complete holds every acknowledged
+	// write only at the position it has here (DecideShardsPG).
+	Positions []clustermap.OSDID `json:"positions,omitempty"`
 }

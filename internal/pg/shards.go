@@ -39,8 +39,15 @@ import (
 
 // ShardCopy is one position's shard of an object, as peering lists it.
 type ShardCopy struct {
-	Listed bool     // the position's OSD answered (false: down, or no OSD)
-	Ver    EVersion // its newest write; zero: the shard holds nothing
+	Listed bool // the position's OSD answered (false: down, or no OSD)
+	// Stale: the position may lack writes (the PG's record does not name
+	// it complete: its OSD was down, or it is new), so what it holds, or
+	// its lack of a shard, is no vote: it keeps its shard only if that is
+	// at the version that stands, and is rebuilt otherwise. A shard left
+	// on a position that missed the object's delete so never brings the
+	// object back.
+	Stale bool
+	Ver   EVersion // its newest write; zero: the shard holds nothing
 	// Prev is the version its newest write can roll back to, while
 	// CanRollBack; zero Prev is "absent" (the write created the object).
 	Prev        EVersion
@@ -90,6 +97,8 @@ func DecideShards(k int, shards []ShardCopy) ShardPlan {
 			p.Missing = append(p.Missing, i)
 		case s.Ver == ver:
 			p.Keep = append(p.Keep, i)
+		case s.Stale:
+			p.Rebuild = append(p.Rebuild, i)
 		case ver.Less(s.Ver) && s.CanRollBack && s.Prev == ver:
 			p.RollBack = append(p.RollBack, i)
 		default:
@@ -99,12 +108,12 @@ func DecideShards(k int, shards []ShardCopy) ShardPlan {
 	return p
 }
 
-// standing returns the newest version that at least k listed shards hold
-// or can roll back to; false if there is none.
+// standing returns the newest version that at least k listed shards that
+// are not stale hold or can roll back to; false if there is none.
 func standing(k int, shards []ShardCopy) (EVersion, bool) {
 	var cands []EVersion
 	for _, s := range shards {
-		if s.Listed {
+		if s.Listed && !s.Stale {
 			cands = append(cands, s.Ver)
 			if s.CanRollBack {
 				cands = append(cands, s.Prev)
@@ -124,7 +133,7 @@ func standing(k int, shards []ShardCopy) (EVersion, bool) {
 	for _, v := range cands {
 		n := 0
 		for _, s := range shards {
-			if s.Listed && (s.Ver == v || s.CanRollBack && s.Prev == v && v.Less(s.Ver)) {
+			if s.Listed && !s.Stale && (s.Ver == v || s.CanRollBack && s.Prev == v && v.Less(s.Ver)) {
 				n++
 			}
 		}

@@ -27,7 +27,10 @@ type OSDStats struct {
 	PGStates map[string]int `json:"pg_states,omitempty"`
 	// DownPGs names PGs that cannot go active, with the reason.
 	DownPGs map[string]string `json:"down_pgs,omitempty"`
-	Work    []WorkProgress    `json:"work,omitempty"`
+	// UnfoundPGs counts, per erasure-coded PG, the objects no version of
+	// which is on K positions that hold every write: never served.
+	UnfoundPGs map[string]int `json:"unfound_pgs,omitempty"`
+	Work       []WorkProgress `json:"work,omitempty"`
 	// ClientIO counts the client requests this OSD served as primary
 	// since Started; a reader takes rates from two samples (a restart
 	// shows as a new Started).
