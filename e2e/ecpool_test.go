@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,8 +22,8 @@ import (
 // checkECPools checks the CLI of erasure-coded pools: `pool create --ec`
 // refuses unless the experimental switch is set (the OSDs serve only part
 // of such a pool yet); with it, bad profiles are refused with the reason,
-// a good one lands in the map with K+M shards and min_size K+1, pool ls
-// says what it is, and status warns that it has no recovery yet.
+// a good one lands in the map with K+M shards and min_size K+1, and pool
+// ls says what it is.
 // TestECPool runs its data path.
 func checkECPools(t *testing.T, c *cluster) {
 	if _, err := c.cli(nil, "pool", "create", "ecp", "--ec", "2+1"); err == nil || !strings.Contains(err.Error(), "erasure-coded pools are experimental in this version") {
@@ -67,9 +69,6 @@ func checkECPools(t *testing.T, c *cluster) {
 	}
 	if !found {
 		t.Fatalf("pool ls does not list ecp: %s", out)
-	}
-	if out, err := c.cli(nil, "status"); err != nil || !strings.Contains(string(out), "served without recovery yet") {
-		t.Fatalf("status with an erasure-coded pool: %v\n%s", err, out)
 	}
 	if _, err := c.cli(nil, "pool", "rm", "ecp", "--yes-i-really-mean-it"); err == nil || !strings.Contains(err.Error(), "add --force") {
 		t.Fatalf("pool rm of a pool whose volumes cannot be listed: %v", err)
@@ -193,7 +192,101 @@ func TestECPool(t *testing.T) {
 	if log, err := os.ReadFile(c.procs[pos[0].String()].Log); err != nil || !strings.Contains(string(log), `object "big": shards at positions [1] failed`) {
 		t.Fatalf("%s's log does not show the read of big rebuilt without position 1 (%v)", pos[0], err)
 	}
-	if out, err := c.cli(nil, "status"); err != nil || !strings.Contains(string(out), "served without recovery yet") || strings.Contains(string(out), "HEALTH_OK") {
-		t.Fatalf("status with an erasure-coded pool: %v\n%s", err, out)
+	if out, err := c.cli(nil, "status"); err != nil || strings.Contains(string(out), "HEALTH_OK") {
+		t.Fatalf("status with a position of an erasure-coded pool down: %v\n%s", err, out)
+	}
+}
+
+// TestECPoolRecovery: a 2+1 pool with min_size 2 takes writes and a
+// delete while one OSD holding a position is down; once it is back,
+// recovery rebuilds the shards it missed and deletes the one it kept of
+// the deleted object (HEALTH_OK, never before). Then a different OSD is
+// killed: every object reads back, which needs the returned OSD's rebuilt
+// shards, and the deleted object stays deleted.
+func TestECPoolRecovery(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, clusterOpts{})
+	cmd := exec.Command(cairnBin, "--conf", c.conf, "pool", "create", "ecr", "--ec", "2+1", "--pg-num", "8", "--min-size", "2")
+	cmd.Env = append(os.Environ(), client.ExperimentalECEnv+"=1")
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "writes go on without redundancy") {
+		t.Fatalf("pool create --ec 2+1 --min-size 2: %v\n%s", err, out)
+	}
+	p := c.pool("ecr")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	m := currentMap(t, c)
+	pool, _ := m.PoolByName("ecr")
+	table := placement.NewTable(m)
+	positions := func(name string) []clustermap.OSDID {
+		_, pos := table.Positions(pool, placement.PGOf(pool, name))
+		return pos
+	}
+	sizes := []int{0, 1, 4096, 70001, 1<<20 + 3}
+	objs := map[string]int{}
+	for i := range 6 {
+		objs[fmt.Sprintf("old%d", i)] = sizes[i%len(sizes)]
+	}
+	for name, size := range objs {
+		if err := p.Put(ctx, name, payload(name, 0, size)); err != nil {
+			t.Fatalf("put %s: %v", name, err)
+		}
+	}
+	victim := positions("old0")[1] // holds a shard of the object deleted below
+	c.kill(victim.String())
+	c.waitStatus(20*time.Second, victim.String()+" down", func(_ map[string]any, raw string) bool {
+		return strings.Contains(raw, "OSD_DOWN") && strings.Contains(raw, victim.String()+" on host")
+	})
+	// New objects, most of them in PGs the victim holds a position of.
+	var inVictim, others []string
+	for i := 0; len(inVictim) < 4 || len(others) < 4; i++ {
+		name := fmt.Sprintf("new%d", i)
+		in := slices.Contains(positions(name), victim)
+		switch {
+		case in && len(inVictim) < 4:
+			inVictim = append(inVictim, name)
+		case !in && len(others) < 4:
+			others = append(others, name)
+		default:
+			continue
+		}
+		objs[name] = sizes[i%len(sizes)] + i
+		if err := p.Put(ctx, name, payload(name, 1, objs[name])); err != nil {
+			t.Fatalf("put %s with %s down: %v", name, victim, err)
+		}
+	}
+	if err := p.Delete(ctx, "old0"); err != nil {
+		t.Fatalf("delete old0 with %s down: %v", victim, err)
+	}
+	delete(objs, "old0")
+	if out, err := c.cli(nil, "status"); err != nil || strings.Contains(string(out), "HEALTH_OK") {
+		t.Fatalf("status with a position down: %v\n%s", err, out)
+	}
+
+	c.restart(victim.String())
+	c.waitHealthy(30*time.Second, "with "+victim.String()+" back and its shards rebuilt")
+
+	// A different OSD holding a position of a PG the victim is in: its
+	// objects now need the victim's shards.
+	var second clustermap.OSDID = placement.NoOSD
+	for _, o := range positions(inVictim[0]) {
+		if o != victim {
+			second = o
+		}
+	}
+	c.kill(second.String())
+	for name, size := range objs {
+		gen := 0
+		if strings.HasPrefix(name, "new") {
+			gen = 1
+		}
+		got, err := p.Get(ctx, name)
+		if err != nil || !bytes.Equal(got, payload(name, gen, size)) {
+			t.Fatalf("get %s with %s killed after %s came back: %v (%d bytes, want %d)", name, second, victim, err, len(got), size)
+		}
+	}
+	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+	defer scancel()
+	if _, err := p.Stat(sctx, "old0"); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("old0, deleted while %s was down, after it came back and %s was killed: %v", victim, second, err)
 	}
 }
