@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cairn-storage/cairn/internal/clustermap"
 )
 
 // A seeded simulation of one erasure-coded PG (K+M positions, K from 2 to
@@ -42,7 +44,7 @@ type ecSim struct {
 	acked   map[string]ecWrite
 	later   map[string][]ecWrite // writes after the acknowledged one that failed
 	unfound map[string]bool      // peering found no version to stand: writes wait
-	last    []int                // the positions of the last interval's acting set
+	last    []int                // the positions the record names complete (they vote)
 	down    bool                 // the PG cannot peer: it serves nothing
 	epoch   uint64
 	version uint64
@@ -96,7 +98,10 @@ func (s *ecSim) write(name string, val uint64) {
 	if !fails && applied == upN {
 		s.acked[name], s.later[name] = w, nil
 		fmt.Fprintf(&s.trace, "ack %s %s val=%d on %d\n", name, w.ver, val, applied)
-		if applied == s.n && s.r.IntN(2) == 0 {
+		if s.r.IntN(2) == 0 {
+			// Acknowledged: the positions that hold it may drop what
+			// they kept to roll it back (a delete, every trace), as
+			// today's OSDs do; a position down then holds an older shard.
 			s.complete(name, w.ver)
 		}
 		return
@@ -107,8 +112,8 @@ func (s *ecSim) write(name string, val uint64) {
 	s.peer()
 }
 
-// complete trims the rollback state of a write every shard applied; a
-// completed delete leaves no trace.
+// complete trims the rollback state of an acknowledged write on the
+// shards that applied it; a completed delete leaves no trace.
 func (s *ecSim) complete(name string, v EVersion) {
 	for i := range s.shards {
 		if sh, ok := s.shards[i][name]; ok && sh.ver == v {
@@ -124,8 +129,9 @@ func (s *ecSim) complete(name string, v EVersion) {
 }
 
 // peer decides every object from the positions up and applies the plan,
-// once K positions of the last interval answer; the positions up then
-// make the new interval.
+// once K positions the record names complete answer; only those vote
+// (the others are Stale). The positions up are then complete, or, with an
+// object unfound, only those that voted (DecideShardsPG's rule).
 func (s *ecSim) peer() error {
 	if err := ShardsPeerable(s.k, s.last, func(p int) bool { return s.up[p] }); err != nil {
 		s.down = true
@@ -133,12 +139,19 @@ func (s *ecSim) peer() error {
 		return nil
 	}
 	s.down = false
-	s.last = s.last[:0]
-	for i, u := range s.up {
-		if u {
-			s.last = append(s.last, i)
-		}
+	voter := make([]bool, s.n)
+	for _, i := range s.last {
+		voter[i] = s.up[i]
 	}
+	anyUnfound := false
+	defer func() {
+		s.last = s.last[:0]
+		for i, u := range s.up {
+			if u && (voter[i] || !anyUnfound) {
+				s.last = append(s.last, i)
+			}
+		}
+	}()
 	for _, name := range ecNames {
 		copies := make([]ShardCopy, s.n)
 		for i := range copies {
@@ -146,11 +159,12 @@ func (s *ecSim) peer() error {
 				continue
 			}
 			sh := s.shards[i][name]
-			copies[i] = ShardCopy{Listed: true, Ver: sh.ver, Prev: sh.prev, CanRollBack: sh.canRollBack}
+			copies[i] = ShardCopy{Listed: true, Ver: sh.ver, Prev: sh.prev, CanRollBack: sh.canRollBack, Stale: !voter[i]}
 		}
 		p := DecideShards(s.k, copies)
 		s.unfound[name] = p.Unfound
 		if p.Unfound {
+			anyUnfound = true
 			fmt.Fprintf(&s.trace, "peer %s: unfound\n", name)
 			continue
 		}
@@ -283,10 +297,18 @@ func TestShardSimulation(t *testing.T) {
 	if testing.Short() {
 		seeds = 300
 	}
-	for seed := uint64(1); seed <= uint64(seeds); seed++ {
+	first := uint64(1)
+	if *simSeed != 0 {
+		first, seeds = *simSeed, 1
+	}
+	for seed := first; seed < first+uint64(seeds); seed++ {
 		s := newECSim(seed)
-		if err := s.run(300); err != nil {
-			t.Fatalf("seed %d: %v\nhistory:\n%s", seed, err, s.trace.String())
+		err := s.run(300)
+		if *simSeed != 0 {
+			t.Logf("seed %d history:\n%s", seed, s.trace.String())
+		}
+		if err != nil {
+			t.Fatalf("seed %d: %v\nhistory:\n%s\nreplay: go test ./internal/pg -run TestShardSimulation -seed %d -v", seed, err, s.trace.String(), seed)
 		}
 	}
 }
@@ -313,6 +335,12 @@ func TestDecideShards(t *testing.T) {
 			ShardPlan{Unfound: true}},
 		{"a shard that cannot roll back far enough is rebuilt", 2, []ShardCopy{{Listed: true, Ver: v(4), Prev: v(3), CanRollBack: true}, {Listed: true, Ver: v(2)}, {Listed: true, Ver: v(2)}},
 			ShardPlan{Ver: v(2), Keep: []int{1, 2}, Rebuild: []int{0}}},
+		{"a stale position's lack of an object is no vote: the one shard left is unfound, not deleted", 2, []ShardCopy{{Listed: true, Ver: v(5)}, {}, {Listed: true, Stale: true}, {Listed: true, Stale: true}},
+			ShardPlan{Unfound: true}},
+		{"a shard left on a stale position that missed the delete is deleted", 2, []ShardCopy{{Listed: true}, {Listed: true}, {Listed: true, Ver: v(1), Stale: true}},
+			ShardPlan{Ver: EVersion{}, Keep: []int{0, 1}, Rebuild: []int{2}}},
+		{"a stale position holding the version that stands keeps it; an old one is rebuilt", 2, []ShardCopy{{Listed: true, Ver: v(4)}, {Listed: true, Ver: v(4), Stale: true}, {Listed: true, Ver: v(4)}, {Listed: true, Ver: v(2), Stale: true}},
+			ShardPlan{Ver: v(4), Keep: []int{0, 1, 2}, Rebuild: []int{3}}},
 		{"down positions are missing", 2, []ShardCopy{{Listed: true, Ver: v(3)}, {}, {Listed: true, Ver: v(3)}},
 			ShardPlan{Ver: v(3), Keep: []int{0, 2}, Missing: []int{1}}},
 	}
@@ -349,4 +377,80 @@ func FuzzDecodeShardMeta(f *testing.F) {
 			t.Fatalf("decode/encode not stable: %x vs %x", m.Encode(), b)
 		}
 	})
+}
+
+// DecideShardsPG: which positions vote (those the record names complete,
+// as the same OSD at the same position), what each position must have
+// rebuilt, what is unfound, and which positions the new record names
+// complete.
+func TestDecideShardsPG(t *testing.T) {
+	v := func(n uint64) EVersion { return EVersion{1, n} }
+	list := func(objs map[string]uint64) *Listing {
+		l := &Listing{Objs: map[string]ObjState{}}
+		for n, ver := range objs {
+			l.Objs[n] = ObjState{Ver: v(ver)}
+		}
+		return l
+	}
+	ids := func(o ...clustermap.OSDID) []clustermap.OSDID { return o }
+	cases := []struct {
+		what      string
+		k         int
+		positions []clustermap.OSDID
+		rec       *Record
+		lists     []*Listing
+		err       string
+		missing   string // fmt of Missing
+		unfound   string
+		complete  string
+	}{
+		{"never recorded: every position votes", 2, ids(1, 2, 3), nil,
+			[]*Listing{list(map[string]uint64{"a": 3}), list(map[string]uint64{"a": 3}), list(nil)},
+			"", "map[osd.3:map[a:{}]]", "map[]", "[osd.1 osd.2]"},
+		{"back after missing a put and a delete: its old shard of the deleted object does not vote", 2, ids(1, 2, 3),
+			&Record{Acting: ids(1, 2), Complete: ids(1, 2), Positions: ids(1, 2, -1)},
+			[]*Listing{list(map[string]uint64{"new": 7}), list(map[string]uint64{"new": 7}), list(map[string]uint64{"deleted": 2})},
+			"", "map[osd.3:map[deleted:{} new:{}]]", "map[]", "[osd.1 osd.2]"},
+		{"fewer than K complete positions answer: down", 2, ids(1, -1, 3),
+			&Record{Acting: ids(1, 2), Complete: ids(1, 2), Positions: ids(1, 2, -1)},
+			[]*Listing{list(nil), nil, list(nil)},
+			"waiting for positions [1]", "", "", ""},
+		{"a new OSD at a position is stale: it lacks everything", 2, ids(1, 2, 4),
+			&Record{Acting: ids(1, 2, 3), Complete: ids(1, 2, 3), Positions: ids(1, 2, 3)},
+			[]*Listing{list(map[string]uint64{"a": 1}), list(map[string]uint64{"a": 1}), list(nil)},
+			"", "map[osd.4:map[a:{}]]", "map[]", "[osd.1 osd.2]"},
+		{"an OSD complete at another position does not vote at this one", 2, ids(1, 3, 2),
+			&Record{Acting: ids(1, 2, 3), Complete: ids(1, 2, 3), Positions: ids(1, 2, 3)},
+			[]*Listing{list(map[string]uint64{"a": 1}), list(map[string]uint64{"a": 1}), list(map[string]uint64{"a": 1})},
+			"waiting for positions [1 2]", "", "", ""},
+		{"unfound: only voters are complete, so the stale positions cannot vote it away later", 2, ids(1, 2, 3, 4),
+			&Record{Acting: ids(1, 2), Complete: ids(1, 2), Positions: ids(1, 2, -1, -1)},
+			[]*Listing{list(map[string]uint64{"w": 5, "a": 1}), list(map[string]uint64{"w": 4, "a": 1}), list(nil), list(nil)},
+			"", "map[osd.3:map[a:{}] osd.4:map[a:{}]]", "map[w:{}]", "[osd.1 osd.2]"},
+	}
+	for _, c := range cases {
+		res, err := DecideShardsPG(1, 9, c.k, c.positions, c.rec, c.lists)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: err %v, want %q", c.what, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", c.what, err)
+			continue
+		}
+		if got := fmt.Sprint(res.Missing); got != c.missing {
+			t.Errorf("%s: missing %s, want %s", c.what, got, c.missing)
+		}
+		if got := fmt.Sprint(res.Unfound); got != c.unfound {
+			t.Errorf("%s: unfound %s, want %s", c.what, got, c.unfound)
+		}
+		if got := fmt.Sprint(res.Complete); got != c.complete {
+			t.Errorf("%s: complete %s, want %s", c.what, got, c.complete)
+		}
+		if !slices.Equal(res.Positions, c.positions) || res.Epoch != 9 {
+			t.Errorf("%s: positions %v epoch %d", c.what, res.Positions, res.Epoch)
+		}
+	}
 }

@@ -324,7 +324,7 @@ func copiesEqual(a, b map[string]simCopy) bool {
 }
 
 var (
-	simSeed  = flag.Uint64("seed", 0, "run only this seed of TestPoolSimulation, printing its history")
+	simSeed  = flag.Uint64("seed", 0, "run only this seed of TestPoolSimulation and TestShardSimulation, printing its history")
 	simSeeds = flag.Int("seeds", 2000, "how many seeds TestPoolSimulation runs (200 with -short)")
 )
 
