@@ -75,7 +75,7 @@ func poolOf(spec PoolSpec) (clustermap.Pool, error) {
 		return p, nil
 	}
 	if os.Getenv(ExperimentalECEnv) != "1" {
-		return p, fmt.Errorf("%w: pool %q: erasure-coded pools are experimental in this version (whole-object writes and reads only, no recovery of lost shards yet; set %s=1 to make one anyway); use a replicated pool (--size)", ErrInvalid, p.Name, ExperimentalECEnv)
+		return p, fmt.Errorf("%w: pool %q: erasure-coded pools are experimental in this version (whole-object writes and reads only, no backfill or scrub yet; set %s=1 to make one anyway); use a replicated pool (--size)", ErrInvalid, p.Name, ExperimentalECEnv)
 	}
 	e, err := clustermap.ParseECProfile(spec.EC, spec.StripeUnit)
 	if err != nil {

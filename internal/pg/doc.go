@@ -6,9 +6,10 @@
 // to date (Primary), how scrub picks the copy to repair from (Choose), and
 // the two rules that keep a primary with an old map from acknowledging
 // what a newer one cannot see (Admit, Replaces; epoch.go), and, for the
-// erasure-coded pools to come, which version of an object its shards keep,
-// roll back to or rebuild (ShardsPeerable, DecideShards; shards.go, with
-// its own simulation).
+// erasure-coded pools, which positions of a PG vote and which version of
+// an object its shards keep, roll back to or rebuild (ShardsPeerable,
+// DecideShards, DecideShardsPG; shards.go and shardpeer.go, with their
+// own simulation).
 //
 // It does no IO, starts no goroutine, reads no clock and draws no random
 // number: it imports only clustermap and the standard library's pure

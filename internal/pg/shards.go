@@ -25,8 +25,9 @@ import (
 //     served as data, and status says so.
 //
 // Before any of that, the PG as a whole waits until at least K positions
-// of its last interval's acting set answer (ShardsPeerable), as a
-// replicated PG waits for a copy its record names complete.
+// its record names complete answer (ShardsPeerable), as a replicated PG
+// waits for a copy its record names complete; only those vote
+// (DecideShardsPG, ShardCopy.Stale).
 //
 // Why it keeps acknowledged writes: a write is acknowledged only once
 // every position of its interval's acting set applied it, and peering
