@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -250,6 +251,9 @@ func TestECPoolRecovery(t *testing.T) {
 			continue
 		}
 		objs[name] = sizes[i%len(sizes)] + i
+		if len(inVictim) == 1 && in {
+			objs[name] = 1<<20 + 12345 // large enough to live in a file of its own on each position
+		}
 		if err := p.Put(ctx, name, payload(name, 1, objs[name])); err != nil {
 			t.Fatalf("put %s with %s down: %v", name, victim, err)
 		}
@@ -262,8 +266,16 @@ func TestECPoolRecovery(t *testing.T) {
 		t.Fatalf("status with a position down: %v\n%s", err, out)
 	}
 
+	restarted := time.Now()
 	c.restart(victim.String())
 	c.waitHealthy(30*time.Second, "with "+victim.String()+" back and its shards rebuilt")
+
+	// The victim holds its rebuilt shard of the large object, on disk.
+	big := inVictim[0]
+	vpos := slices.Index(positions(big), victim)
+	if want := ec.LayoutOf(*pool.EC).ShardLen(int64(objs[big]), vpos); !hasDataFile(c.procs[victim.String()].Data, want, restarted) {
+		t.Fatalf("%s holds no data file of %d bytes written since it restarted: its shard %d of %s was not rebuilt", victim, want, vpos, big)
+	}
 
 	// A different OSD holding a position of a PG the victim is in: its
 	// objects now need the victim's shards.
@@ -289,4 +301,19 @@ func TestECPoolRecovery(t *testing.T) {
 	if _, err := p.Stat(sctx, "old0"); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("old0, deleted while %s was down, after it came back and %s was killed: %v", victim, second, err)
 	}
+}
+
+// hasDataFile says whether a data file of size bytes (its length may be
+// rounded up to whole 4 KiB blocks) written since since lies under dir
+// (objects that large live in files).
+func hasDataFile(dir string, size int64, since time.Time) bool {
+	found := false
+	filepath.Walk(dir, func(path string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() && fi.Size() >= size && fi.Size() <= (size+4095)/4096*4096 && fi.ModTime().After(since) &&
+			!strings.Contains(path, string(filepath.Separator)+"meta"+string(filepath.Separator)) {
+			found = true
+		}
+		return nil
+	})
+	return found
 }
