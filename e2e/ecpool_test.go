@@ -237,22 +237,28 @@ func TestECPoolRecovery(t *testing.T) {
 	c.waitStatus(20*time.Second, victim.String()+" down", func(_ map[string]any, raw string) bool {
 		return strings.Contains(raw, "OSD_DOWN") && strings.Contains(raw, victim.String()+" on host")
 	})
-	// New objects, most of them in PGs the victim holds a position of.
+	// New objects: a large one in old0's PG, three more in PGs the victim
+	// holds a position of, four elsewhere.
+	oldPG := placement.PGOf(pool, "old0")
 	var inVictim, others []string
 	for i := 0; len(inVictim) < 4 || len(others) < 4; i++ {
 		name := fmt.Sprintf("new%d", i)
 		in := slices.Contains(positions(name), victim)
 		switch {
+		case len(inVictim) == 0:
+			if placement.PGOf(pool, name) != oldPG {
+				continue
+			}
+			inVictim = append(inVictim, name)
+			objs[name] = 1<<20 + 12345 // large enough to live in a file of its own on each position
 		case in && len(inVictim) < 4:
 			inVictim = append(inVictim, name)
+			objs[name] = sizes[i%len(sizes)] + i
 		case !in && len(others) < 4:
 			others = append(others, name)
+			objs[name] = sizes[i%len(sizes)] + i
 		default:
 			continue
-		}
-		objs[name] = sizes[i%len(sizes)] + i
-		if len(inVictim) == 1 && in {
-			objs[name] = 1<<20 + 12345 // large enough to live in a file of its own on each position
 		}
 		if err := p.Put(ctx, name, payload(name, 1, objs[name])); err != nil {
 			t.Fatalf("put %s with %s down: %v", name, victim, err)
@@ -277,8 +283,9 @@ func TestECPoolRecovery(t *testing.T) {
 		t.Fatalf("%s holds no data file of %d bytes written since it restarted: its shard %d of %s was not rebuilt", victim, want, vpos, big)
 	}
 
-	// A different OSD holding a position of a PG the victim is in: its
-	// objects now need the victim's shards.
+	// A different OSD holding a position of old0's PG: its objects now
+	// need the victim's shards, and old0 stays deleted only if the
+	// victim's old shard of it was deleted.
 	var second clustermap.OSDID = placement.NoOSD
 	for _, o := range positions(inVictim[0]) {
 		if o != victim {

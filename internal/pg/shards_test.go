@@ -454,3 +454,17 @@ func TestDecideShardsPG(t *testing.T) {
 		}
 	}
 }
+
+// While an object is unfound, recovery makes no position complete: a
+// stale position's lack of it must not vote it away at the next peering.
+func TestAfterRecoveryWithUnfound(t *testing.T) {
+	acting := []clustermap.OSDID{1, 2, 3}
+	ps := Primary{Acting: acting, WriteSet: acting, Complete: []clustermap.OSDID{1, 2}, Missing: map[clustermap.OSDID]map[string]struct{}{}, Unfound: map[string]struct{}{"w": {}}}
+	if complete, _, all, changed := ps.AfterRecovery(); changed || all || len(complete) != 2 {
+		t.Fatalf("with an object unfound: complete %v, all %v, changed %v", complete, all, changed)
+	}
+	ps.Unfound = nil
+	if complete, _, all, changed := ps.AfterRecovery(); !changed || !all || len(complete) != 3 {
+		t.Fatalf("with nothing unfound: complete %v, all %v, changed %v", complete, all, changed)
+	}
+}
