@@ -256,44 +256,14 @@ func (st *Status) primaryChecks(m *clustermap.Map, t *placement.Table, stats map
 		}
 		recovering += s.PGStates["active+recovering"]
 		for _, w := range s.Work {
-			wk := Work{OSD: id.String(), Kind: w.Kind, ObjectsDone: w.ObjectsDone, ObjectsLeft: w.ObjectsLeft, BytesDone: w.BytesDone}
-			if el := now.Sub(w.Started).Seconds(); !w.Started.IsZero() && el > 0 {
-				wk.MBps = float64(w.BytesDone) / el / 1e6
-				if w.ObjectsDone > 0 {
-					wk.ETASeconds = el / float64(w.ObjectsDone) * float64(w.ObjectsLeft)
-				}
-			}
-			if w.Kind == "recovery" {
-				left += w.ObjectsLeft
-			}
-			st.Work = append(st.Work, wk)
+			left += st.addWork(id, w, now)
 		}
 	}
 	sort.Slice(st.Work, func(i, j int) bool { return st.Work[i].OSD+st.Work[i].Kind < st.Work[j].OSD+st.Work[j].Kind })
 	if st.PGStates != nil {
 		st.PGsOK = min(st.PGsOK, st.PGStates["active+clean"])
 	}
-	// Every PG with an OSD up has a primary that must report it for this map.
-	reported, expected := 0, 0
-	for _, s := range stats {
-		if s.Epoch == m.Epoch {
-			for _, n := range s.PGStates {
-				reported += n
-			}
-		}
-	}
-	for i := range m.Pools {
-		p := &m.Pools[i]
-		for seed := uint32(0); seed < p.PGNum; seed++ {
-			if len(t.Acting(p, clustermap.PGID{Pool: p.ID, Seed: seed})) > 0 {
-				expected++
-			}
-		}
-	}
-	if reported < expected {
-		st.add(Check{Code: "PG_UNKNOWN", Severity: Warn,
-			Summary: fmt.Sprintf("%d pg(s) not yet reported by their primaries for map epoch %d", expected-reported, m.Epoch)})
-	}
+	st.unreportedCheck(m, t, stats)
 	if len(downPGs) > 0 {
 		sort.Strings(downPGs)
 		st.add(Check{Code: "PG_DOWN", Severity: Err,
@@ -317,6 +287,48 @@ func (st *Status) primaryChecks(m *clustermap.Map, t *placement.Table, stats map
 		st.add(Check{Code: "RECOVERY_STALLED", Severity: Warn,
 			Summary: fmt.Sprintf("recovery on %d OSD(s) has made no progress for over %s; it keeps retrying by itself, the detail says what fails", len(stalled), recoveryStallAfter),
 			Detail:  stalled})
+	}
+}
+
+// addWork lists an OSD's background job with its rate and time left, and
+// returns the objects recovery has left in it.
+func (st *Status) addWork(id clustermap.OSDID, w report.WorkProgress, now time.Time) (recoveryLeft int64) {
+	wk := Work{OSD: id.String(), Kind: w.Kind, ObjectsDone: w.ObjectsDone, ObjectsLeft: w.ObjectsLeft, BytesDone: w.BytesDone}
+	if el := now.Sub(w.Started).Seconds(); !w.Started.IsZero() && el > 0 {
+		wk.MBps = float64(w.BytesDone) / el / 1e6
+		if w.ObjectsDone > 0 {
+			wk.ETASeconds = el / float64(w.ObjectsDone) * float64(w.ObjectsLeft)
+		}
+	}
+	st.Work = append(st.Work, wk)
+	if w.Kind == "recovery" {
+		return w.ObjectsLeft
+	}
+	return 0
+}
+
+// unreportedCheck warns of PGs no primary reported for the map's epoch:
+// every PG with an OSD up has a primary that must.
+func (st *Status) unreportedCheck(m *clustermap.Map, t *placement.Table, stats map[clustermap.OSDID]report.OSDStats) {
+	reported, expected := 0, 0
+	for _, s := range stats {
+		if s.Epoch == m.Epoch {
+			for _, n := range s.PGStates {
+				reported += n
+			}
+		}
+	}
+	for i := range m.Pools {
+		p := &m.Pools[i]
+		for seed := uint32(0); seed < p.PGNum; seed++ {
+			if len(t.Acting(p, clustermap.PGID{Pool: p.ID, Seed: seed})) > 0 {
+				expected++
+			}
+		}
+	}
+	if reported < expected {
+		st.add(Check{Code: "PG_UNKNOWN", Severity: Warn,
+			Summary: fmt.Sprintf("%d pg(s) not yet reported by their primaries for map epoch %d", expected-reported, m.Epoch)})
 	}
 }
 
