@@ -25,7 +25,8 @@ import (
 // The cluster power-cut test: a dev cluster whose mon (its etcd) and OSDs
 // (their data and index) all live on internal/powercut's filesystem, one
 // mount each, served by this process. Clients put, overwrite and delete
-// objects of many sizes, set and remove their omap keys, write to a volume
+// objects of many sizes, set and remove their omap keys, put and delete
+// whole objects in an erasure-coded pool (2+1), write to a volume
 // and take its snapshots, and record every acknowledgement. While they
 // write, one OSD loses power alone (and is SIGKILLed) and starts again on
 // what survived, twice, the second time while it recovers and a deep scrub
@@ -63,12 +64,13 @@ type pcObject struct {
 // the clients run.
 type pcWorker struct {
 	id      int
+	ec      bool // writes whole objects to the erasure-coded pool (puts and deletes only)
 	objects map[string]*pcObject
 	acks    int // acknowledged operations since the last check
 }
 
 const (
-	pcWorkers       = 4
+	pcWorkers       = 4        // on the replicated pool; one more on the erasure-coded one
 	pcObjectsPerOne = 24       // objects each worker writes
 	pcMaxSize       = 2 << 20  // largest object put: past 1 MiB, in buffers past 2 MiB (huge-page backed)
 	pcMaxWrite      = 96 << 10 // largest overwrite
@@ -113,7 +115,11 @@ func (w *pcWorker) op(r *rand.Rand, cur pcState, name string, gen int) (pcState,
 	if next.omap == nil {
 		next.omap = map[string]string{}
 	}
-	switch k := r.IntN(12); {
+	k := r.IntN(12)
+	if w.ec && k >= 5 && k < 11 {
+		k = 0 // erasure-coded pools take whole objects only
+	}
+	switch {
 	case !cur.exists || k < 5:
 		next.data = payload(name, gen, logUniformSize(r, pcMaxSize))
 		return next, func(ctx context.Context, p *client.Pool) error { return p.Put(ctx, name, next.data) }
@@ -152,7 +158,7 @@ func (w *pcWorker) check(t *testing.T, p *client.Pool, n *pcCounts) {
 	n.checked += w.acks
 	w.acks = 0
 	for name, o := range w.objects {
-		got, err := pcRead(p, name)
+		got, err := pcRead(p, name, !w.ec)
 		ok := err == nil && (pcSame(got, o.acked) || (o.pending != nil && pcSame(got, *o.pending)))
 		switch {
 		case ok:
@@ -187,15 +193,16 @@ func pcSame(a, b pcState) bool {
 	return a.exists == b.exists && (!a.exists || digest(a.data) == digest(b.data) && len(a.omap) == len(b.omap) && maps.Equal(a.omap, b.omap))
 }
 
-// pcRead reads an object, retrying what may pass (a PG still peering).
-func pcRead(p *client.Pool, name string) (pcState, error) {
+// pcRead reads an object, with its omap if withOmap, retrying what may
+// pass (a PG still peering).
+func pcRead(p *client.Pool, name string, withOmap bool) (pcState, error) {
 	var err error
 	for try := 0; try < 10; try++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		var data []byte
 		data, err = p.Get(ctx, name)
-		var omap map[string]string
-		if err == nil {
+		omap := map[string]string{}
+		if err == nil && withOmap {
 			omap, err = pcOmap(ctx, p, name)
 		}
 		cancel()
@@ -254,10 +261,16 @@ func TestPowerCutCluster(t *testing.T) {
 
 	pc := newPCCluster(t)
 	c := pc.c
-	pool := c.pool("default")
-	workers := make([]*pcWorker, pcWorkers)
+	pool, ecPool := c.pool("default"), pc.ecPool()
+	workers := make([]*pcWorker, pcWorkers+1)
 	for i := range workers {
-		workers[i] = &pcWorker{id: i, objects: map[string]*pcObject{}}
+		workers[i] = &pcWorker{id: i, ec: i == pcWorkers, objects: map[string]*pcObject{}}
+	}
+	poolOf := func(w *pcWorker) *client.Pool {
+		if w.ec {
+			return ecPool
+		}
+		return pool
 	}
 	vol := newPCVolume(t, pool)
 	var n pcCounts
@@ -274,7 +287,7 @@ func TestPowerCutCluster(t *testing.T) {
 		var wg sync.WaitGroup
 		for _, w := range workers {
 			wg.Add(1)
-			go func() { defer wg.Done(); w.run(ctx, pool, cutSeed) }()
+			go func() { defer wg.Done(); w.run(ctx, poolOf(w), cutSeed) }()
 		}
 		wg.Add(1)
 		go func() { defer wg.Done(); vol.run(ctx, pool, cutSeed) }()
@@ -287,10 +300,10 @@ func TestPowerCutCluster(t *testing.T) {
 		<-scrub
 		pc.restart()
 		vol.cutting.Store(false)
-		pool = c.pool("default")
+		pool, ecPool = c.pool("default"), c.pool(pcECPool)
 		before := n
 		for _, w := range workers {
-			w.check(t, pool, &n)
+			w.check(t, poolOf(w), &n)
 		}
 		vol.check(t, pool, &n)
 		done++
@@ -352,6 +365,21 @@ func newPCCluster(t *testing.T) *pcCluster {
 	pc.c = startCluster(t, clusterOpts{hosts: hosts, perHost: 1, dir: dir})
 	pc.waitHealthy()
 	return pc
+}
+
+// pcECPool is the power-cut cluster's erasure-coded pool: 2+1, one shard a
+// host, writing on with one host down (min_size 2).
+const pcECPool = "pcec"
+
+// ecPool creates pcECPool and waits for the cluster to be healthy again.
+func (pc *pcCluster) ecPool() *client.Pool {
+	cmd := exec.Command(cairnBin, "--conf", pc.c.conf, "pool", "create", pcECPool, "--ec", "2+1", "--pg-num", "8", "--min-size", "2")
+	cmd.Env = append(os.Environ(), client.ExperimentalECEnv+"=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		pc.t.Fatalf("pool create %s: %v\n%s", pcECPool, err, out)
+	}
+	pc.waitHealthy()
+	return pc.c.pool(pcECPool)
 }
 
 // link points DIR/name at its mount's current mount point.

@@ -299,12 +299,22 @@ func runIOErrorsModel(t *testing.T, seed int64, steps int) {
 			}
 		case s.failure() == nil:
 			// Refused: nothing of it may show, and the store goes on.
+			select {
+			case <-s.Failed():
+				t.Fatalf("step %d: Failed is closed on a store that did not fail", step)
+			default:
+			}
 			refused++
 			if e := storeMatches(s, m, colls, names); e != nil {
 				t.Fatalf("step %d: refused transaction (%v) left a trace: %v", step, err, e)
 			}
 		default:
 			failures++
+			select {
+			case <-s.Failed():
+			default:
+				t.Fatalf("step %d: the store failed (%v) but Failed is not closed", step, s.Err())
+			}
 			var again Txn
 			again.Put("1.0", "a", []byte("after the failure"))
 			if e := s.Apply(&again); e == nil {

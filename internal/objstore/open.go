@@ -93,14 +93,15 @@ func (o Options) withDefaults() Options {
 // slotBaseReal past slot A; on a file system in memory, slotBaseMem.
 func newStore(o Options, realFS bool) *Store {
 	s := &Store{
-		opts:    o,
-		fs:      o.FS,
-		dataDir: o.FS.PathJoin(o.Dir, "data"),
-		files:   map[uint64]*dataFile{},
-		pending: map[uint64]int{},
-		ckKick:  make(chan struct{}, 1),
-		closing: make(chan struct{}),
-		ckDone:  make(chan struct{}),
+		opts:     o,
+		fs:       o.FS,
+		dataDir:  o.FS.PathJoin(o.Dir, "data"),
+		files:    map[uint64]*dataFile{},
+		pending:  map[uint64]int{},
+		ckKick:   make(chan struct{}, 1),
+		closing:  make(chan struct{}),
+		failedCh: make(chan struct{}),
+		ckDone:   make(chan struct{}),
 	}
 	s.ckDropCond = sync.NewCond(&s.ckDropMu)
 	s.directIO.Store(realFS)

@@ -154,8 +154,9 @@ type Store struct {
 
 	objects, dataBytes atomic.Int64
 
-	failMu sync.Mutex
-	failed error
+	failMu   sync.Mutex
+	failed   error
+	failedCh chan struct{} // closed with the first failure
 
 	idx *indexCache // object records and checksum chunks recently looked up
 
@@ -224,6 +225,7 @@ func (s *Store) fail(err error) {
 	s.failMu.Lock()
 	if s.failed == nil {
 		s.failed = err
+		close(s.failedCh)
 	}
 	s.failMu.Unlock()
 	if s.log != nil {
@@ -233,6 +235,15 @@ func (s *Store) fail(err error) {
 		s.pace.stop() // no checkpoint will lower its backlog now
 	}
 }
+
+// Failed is closed when the store fails (a write of its commit log, a
+// checkpoint or a deferred write failed): it takes no more writes, and what
+// reached its disk is replayed when it is opened again. Its owner stops
+// serving (an OSD stops, so that its PGs go on without it); Err says why.
+func (s *Store) Failed() <-chan struct{} { return s.failedCh }
+
+// Err is the store's failure, nil while it has none.
+func (s *Store) Err() error { return s.failure() }
 
 func (s *Store) failure() error {
 	s.failMu.Lock()

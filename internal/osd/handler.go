@@ -125,8 +125,14 @@ func (s *Server) fail(st proto.Status, format string, args ...any) *proto.Respon
 	return &proto.Response{Status: st, Epoch: s.view.Epoch(), Message: fmt.Sprintf(format, args...)}
 }
 
-// failErr maps an object-store error to a response.
+// failErr maps an object-store error to a response. A store that failed
+// stops the OSD (Run); until it has, its requests are answered
+// unavailable, which the primary of a write and the client take as a
+// member going down: they wait for the map without it and go on there.
 func (s *Server) failErr(err error) *proto.Response {
+	if e := s.store.Err(); e != nil {
+		return s.fail(proto.StatusUnavailable, "%s: its store failed and it is stopping (%v); retry", s.id, e)
+	}
 	switch {
 	case errors.Is(err, objstore.ErrNotFound):
 		return s.fail(proto.StatusNotFound, proto.MsgNoSuchObject)

@@ -192,6 +192,14 @@ func Run(ctx context.Context, o Options) error {
 	// marks down (it may be frozen, its socket open) fail now.
 	view.OnOSDDown(func(_ clustermap.OSDID, addr string) { s.peers.Drop(addr) })
 	ctx, removed := stopWhenRemoved(ctx, view, id)
+	ctx, stopStore := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-st.Failed(): // see failErr: its PGs must go on without it
+			stopStore()
+		case <-ctx.Done():
+		}
+	}()
 	srv := rpc.NewServer(o.Conf.ClusterKey, s, rpc.ServerOptions{Logf: o.Logf, Encrypt: o.Conf.Encrypt})
 	go srv.Serve(ln)
 	defer srv.Close()
@@ -200,6 +208,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if removed() {
 		return fmt.Errorf("%s was removed from the cluster map (cairn osd rm), so it stopped; wipe %s to add it again as a new OSD", id, o.DataDir)
+	}
+	if err := st.Err(); err != nil {
+		return fmt.Errorf("%s stopped because its store failed (%v): its placement groups go on from the other copies; check the device of %s, then start it again (what reached the disk is replayed)", id, err, o.DataDir)
 	}
 	return nil
 }

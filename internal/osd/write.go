@@ -290,12 +290,13 @@ func (s *Server) replicaFailed(ctx context.Context, pool *clustermap.Pool, p *pg
 			return s.fail(res.resp.Status, "replica %s: %s", res.osd, res.resp.Message)
 		}
 	}
-	// The member failed or has another map. Wait for a map in which it is
-	// down (lease expired) or whose epoch it accepts.
+	// The member failed (unreachable, or its store failed and it is
+	// stopping) or has another map. Wait for a map in which it is down
+	// (lease expired) or whose epoch it accepts.
 	epoch := res.epoch
 	if res.err == nil && res.resp.Status == proto.StatusWrongEpoch && res.resp.Epoch > epoch {
 		s.view.WaitFor(ctx, res.resp.Epoch, epochWait)
-	} else if res.err != nil {
+	} else if res.err != nil || res.resp.Status == proto.StatusUnavailable {
 		s.view.WaitFor(ctx, epoch+1, time.Until(deadline))
 	}
 	if ctx.Err() != nil || time.Now().After(deadline) {
