@@ -274,6 +274,7 @@ func TestPowerCutCluster(t *testing.T) {
 	}
 	vol := newPCVolume(t, pool)
 	var n pcCounts
+	ecChecked := 0 // of n.checked, puts and deletes in the erasure-coded pool
 	start := time.Now()
 	done := 0
 	for cut := 0; cut < cuts; cut++ {
@@ -303,6 +304,9 @@ func TestPowerCutCluster(t *testing.T) {
 		pool, ecPool = c.pool("default"), c.pool(pcECPool)
 		before := n
 		for _, w := range workers {
+			if w.ec {
+				ecChecked += w.acks
+			}
 			w.check(t, poolOf(w), &n)
 		}
 		vol.check(t, pool, &n)
@@ -323,6 +327,10 @@ func TestPowerCutCluster(t *testing.T) {
 			name, st.Writes, st.DirectWrites, st.SyncWrites, st.Fsyncs, st.DirSyncs, st.Punches, st.ForcedWritebacks)
 	}
 	t.Logf("volume %s: %d writes and %d snapshots acknowledged", vol.name, vol.writes, vol.snapsTaken)
+	t.Logf("erasure-coded pool %s: %d acknowledged puts and deletes checked", pcECPool, ecChecked)
+	if done > 0 && ecChecked == 0 {
+		t.Error("no put or delete to the erasure-coded pool was acknowledged: the run checked none")
+	}
 	t.Log(msg)
 	fmt.Println(msg)
 	if n.checked == 0 {
@@ -368,12 +376,15 @@ func newPCCluster(t *testing.T) *pcCluster {
 }
 
 // pcECPool is the power-cut cluster's erasure-coded pool: 2+1, one shard a
-// host, writing on with one host down (min_size 2).
+// host, min_size 3 (its default). Not min_size 2: until writes roll
+// forward (ARCHITECTURE.md, "Seams left"), a put cut short on one of the
+// two positions that took the last one leaves neither version on two
+// shards, and the object unfound.
 const pcECPool = "pcec"
 
 // ecPool creates pcECPool and waits for the cluster to be healthy again.
 func (pc *pcCluster) ecPool() *client.Pool {
-	cmd := exec.Command(cairnBin, "--conf", pc.c.conf, "pool", "create", pcECPool, "--ec", "2+1", "--pg-num", "8", "--min-size", "2")
+	cmd := exec.Command(cairnBin, "--conf", pc.c.conf, "pool", "create", pcECPool, "--ec", "2+1", "--pg-num", "8")
 	cmd.Env = append(os.Environ(), client.ExperimentalECEnv+"=1")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		pc.t.Fatalf("pool create %s: %v\n%s", pcECPool, err, out)
