@@ -58,11 +58,8 @@ NOSDS=3
 CEPH_POOL=bench
 CAIRN_POOL=default
 
-log() { printf '%s [compare-ceph] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() {
-	log "ERROR: $*"
-	exit 1
-}
+BENCH=compare-ceph
+. "$REPO/bench/lib.sh"
 
 # --- argument checks -------------------------------------------------------
 

@@ -22,11 +22,8 @@ CAIRN_NBD_PORT=${CAIRN_NBD_PORT:-20809}
 NBDKIT_PORT=${NBDKIT_PORT:-20810}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 
-log() { printf '%s [fio-nbd] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() {
-	log "ERROR: $*"
-	exit 1
-}
+BENCH=fio-nbd
+. "$REPO/bench/lib.sh"
 [[ $DURATION =~ ^[1-9][0-9]*$ ]] || die "DURATION must be a whole number of seconds, got '$DURATION'"
 for t in fio nbdkit python3 go; do
 	command -v $t >/dev/null || die "$t is not installed (apt-get install fio nbdkit)"

@@ -60,8 +60,8 @@ BIN=$REPO/bin/cairn
 LOAD=$REPO/bin/s3load
 CLK_TCK=$(getconf CLK_TCK)
 
-log() { printf '%s [s3-vs-minio] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() { log "$*"; exit 1; }
+BENCH=s3-vs-minio
+. "$REPO/bench/lib.sh"
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a whole number, got '$ROUNDS'"
 [[ $MAX_GIB =~ ^[1-9][0-9]*$ ]] || die "MAX_GIB must be a whole number of GiB, got '$MAX_GIB'"
 if [ -z "$MINIO" ] || [ ! -x "$MINIO" ]; then

@@ -48,11 +48,8 @@ OSDS=3
 THROTTLE=/sys/fs/cgroup/blkio
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 
-log() { printf '%s [tier] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() {
-	log "ERROR: $*"
-	exit 1
-}
+BENCH=tier
+. "$REPO/bench/lib.sh"
 [[ $DURATION =~ ^[1-9][0-9]*$ ]] || die "DURATION must be a whole number of seconds, got '$DURATION'"
 [[ $(id -u) == 0 ]] || die "needs root: loop devices, mounts and the block throttle"
 [[ -w $THROTTLE/blkio.throttle.write_iops_device ]] || die "no cgroup v1 block throttle at $THROTTLE"

@@ -24,8 +24,9 @@ CAIRN_OSD_PORT=${CAIRN_OSD_PORT:-27900}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 BIN=$REPO/bin/cairn
 
-log() { printf '%s [tls-cost] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { log "ROUNDS must be a whole number, got '$ROUNDS'"; exit 1; }
+BENCH=tls-cost
+. "$REPO/bench/lib.sh"
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a whole number, got '$ROUNDS'"
 
 devpid=
 stop_dev() {

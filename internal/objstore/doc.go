@@ -111,15 +111,16 @@
 //     written to the data file's page cache while the object lock is still
 //     held, so readers see them (blocks that held nothing are written
 //     there before the commit; see Space). A background checkpointer
-//     fdatasyncs the touched files every 500 ms (sooner when 16 MiB are
-//     pending, or a quarter of the pacer's limit), or syncs the whole filesystem once when they are many
+//     fdatasyncs the touched files every checkpointInterval (sooner when
+//     journalKickBytes, or a quarter of the pacer's limit, are pending),
+//     or syncs the whole filesystem once when they are many
 //     (syncfs.go; never on FUSE, where syncfs makes nothing durable: each
 //     file is fdatasynced there), then lets the log reuse the records' space, and deletes
 //     them (a deletion the log keeps, so a replay skips them; checkpoints
 //     delete in the order they synced, or a replay could apply an older
 //     record of a block whose newer one is gone). While checkpoints fall
 //     behind a slow data disk, the pacer holds what is not yet synced to
-//     about 2 s of the disk's measured sync rate (pacer.go). Partial-block
+//     checkpointTarget of the disk's measured sync rate (pacer.go). Partial-block
 //     writes read, verify and rewrite the whole block, so journal records
 //     always hold whole blocks.
 //   - Direct write (a Put of a large object, or a write of at least 128 KiB
@@ -282,7 +283,7 @@
 //
 // A failed log write fails the store (it may be on disk and come back at
 // the next Open), so Apply first checks free space
-// on Dir and MetaDir (statfs cached for 100 ms and debited by admitted
+// on Dir and MetaDir (statfs cached for spaceCacheValidity and debited by admitted
 // transactions) against ReserveBytes plus twice the transaction size and
 // refuses with ErrNoSpace without changing anything. Deletion-only
 // transactions skip the reserve so a full OSD can be drained. The fresh

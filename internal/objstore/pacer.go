@@ -5,11 +5,11 @@ package objstore
 // A small overwrite is durable once its journal record is in the commit
 // log, and its data reaches the data file later, when a checkpoint syncs
 // it (checkpoint.go). With the log on flash and the data on a disk that
-// syncs a few hundred random blocks a second, the log takes writes far
+// syncs far fewer random blocks a second than the flash, the log takes writes far
 // faster than checkpoints can sync them: each checkpoint has more to sync
 // than the last, and once the log wraps onto records a running checkpoint
-// has not released, every write waits for that checkpoint, a minute or
-// more. The pacer keeps the data not yet synced (the backlog) to what the
+// has not released, every write waits for that checkpoint, however long
+// it runs. The pacer keeps the data not yet synced (the backlog) to what the
 // data disk syncs in about checkpointTarget, measured from the
 // checkpoints themselves: below the low watermark writes pass untouched;
 // between the low and the high watermark they are admitted at a rate that
