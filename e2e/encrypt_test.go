@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -44,7 +45,10 @@ func TestEncryptedClusterTraffic(t *testing.T) {
 	osd := c.procs["osd.0"]
 
 	pcap := filepath.Join(t.TempDir(), "lo.pcap")
-	capture := exec.Command(tcpdump, "-i", "lo", "-U", "-s", "0", "-w", pcap, "tcp")
+	// Only this cluster's ports (its OSDs and etcd): other tests' traffic
+	// on the loopback, at full speed, made the capture drop packets.
+	filter := fmt.Sprintf("tcp portrange %d-%d or tcp portrange %d-%d", c.osdPort, c.osdPort+c.hosts*c.perHost-1, c.etcdPort, c.etcdPort+1)
+	capture := exec.Command(tcpdump, "-i", "lo", "-U", "-s", "0", "-B", "16384", "-w", pcap, filter)
 	stderr, err := capture.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +91,12 @@ func TestEncryptedClusterTraffic(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 		nc.Close()
 	}
-	time.Sleep(500 * time.Millisecond) // -U: tcpdump writes each packet as it comes
+	// -U: tcpdump writes each packet as it comes; wait for the marker's.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if b, _ := os.ReadFile(pcap); bytes.Contains(b, []byte("PLAINTEXT-CONTROL-MARKER")) {
+			break
+		}
+	}
 	capture.Process.Signal(syscall.SIGINT)
 	capture.Wait()
 	b, err := os.ReadFile(pcap)

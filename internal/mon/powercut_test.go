@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -30,12 +31,16 @@ func TestPowerCutMonChild(t *testing.T) {
 	o := Options{Name: "a", DataDir: dir, Logf: func(string, ...any) {},
 		ClientURL: fmt.Sprintf("http://127.0.0.1:%d", p), PeerURL: fmt.Sprintf("http://127.0.0.1:%d", p+1)}
 	ctx := context.Background()
+	ready := make(chan struct{})
 	go func() {
-		if err := Run(ctx, o, nil); err != nil {
+		if err := Run(ctx, o, func() { close(ready) }); err != nil {
 			fmt.Println("run:", err)
 			os.Exit(1)
 		}
 	}()
+	// Only this mon's etcd: another process may listen on the port when
+	// this one cannot.
+	<-ready
 	var st *meta.Store
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		var err error
@@ -77,12 +82,7 @@ func TestMonKeepsMapAfterPowerCut(t *testing.T) {
 
 func monKeepsMapAfterPowerCut(t *testing.T, link bool) {
 	f := powercut.ForTest(t, filepath.Join(t.TempDir(), "disk"), powercut.Options{})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := twoFreePorts(t)
 	// The data directory: new, in a durable one; or a link to the root
 	// of the mount.
 	dataDir := func() string { return filepath.Join(f.Dir(), "var", "mon") }
@@ -133,6 +133,29 @@ func monKeepsMapAfterPowerCut(t *testing.T, link bool) {
 	if got := run(); got != "map of c1" {
 		t.Fatalf("after a power cut the mon answers %q, want the map it stored", got)
 	}
+}
+
+// twoFreePorts finds a free port p, with p+1 free too, below the kernel's
+// ephemeral range: a port from that range, free when checked, can become
+// the local end of another process's connection, or another test's
+// listener, before the mon listens on it (which made this test read
+// another etcd).
+func twoFreePorts(t *testing.T) int {
+	for try := 0; try < 100; try++ {
+		p := 2000 + rand.IntN(7000)
+		a, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		b, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+1))
+		a.Close()
+		if err == nil {
+			b.Close()
+			return p
+		}
+	}
+	t.Fatal("no two free ports")
+	return 0
 }
 
 func syncTestDir(t *testing.T, dir string) {
