@@ -99,6 +99,11 @@ type Result struct {
 		// Write4M is the CPU floor of replicated writes.
 		Write4M Measure `json:"write_4m"`
 	} `json:"replicated"`
+	Erasure struct {
+		// Write4M is the CPU floor of writes to a pool of erasure code
+		// ECProfile (erasure.go).
+		Write4M Measure `json:"write_4m"`
+	} `json:"erasure"`
 	Bound struct {
 		// ReplicatedWriteUs = 2 × Net.RTT4K.P50us + Disk.SyncWrite4KQD1.P50us.
 		ReplicatedWriteUs float64 `json:"replicated_write_us"`
@@ -113,7 +118,10 @@ type Result struct {
 		// WriteCPUPerGiB = Replicated.Write4M.CPUPerGiB: the least CPU a
 		// cluster of SharedCopies copies spends per GiB written here.
 		WriteCPUPerGiB float64 `json:"replicated_write_cpu_s_per_gib,omitempty"`
-		Note           string  `json:"note"`
+		// ECWriteCPUPerGiB = Erasure.Write4M.CPUPerGiB: the same for a
+		// pool of erasure code ECProfile.
+		ECWriteCPUPerGiB float64 `json:"ec_write_cpu_s_per_gib,omitempty"`
+		Note             string  `json:"note"`
 	} `json:"bound"`
 }
 
@@ -164,20 +172,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		err = runNet(ctx, o, r)
 	}
 	if err == nil && len(o.CopyCommand) > 0 {
-		o.Progress(fmt.Sprintf("replicated: 4 KiB writes, 1 in flight, then %d MiB writes, %d in flight, to %d copies (processes) on loopback TCP",
-			ReplicatedWriteSize>>20, ReplicatedInFlight, SharedCopies))
-		// An add-on to the disk and network figures: if the copies cannot
-		// run here, say so and keep the rest.
-		if rerr := runReplicated(ctx, o, dir, r); rerr != nil && ctx.Err() == nil {
-			r.Replicated.Write4KQD1, r.Replicated.Write4M = Measure{}, Measure{}
-			r.Replicated.Write4M.Note = "not measured: " + rerr.Error()
-			o.Progress("replicated: not measured: " + rerr.Error())
-		}
-		if memory != "" {
-			for _, m := range []*Measure{&r.Replicated.Write4KQD1, &r.Replicated.Write4M} {
-				m.Note = joinNote(m.Note, dir+" is on "+memory+": memory, not a disk")
-			}
-		}
+		runCopies(ctx, o, dir, memory, r)
 	}
 	r.computeBound()
 	if err == nil {
@@ -190,6 +185,32 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return r, err
 	}
 	return r, nil
+}
+
+// runCopies measures writes through copy processes, replicated and
+// erasure-coded. They are an add-on to the disk and network figures: if
+// the copies cannot run here, it says so and keeps the rest.
+func runCopies(ctx context.Context, o Options, dir, memory string, r *Result) {
+	o.Progress(fmt.Sprintf("replicated: 4 KiB writes, 1 in flight, then %d MiB writes, %d in flight, to %d copies (processes) on loopback TCP",
+		ReplicatedWriteSize>>20, ReplicatedInFlight, SharedCopies))
+	if err := runReplicated(ctx, o, dir, r); err != nil && ctx.Err() == nil {
+		r.Replicated.Write4KQD1, r.Replicated.Write4M = Measure{}, Measure{}
+		r.Replicated.Write4M.Note = "not measured: " + err.Error()
+		o.Progress("replicated: not measured: " + err.Error())
+	}
+	if ctx.Err() == nil {
+		o.Progress(fmt.Sprintf("erasure-coded: %d MiB writes, %d in flight, coded %s over %d positions (processes) on loopback TCP",
+			ReplicatedWriteSize>>20, ReplicatedInFlight, ECProfile(), ECDataShards+ECParityShards))
+		if err := runErasure(ctx, o, dir, r); err != nil && ctx.Err() == nil {
+			r.Erasure.Write4M = Measure{Note: "not measured: " + err.Error()}
+			o.Progress("erasure-coded: not measured: " + err.Error())
+		}
+	}
+	if memory != "" {
+		for _, m := range []*Measure{&r.Replicated.Write4KQD1, &r.Replicated.Write4M, &r.Erasure.Write4M} {
+			m.Note = joinNote(m.Note, dir+" is on "+memory+": memory, not a disk")
+		}
+	}
 }
 
 // openTestFile checks dir and creates the (empty) test file in it. memory
@@ -245,6 +266,7 @@ func (r *Result) computeBound() {
 	}
 	r.Bound.MeasuredWriteUs = r.Replicated.Write4KQD1.P50us
 	r.Bound.WriteCPUPerGiB = r.Replicated.Write4M.CPUPerGiB
+	r.Bound.ECWriteCPUPerGiB = r.Erasure.Write4M.CPUPerGiB
 	r.Bound.Note = "floors for one operation at a time: the TCP loopback round trip stands in for the network, " +
 		"so a real network between hosts only adds to them"
 	if n := r.Disk.SyncWrite4KQD1.Note; n != "" {

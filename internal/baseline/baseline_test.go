@@ -36,7 +36,7 @@ func runSmall(t *testing.T, dir string, force, copies bool) *Result {
 	want := 10 // prepare, 7 disk, 2 net
 	if copies {
 		o.CopyCommand = copyHelper(t)
-		want++
+		want += 2 // replicated, erasure-coded
 	}
 	r, err := Run(context.Background(), o)
 	if err != nil {
@@ -80,7 +80,7 @@ func checkMeasures(t *testing.T, r *Result) {
 			t.Errorf("%s: ran only %.3f s, Duration %v", x.name, m.Seconds, r.Duration)
 		}
 		// With one op in flight, ops × average latency cannot exceed the time.
-		one := !strings.HasSuffix(x.name, "_qd32") && !strings.HasSuffix(x.name, "_qd3") && x.name != "write_4m"
+		one := !strings.HasSuffix(x.name, "_qd32") && !strings.HasSuffix(x.name, "_qd3") && !strings.HasPrefix(x.name, "write_4m")
 		if one && float64(m.Ops)*m.AvgUs/1e6 > m.Seconds*1.01 {
 			t.Errorf("%s: %d ops × %.1f µs > %.3f s", x.name, m.Ops, m.AvgUs, m.Seconds)
 		}
@@ -109,6 +109,9 @@ func checkMeasures(t *testing.T, r *Result) {
 	}
 	if r.Bound.WriteCPUPerGiB != r.Replicated.Write4M.CPUPerGiB {
 		t.Errorf("write CPU floor %v, want write_4m's %v", r.Bound.WriteCPUPerGiB, r.Replicated.Write4M.CPUPerGiB)
+	}
+	if r.Bound.ECWriteCPUPerGiB != r.Erasure.Write4M.CPUPerGiB {
+		t.Errorf("erasure-coded write CPU floor %v, want write_4m_ec's %v", r.Bound.ECWriteCPUPerGiB, r.Erasure.Write4M.CPUPerGiB)
 	}
 }
 
@@ -149,7 +152,7 @@ func TestRun(t *testing.T) {
 		t.Errorf("round trip differs:\n got %+v\nwant %+v", got, r)
 	}
 	raw, _ := os.ReadFile(path)
-	for _, key := range []string{`"sync_write_4k_qd1"`, `"p50_us"`, `"mb_s"`, `"iops"`, `"replicated_write_us"`, `"read_us"`, `"rtt_4k"`, `"stream"`, `"write_4k_qd1"`, `"write_4m"`, `"cpu_s_per_gib"`, `"replicated_write_measured_us"`, `"replicated_write_cpu_s_per_gib"`} {
+	for _, key := range []string{`"sync_write_4k_qd1"`, `"p50_us"`, `"mb_s"`, `"iops"`, `"replicated_write_us"`, `"read_us"`, `"rtt_4k"`, `"stream"`, `"write_4k_qd1"`, `"write_4m"`, `"cpu_s_per_gib"`, `"replicated_write_measured_us"`, `"replicated_write_cpu_s_per_gib"`, `"erasure"`, `"ec_write_cpu_s_per_gib"`} {
 		if !bytes.Contains(raw, []byte(key)) {
 			t.Errorf("saved JSON lacks %s", key)
 		}
@@ -164,7 +167,7 @@ func TestRun(t *testing.T) {
 			t.Errorf("WriteText lacks %s", x.name)
 		}
 	}
-	for _, s := range []string{"replicated write", "read ", "p50 µs", "p99 µs", "IOPS", "MB/s", "same, measured", "CPU floor", " s/GiB"} {
+	for _, s := range []string{"replicated write", "read ", "p50 µs", "p99 µs", "IOPS", "MB/s", "same, measured", "CPU floor", " s/GiB", "2+1 erasure code"} {
 		if !strings.Contains(text, s) {
 			t.Errorf("WriteText lacks %q", s)
 		}

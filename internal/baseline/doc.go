@@ -57,6 +57,12 @@
 // The loopback round trip stands in for the network between hosts, so on a
 // real cluster these are floors, never targets that can be beaten.
 //
+// The CPU floors, through processes that do only the write's work
+// (replicated.go, erasure.go; `cairn baseline-copy`):
+//
+//	write_4m     4 MiB writes to SharedCopies copies: CPU s/GiB
+//	write_4m_ec  4 MiB writes coded ECProfile (2+1) over as many positions
+//
 // A Result is saved and loaded as JSON (Save, Load) so that later runs of
 // `cairn bench` can compare themselves with a saved baseline.
 package baseline

@@ -66,6 +66,11 @@ type CopyOptions struct {
 	// Peers are the other copies: every write goes to them before it is
 	// written here, and is answered once they have answered.
 	Peers []string
+	// DataShards, if not zero, makes this copy the primary of an
+	// erasure-coded write (erasure.go): each write is cut into DataShards
+	// data shards and len(Peers)+1-DataShards parity shards; this copy
+	// keeps the first, peer i gets shard i+1.
+	DataShards int
 	// Begin and End, if not nil, bracket each write on this copy's disk
 	// (an OSD counts them so, for its runtime policy).
 	Begin, End func()
@@ -87,6 +92,14 @@ func ServeCopy(ctx context.Context, o CopyOptions, ready io.Writer) error {
 	}
 	s := &copyServer{o: o, bufs: make(chan []byte, replSlots)}
 	var err error
+	if o.DataShards > 0 {
+		if len(o.Peers) == 0 {
+			return errNoCoding
+		}
+		if s.ec, err = newShardEncoder(o.DataShards, len(o.Peers)+1-o.DataShards); err != nil {
+			return err
+		}
+	}
 	if s.f, s.direct, err = openRing(o.File); err != nil {
 		return err
 	}
@@ -152,9 +165,10 @@ type copyServer struct {
 	o      CopyOptions
 	f      *os.File
 	direct bool
-	next   atomic.Int64 // the next ring slot
-	bufs   chan []byte  // free write buffers
-	peers  []*frameConn // the other copies
+	next   atomic.Int64  // the next ring slot
+	bufs   chan []byte   // free write buffers
+	peers  []*frameConn  // the other copies
+	ec     *shardEncoder // the primary of an erasure-coded write; nil: replicated
 }
 
 func (s *copyServer) buf() []byte {
@@ -248,10 +262,19 @@ func (s *copyServer) serveWrites(c net.Conn) {
 // write sends body to the other copies, writes and syncs it here, and
 // waits for their answers.
 func (s *copyServer) write(body []byte, sum uint32) byte {
+	if s.ec != nil {
+		return s.writeShards(body)
+	}
 	waits := make([]<-chan byte, len(s.peers))
 	for i, p := range s.peers {
 		waits[i] = p.send(body, sum)
 	}
+	return s.writeHere(body, waits)
+}
+
+// writeHere writes and syncs body in the next ring slot, then waits for
+// the peers' answers.
+func (s *copyServer) writeHere(body []byte, waits []<-chan byte) byte {
 	st := byte(replOK)
 	s.o.Begin()
 	off := (s.next.Add(1) - 1) % replSlots * ReplicatedWriteSize
@@ -420,8 +443,8 @@ type copyProc struct {
 }
 
 // startCopy starts one copy and waits until it listens.
-func startCopy(ctx context.Context, command []string, file string, peers []string) (*copyProc, error) {
-	args := append(append([]string{}, command[1:]...), "--file", file)
+func startCopy(ctx context.Context, command []string, file string, peers, extra []string) (*copyProc, error) {
+	args := append(append(append([]string{}, command[1:]...), "--file", file), extra...)
 	for _, p := range peers {
 		args = append(args, "--peer", p)
 	}
@@ -511,26 +534,11 @@ func (p *copyProc) stop() {
 // measures replicated 4 KiB writes one at a time (Write4KQD1), then 4 MiB
 // writes ReplicatedInFlight at a time and the copies' CPU per GiB (Write4M).
 func runReplicated(ctx context.Context, o Options, dir string, r *Result) error {
-	if err := checkReplSpace(dir); err != nil {
-		return err
-	}
-	rr := &replRun{ctx: ctx, o: o}
+	rr := &replRun{ctx: ctx, o: o, n: SharedCopies, what: fmt.Sprintf("%d copies (processes)", SharedCopies)}
 	defer rr.stop()
-	if err := rr.startCopies(dir); err != nil {
+	if err := rr.start(dir); err != nil {
 		return err
 	}
-	primary := rr.copies[len(rr.copies)-1]
-	fc, err := dialFrames(ctx, primary.addr)
-	if err != nil {
-		return err
-	}
-	defer fc.close()
-	stop := context.AfterFunc(ctx, func() { fc.c.SetDeadline(time.Now()) })
-	defer stop()
-	rr.fc = fc
-	rr.body = alignedBuf(ReplicatedWriteSize)
-	fillRandom(rr.body, rand.New(rand.NewPCG(seed, 1<<36)))
-
 	m, err := rr.measure(blockSize, 1)
 	if err != nil {
 		return err
@@ -546,13 +554,13 @@ func runReplicated(ctx context.Context, o Options, dir string, r *Result) error 
 	return nil
 }
 
-// checkReplSpace refuses to start when dir cannot hold every copy's ring.
-func checkReplSpace(dir string) error {
+// checkReplSpace refuses to start when dir cannot hold n copies' rings.
+func checkReplSpace(dir string, n int) error {
 	var sfs unix.Statfs_t
 	if err := unix.Statfs(dir, &sfs); err != nil {
 		return fmt.Errorf("statfs %s: %v", dir, err)
 	}
-	need := int64(SharedCopies) * replRing
+	need := int64(n) * replRing
 	if free := int64(sfs.Bavail) * int64(sfs.Bsize); free < need {
 		return fmt.Errorf("not enough free space in %s: need %s, %s free", dir, mib(need), mib(free))
 	}
@@ -561,11 +569,37 @@ func checkReplSpace(dir string) error {
 
 // replRun is one measurement of replicated writes through copy processes.
 type replRun struct {
-	ctx    context.Context
-	o      Options
-	copies []*copyProc // the primary last
-	fc     *frameConn
-	body   []byte
+	ctx         context.Context
+	o           Options
+	n           int         // copies
+	primaryArgs []string    // more arguments of the primary's command
+	what        string      // the copies, as a note says
+	copies      []*copyProc // the primary last
+	fc          *frameConn
+	unwatch     func() bool
+	body        []byte
+}
+
+// start starts the copies in dir and connects the client to the primary.
+// rr.stop ends them, also when start fails.
+func (rr *replRun) start(dir string) error {
+	if err := checkReplSpace(dir, rr.n); err != nil {
+		return err
+	}
+	if err := rr.startCopies(dir); err != nil {
+		return err
+	}
+	primary := rr.copies[len(rr.copies)-1]
+	fc, err := dialFrames(rr.ctx, primary.addr)
+	if err != nil {
+		return err
+	}
+	rr.fc = fc
+	// Writes in flight end with ctx.
+	rr.unwatch = context.AfterFunc(rr.ctx, func() { fc.c.SetDeadline(time.Now()) })
+	rr.body = alignedBuf(ReplicatedWriteSize)
+	fillRandom(rr.body, rand.New(rand.NewPCG(seed, 1<<36)))
+	return nil
 }
 
 // startCopies starts the copy processes: the others first, then the
@@ -573,13 +607,13 @@ type replRun struct {
 func (rr *replRun) startCopies(dir string) error {
 	tag := strconv.FormatInt(int64(os.Getpid()), 10) + "-" + strconv.FormatUint(rand.Uint64()%1e6, 10)
 	var peers []string
-	for i := SharedCopies - 1; i >= 0; i-- {
+	for i := rr.n - 1; i >= 0; i-- {
 		file := filepath.Join(dir, fmt.Sprintf(".cairn-baseline-copy%d-%s.tmp", i, tag))
-		var pp []string
+		var pp, extra []string
 		if i == 0 {
-			pp = peers
+			pp, extra = peers, rr.primaryArgs
 		}
-		p, err := startCopy(rr.ctx, rr.o.CopyCommand, file, pp)
+		p, err := startCopy(rr.ctx, rr.o.CopyCommand, file, pp, extra)
 		if err != nil {
 			return err
 		}
@@ -590,6 +624,10 @@ func (rr *replRun) startCopies(dir string) error {
 }
 
 func (rr *replRun) stop() {
+	if rr.fc != nil {
+		rr.unwatch()
+		rr.fc.close()
+	}
 	for _, p := range rr.copies {
 		p.stop()
 	}
@@ -653,7 +691,7 @@ func (rr *replRun) measure(size, inFlight int) (Measure, error) {
 	if gib := float64(m.Ops) * float64(size) / (1 << 30); gib > 0 {
 		m.CPUPerGiB = (after - before).Seconds() / gib
 	}
-	m.Note = fmt.Sprintf("%d copies (processes), %s writes, %d in flight", SharedCopies, mib(int64(size)), inFlight)
+	m.Note = fmt.Sprintf("%s, %s writes, %d in flight", rr.what, mib(int64(size)), inFlight)
 	for _, p := range rr.copies {
 		if !p.direct {
 			m.Note += "; no O_DIRECT here: buffered writes"

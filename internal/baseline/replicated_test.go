@@ -35,6 +35,7 @@ func serveCopyHelper(args []string) int {
 	var o CopyOptions
 	fs.StringVar(&o.File, "file", "", "")
 	fs.Func("peer", "", func(s string) error { o.Peers = append(o.Peers, s); return nil })
+	fs.IntVar(&o.DataShards, "data-shards", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -186,7 +187,10 @@ func TestCopyStartFailure(t *testing.T) {
 	if n := res.Replicated.Write4M.Note; !strings.Contains(n, "not measured: ") || !strings.Contains(n, "no space for the ring") {
 		t.Errorf("write_4m note %q does not say why it is missing", n)
 	}
-	if res.Bound.WriteCPUPerGiB != 0 || res.Bound.MeasuredWriteUs != 0 {
+	if n := res.Erasure.Write4M.Note; !strings.Contains(n, "not measured: ") || !strings.Contains(n, "no space for the ring") {
+		t.Errorf("write_4m_ec note %q does not say why it is missing", n)
+	}
+	if res.Bound.WriteCPUPerGiB != 0 || res.Bound.MeasuredWriteUs != 0 || res.Bound.ECWriteCPUPerGiB != 0 {
 		t.Errorf("bounds from a measurement that did not run: %+v", res.Bound)
 	}
 	if last := steps[len(steps)-1]; !strings.Contains(last, "no space for the ring") {

@@ -31,6 +31,8 @@ func (r *Result) rows() []row {
 		{"write_4k_qd1", fmt.Sprintf("replicated: 4 KiB writes to %d copies, 1 in flight", SharedCopies), r.Replicated.Write4KQD1},
 		{"write_4m", fmt.Sprintf("replicated: %d MiB writes to %d copies, %d in flight",
 			ReplicatedWriteSize>>20, SharedCopies, ReplicatedInFlight), r.Replicated.Write4M},
+		{"write_4m_ec", fmt.Sprintf("erasure-coded: %d MiB writes, %s, %d in flight",
+			ReplicatedWriteSize>>20, ECProfile(), ReplicatedInFlight), r.Erasure.Write4M},
 	}
 }
 
@@ -94,6 +96,15 @@ func (r *Result) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  replicated write  %9s s/GiB  = the copies' CPU in write_4m\n", num(c, 2))
 		fmt.Fprintf(w, "      %d processes on loopback TCP: the primary checks the client's crc32c, sends the bytes to the\n", SharedCopies)
 		fmt.Fprintln(w, "      others and writes and syncs its own; they check, write and sync theirs; no index, no metadata")
+	}
+	if c := r.Bound.ECWriteCPUPerGiB; c > 0 {
+		if r.Bound.WriteCPUPerGiB <= 0 {
+			fmt.Fprintln(w, "\nCPU floor (the least CPU a cluster can spend here per GiB written):")
+		}
+		fmt.Fprintf(w, "  %s erasure code  %9s s/GiB  = the positions' CPU in write_4m_ec\n", ECProfile(), num(c, 2))
+		fmt.Fprintf(w, "      %d processes: the primary checks the client's crc32c, codes %d data and %d parity shards (Reed-Solomon),\n",
+			ECDataShards+ECParityShards, ECDataShards, ECParityShards)
+		fmt.Fprintln(w, "      sends each other position its shard and writes and syncs its own; they check, write and sync theirs")
 	}
 }
 

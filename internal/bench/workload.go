@@ -133,7 +133,8 @@ func (w *Workload) Run(ctx context.Context) (*Result, error) {
 	sum := Summarize(o.Mode, p.Name(), o.ObjectSize, o.Threads, elapsed, samples, total, r.errCount.Load())
 	sum.CPU = CPUDelta(before, c.OSDStatuses(ctx), sum.Bytes, sum.Ops)
 	if o.Baseline != nil {
-		sum.Efficiency = EfficiencyOf(o.Baseline, o.Mode, sum, poolCopies(c, p.Name()))
+		copies, ec := poolProtection(c, p.Name())
+		sum.Efficiency = EfficiencyOf(o.Baseline, o.Mode, sum, copies, ec)
 	}
 	if o.Mode == "write" {
 		// Every index handed out was attempted.
@@ -353,12 +354,13 @@ func deleteObjects(ctx context.Context, p *client.Pool, run string, n int64, thr
 	return nil
 }
 
-// poolCopies is the number of copies the pool keeps, 0 if unknown.
-func poolCopies(c *client.Client, pool string) int {
+// poolProtection is the number of copies the pool keeps (0 if unknown) and
+// its erasure code ("" for a replicated pool).
+func poolProtection(c *client.Client, pool string) (copies int, ec string) {
 	for _, p := range c.Pools() {
 		if p.Name == pool {
-			return p.Size
+			return p.Size, p.EC
 		}
 	}
-	return 0
+	return 0, ""
 }

@@ -243,6 +243,7 @@ func baselineCopyCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&o.File, "file", "", "the copy's file (created, and removed at exit)")
 	cmd.Flags().StringArrayVar(&o.Peers, "peer", nil, "address of another copy to forward every write to")
+	cmd.Flags().IntVar(&o.DataShards, "data-shards", 0, "code each write into this many data shards and parity shards, one shard per copy (this one first, then each --peer), instead of forwarding it whole")
 	return longRunning(cmd)
 }
 
