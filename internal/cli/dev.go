@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/cairn-storage/cairn/client"
 	"github.com/cairn-storage/cairn/internal/devcluster"
 	"github.com/spf13/cobra"
 )
@@ -19,8 +20,9 @@ func devCmd(g *globals) *cobra.Command {
 --hosts × --osds-per-host OSD processes, host N listening on 127.0.0.N, with all
 data under --dir, an NBD server and an S3 gateway (HTTPS with --tls: the
 certificate and its CA are made once, in DIR). Creates the pool "default"
-(3 copies, one per host), the pool "s3" for the gateway's buckets and the S3
-user admin with an access key, writes DIR/cairn.conf, DIR/dev.json and
+(3 copies, one per host), the pool "s3" for the gateway's buckets (and with
+--s3-data-pool a pool for new buckets' data, erasure-coded with --s3-data-ec)
+and the S3 user admin with an access key, writes DIR/cairn.conf, DIR/dev.json and
 DIR/s3.json, prints how to use it, and runs until Ctrl-C.
 Running it again on the same --dir restarts the same cluster with its data.
 A process that exits is started again, after a wait that grows to 30 s while
@@ -46,6 +48,8 @@ one now. DIR/dev.json always lists the running pids.`,
 	f.DurationVar(&o.S3GCGrace, "s3-gc-grace", 0, "the S3 gateway's --gc-grace (0: its default)")
 	f.DurationVar(&o.S3IntentTimeout, "s3-intent-timeout", 0, "the S3 gateway's --intent-timeout (0: its default)")
 	f.IntVar(&o.S3IndexShardKeys, "s3-index-shard-keys", 0, "the S3 gateway's --index-shard-keys (0: its default)")
+	f.StringVar(&o.S3DataPool, "s3-data-pool", "", "the S3 gateway's --data-pool, made if missing (see --s3-data-ec); buckets made before keep their data in s3")
+	f.StringVar(&o.S3DataEC, "s3-data-ec", "", "make --s3-data-pool erasure-coded K+M (one shard per host, or per OSD with fewer than K+M hosts; needs "+client.ExperimentalECEnv+"=1)")
 	f.Int64Var(&o.DataCacheSize, "data-cache-size", 0, "each OSD's memory for repeated large reads, as cairn osd --data-cache-size (0: its default)")
 	f.BoolVar(&o.DataCacheReserve, "data-cache-reserve", true, "whether each OSD takes its data cache's memory at start, as cairn osd --data-cache-reserve")
 	f.DurationVar(&o.DownOut, "down-out", 30*time.Second, "how long an OSD may stay down before it is marked out and its data re-replicated")

@@ -40,12 +40,19 @@ func (g *globals) s3Store(ctx context.Context, pool string) (s3gw.Store, func(),
 	return poolStore{p}, func() { c.Close() }, nil
 }
 
+// namePool names the gateway's pool where a bucket's data lives in it.
+func namePool(s *s3gw.BucketStat, pool string) {
+	if s.DataPool == "" {
+		s.DataPool = pool
+	}
+}
+
 func printBucketStats(g *globals, stats []s3gw.BucketStat) error {
 	tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tOWNER\tOBJECTS\tBYTES\tUPLOADS\tGC PENDING\tINDEX SHARDS\tCREATED")
+	fmt.Fprintln(tw, "NAME\tOWNER\tOBJECTS\tBYTES\tUPLOADS\tGC PENDING\tINDEX SHARDS\tDATA POOL\tCREATED")
 	for _, s := range stats {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\n", s.Name, s.Owner, s.Objects, humanBytes(int64(s.Bytes)), s.Uploads, s.GCPending, s.IndexShards,
-			s.Created.UTC().Format(time.DateTime))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", s.Name, s.Owner, s.Objects, humanBytes(int64(s.Bytes)), s.Uploads, s.GCPending, s.IndexShards,
+			s.DataPool, s.Created.UTC().Format(time.DateTime))
 	}
 	return tw.Flush()
 }
@@ -56,7 +63,7 @@ func s3BucketLsCmd(g *globals) *cobra.Command {
 		Use:   "ls",
 		Short: "list the buckets of the gateway's pool with their owners, objects and bytes",
 		Long: `Lists every bucket with its owner, object count, bytes, multipart uploads in
-progress and data waiting for the collector. It reads every bucket's whole
+progress, data waiting for the collector and the pool holding its data. It reads every bucket's whole
 index (1,000 keys per round trip): an administrator's view.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -68,6 +75,9 @@ index (1,000 keys per round trip): an administrator's view.`,
 			stats, err := s3gw.ListBucketStats(cmd.Context(), st)
 			if err != nil {
 				return err
+			}
+			for i := range stats {
+				namePool(&stats[i], pool)
 			}
 			if g.json {
 				if stats == nil {
@@ -101,6 +111,7 @@ func s3BucketStatCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			namePool(&s, pool)
 			if g.json {
 				return g.printJSON(s)
 			}

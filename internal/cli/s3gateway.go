@@ -25,11 +25,12 @@ import (
 
 // s3Gateway holds the flags of the gateway server.
 type s3Gateway struct {
-	listen, pool, region, debugListen string
-	tlsCert, tlsKey, metricsListen    string
-	domains                           []string
-	gcGrace, intentTimeout            time.Duration
-	indexShardKeys                    int
+	listen, pool, dataPool, region string
+	debugListen                    string
+	tlsCert, tlsKey, metricsListen string
+	domains                        []string
+	gcGrace, intentTimeout         time.Duration
+	indexShardKeys                 int
 }
 
 // addS3Gateway makes `cairn s3` (the parent of user and key) serve S3 when
@@ -44,7 +45,14 @@ pool at once. Each collects the data of replaced and deleted objects after
 --gc-grace and that of writes abandoned by a gateway that died after
 --intent-timeout.
 
+--pool holds the bucket registry and indexes, which need omap: it must be
+replicated. The data of a bucket goes to the pool named when the bucket was
+created: --data-pool (default --pool), which may be erasure-coded, like an
+RGW placement target's data pool. Changing --data-pool moves no existing
+bucket: each keeps its data where it was.
+
   cairn s3 --listen 127.0.0.1:9000 --pool s3
+  cairn s3 --listen 127.0.0.1:9000 --pool s3 --data-pool s3-ec   # new buckets' data 2+2
   aws --endpoint-url http://127.0.0.1:9000 s3 ls`
 	cmd.Args = cobra.NoArgs
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -55,7 +63,8 @@ pool at once. Each collects the data of replaced and deleted objects after
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.listen, "listen", "", "serve S3 on this address (e.g. 127.0.0.1:9000)")
-	f.StringVar(&o.pool, "pool", "s3", "the pool that holds the buckets")
+	f.StringVar(&o.pool, "pool", "s3", "the pool that holds the bucket registry and indexes (replicated), and the data of buckets without a data pool")
+	f.StringVar(&o.dataPool, "data-pool", "", "the pool new buckets keep their data in, e.g. an erasure-coded one (default: --pool); existing buckets keep theirs")
 	f.StringVar(&o.region, "region", "", "the only region requests may be signed for (default: any)")
 	f.StringSliceVar(&o.domains, "domain", []string{"localhost"}, "host names under which BUCKET.NAME addresses a bucket")
 	f.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate (chain): serve HTTPS")
@@ -84,10 +93,7 @@ func (o s3Gateway) run(ctx context.Context, g *globals) error {
 		return err
 	}
 	defer c.Close()
-	pool, err := c.Pool(o.pool)
-	if errors.Is(err, client.ErrPoolNotFound) {
-		return fmt.Errorf("s3: pool %q does not exist: create it (cairn pool create %s) or name another with --pool", o.pool, o.pool)
-	}
+	pool, err := o.openPools(c)
 	if err != nil {
 		return err
 	}
@@ -101,7 +107,7 @@ func (o s3Gateway) run(ctx context.Context, g *globals) error {
 		return err
 	}
 	defer creds.Close()
-	cfg := s3gw.Config{Store: poolStore{pool}, Lookup: creds.Lookup, Region: o.region, Domains: o.domains,
+	cfg := s3gw.Config{Store: poolStore{pool}, DataPool: o.dataPool, DataStore: dataStores(c), Lookup: creds.Lookup, Region: o.region, Domains: o.domains,
 		GCGrace: o.gcGrace, IntentTimeout: o.intentTimeout, IndexShardKeys: o.indexShardKeys, Logf: logger.Printf}
 	if o.metricsListen != "" {
 		cfg.Metrics = s3gw.NewMetrics()
@@ -129,7 +135,7 @@ func (o s3Gateway) run(ctx context.Context, g *globals) error {
 	if o.tlsCert != "" {
 		scheme = "https"
 	}
-	logger.Printf("s3: serving the buckets of pool %q on %s://%s", o.pool, scheme, ln.Addr())
+	logger.Printf("s3: serving the buckets of pool %q on %s://%s%s", o.pool, scheme, ln.Addr(), o.dataPoolNote(c))
 	defer registerGateway(ctx, ms, report.Gateway{Kind: "s3", Endpoint: scheme + "://" + ln.Addr().String(), Pool: o.pool})()
 	if o.tlsCert != "" {
 		err = srv.ServeTLS(ln, o.tlsCert, o.tlsKey)
@@ -140,6 +146,61 @@ func (o s3Gateway) run(ctx context.Context, g *globals) error {
 		return nil
 	}
 	return err
+}
+
+// openPools opens the gateway's pool, which must be replicated (the
+// registry and indexes are omaps), and checks the data pool exists.
+func (o *s3Gateway) openPools(c *client.Client) (*client.Pool, error) {
+	pool, err := c.Pool(o.pool)
+	if errors.Is(err, client.ErrPoolNotFound) {
+		return nil, fmt.Errorf("s3: pool %q does not exist: create it (cairn pool create %s) or name another with --pool", o.pool, o.pool)
+	}
+	if err != nil {
+		return nil, err
+	}
+	info, err := pool.Info()
+	if err != nil {
+		return nil, err
+	}
+	if info.EC != "" {
+		return nil, fmt.Errorf("s3: pool %q is erasure-coded (%s): the bucket registry and indexes need omap, which erasure-coded pools do not keep; give --pool a replicated pool and this one as --data-pool %s", o.pool, info.EC, o.pool)
+	}
+	if o.dataPool == o.pool {
+		o.dataPool = ""
+	}
+	if o.dataPool != "" {
+		if _, err := c.Pool(o.dataPool); errors.Is(err, client.ErrPoolNotFound) {
+			return nil, fmt.Errorf("s3: data pool %q does not exist: create it (cairn pool create %s, --ec K+M for an erasure-coded one) or name another with --data-pool", o.dataPool, o.dataPool)
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	return pool, nil
+}
+
+// dataPoolNote says where new buckets' data goes, for the start-up line.
+func (o s3Gateway) dataPoolNote(c *client.Client) string {
+	if o.dataPool == "" {
+		return ""
+	}
+	kind := "replicated"
+	if p, err := c.Pool(o.dataPool); err == nil {
+		if info, err := p.Info(); err == nil && info.EC != "" {
+			kind = "erasure-coded " + info.EC
+		}
+	}
+	return fmt.Sprintf("; new buckets keep their data in pool %q (%s)", o.dataPool, kind)
+}
+
+// dataStores opens data pools by name for the gateway.
+func dataStores(c *client.Client) func(string) (s3gw.Store, error) {
+	return func(name string) (s3gw.Store, error) {
+		p, err := c.Pool(name)
+		if err != nil {
+			return nil, storeErr(err)
+		}
+		return poolStore{p}, nil
+	}
 }
 
 // registerGateway lists the gateway g in etcd (cairn status shows it)
@@ -182,6 +243,8 @@ func storeErr(err error) error {
 		return &s3gw.PreconditionError{Key: pe.Key, Value: pe.Value, Exists: pe.Exists}
 	case errors.Is(err, client.ErrNotFound):
 		return fmt.Errorf("%w: %v", s3gw.ErrNotFound, err)
+	case errors.Is(err, client.ErrPoolNotFound):
+		return fmt.Errorf("%w: %v", s3gw.ErrNoPool, err)
 	}
 	return err
 }

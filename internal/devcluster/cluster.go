@@ -46,6 +46,11 @@ type Options struct {
 	// abandoned write's intent must be (0: cairn s3's defaults).
 	S3GCGrace, S3IntentTimeout time.Duration
 	S3IndexShardKeys           int // the gateway's --index-shard-keys (0: its default)
+	// S3DataPool is the gateway's --data-pool ("": none, data in pool
+	// s3), made at the first start if missing: erasure-coded S3DataEC
+	// ("K+M", which needs CAIRN_EXPERIMENTAL_EC=1) when set, else
+	// replicated as s3 is.
+	S3DataPool, S3DataEC string
 	// Passed to every OSD when set (cairn osd has the defaults).
 	DataCacheSize    int64
 	DataCacheReserve bool

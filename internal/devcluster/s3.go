@@ -42,15 +42,21 @@ const (
 // still exists), and starts the gateway on o.S3Port, over TLS with
 // o.TLS.
 func (c *Cluster) startS3(ctx context.Context, o Options, cfg *conf.Config, ms *meta.Store, cl *client.Client) error {
-	if _, err := cl.Pool(s3Pool); errors.Is(err, client.ErrPoolNotFound) {
-		if _, err := cl.CreatePool(ctx, client.PoolSpec{Name: s3Pool, Size: min(3, o.Hosts), PGNum: s3PGs, FailureDomain: clustermap.DomainHost}); err != nil {
-			return fmt.Errorf("dev: creating pool %s for the S3 gateway: %w", s3Pool, err)
-		}
-	} else if err != nil {
+	if err := ensurePool(ctx, cl, client.PoolSpec{Name: s3Pool, Size: min(3, o.Hosts), PGNum: s3PGs, FailureDomain: clustermap.DomainHost}); err != nil {
 		return err
 	}
 	addr := net.JoinHostPort(strings.Trim(o.Loopback(0), "[]"), strconv.Itoa(o.S3Port))
 	args := []string{"s3", "--conf", c.Conf, "--listen", addr, "--pool", s3Pool}
+	if o.S3DataPool != "" {
+		spec, err := o.s3DataSpec()
+		if err != nil {
+			return err
+		}
+		if err := ensurePool(ctx, cl, spec); err != nil {
+			return err
+		}
+		args = append(args, "--data-pool", o.S3DataPool)
+	}
 	endpoint, caFile := "http://"+addr, ""
 	if o.TLS {
 		ca, cert, key, err := s3TLSFiles(c.Dir, strings.Trim(o.Loopback(0), "[]"))
@@ -95,6 +101,38 @@ func (c *Cluster) startS3(ctx context.Context, o Options, cfg *conf.Config, ms *
 	}
 	c.S3 = &info
 	return nil
+}
+
+// ensurePool creates the pool of spec for the S3 gateway unless it exists.
+func ensurePool(ctx context.Context, cl *client.Client, spec client.PoolSpec) error {
+	_, err := cl.Pool(spec.Name)
+	if !errors.Is(err, client.ErrPoolNotFound) {
+		return err
+	}
+	if _, err := cl.CreatePool(ctx, spec); err != nil {
+		return fmt.Errorf("dev: creating pool %s for the S3 gateway: %w", spec.Name, err)
+	}
+	return nil
+}
+
+// s3DataSpec is the S3 gateway's data pool: like s3, or erasure-coded
+// with one shard per host where there are hosts enough, else one per OSD
+// (shards then share hosts, so a host lost may take more than M of them:
+// fine for a dev cluster, which is one machine anyway).
+func (o Options) s3DataSpec() (client.PoolSpec, error) {
+	spec := client.PoolSpec{Name: o.S3DataPool, Size: min(3, o.Hosts), PGNum: s3PGs, FailureDomain: clustermap.DomainHost}
+	if o.S3DataEC == "" {
+		return spec, nil
+	}
+	e, err := clustermap.ParseECProfile(o.S3DataEC, 0)
+	if err != nil {
+		return spec, fmt.Errorf("dev: the S3 data pool's erasure code: %w", err)
+	}
+	spec.Size, spec.EC = 0, o.S3DataEC
+	if o.Hosts < e.K+e.M {
+		spec.FailureDomain = clustermap.DomainOSD
+	}
+	return spec, nil
 }
 
 // s3Credentials returns admin's key from path if it still exists, or

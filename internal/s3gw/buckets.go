@@ -15,14 +15,18 @@ import (
 )
 
 // bucketRec is a bucket's record in the registry (s3.buckets): its id,
-// which names its index shards and data, its owner, and its shard map.
+// which names its index shards and data, its owner, its shard map, and
+// the pool of its data (datapool.go).
 type bucketRec struct {
 	Name    string       `json:"-"`
 	ID      string       `json:"id"`
 	Owner   string       `json:"owner"`
 	Created time.Time    `json:"created"`
 	Shards  []shardRange `json:"shards"`
-	raw     []byte
+	// DataPool is the pool holding the bucket's data stripes; absent
+	// (records written before buckets had one too): the gateway's pool.
+	DataPool string `json:"data_pool,omitempty"`
+	raw      []byte
 }
 
 // maxShards bounds a bucket record's shard list (10^8 keys in shards of
@@ -163,7 +167,11 @@ func (rq *request) createBucket() error {
 			return err
 		}
 	}
-	b := &bucketRec{Name: rq.bucket, ID: newID(), Owner: rq.user, Created: g.now().UTC(), Shards: []shardRange{{From: "", N: 0}}}
+	b := &bucketRec{Name: rq.bucket, ID: newID(), Owner: rq.user, Created: g.now().UTC(), Shards: []shardRange{{From: "", N: 0}},
+		DataPool: g.cfg.DataPool}
+	if _, err := g.dataStore(b.DataPool); err != nil {
+		return err // no bucket whose data could not be written
+	}
 	raw, _ := json.Marshal(b)
 	shard := shardObject(b.ID, 0)
 	if err := g.cfg.Store.OmapApply(rq.ctx, shard, Txn{Create: true, Set: map[string][]byte{keyOpen: openValue}}); err != nil {
@@ -263,14 +271,14 @@ func (rq *request) deleteBucket() error {
 		g.reopenShards(rq.ctx, b, closed)
 		return err
 	}
-	w := &enc{}
-	w.varint(g.now().UnixNano())
+	dead := deadRec{at: g.now(), pool: b.DataPool}
 	for _, r := range b.Shards {
-		w.varint(int64(r.N))
+		dead.shards = append(dead.shards, r.N)
 	}
+	w := dead.encode()
 	err = g.cfg.Store.OmapApply(rq.ctx, registryObject, Txn{If: []Cond{{Key: rq.bucket, Value: b.raw}},
-		Rm: []string{rq.bucket}, Set: map[string][]byte{prefixDead + b.ID: w.b}})
-	if errors.Is(err, ErrPrecondition) && g.landed(rq.ctx, registryObject, prefixDead+b.ID, false, w.b) {
+		Rm: []string{rq.bucket}, Set: map[string][]byte{prefixDead + b.ID: w}})
+	if errors.Is(err, ErrPrecondition) && g.landed(rq.ctx, registryObject, prefixDead+b.ID, false, w) {
 		err = nil
 	}
 	g.buckets.drop(rq.bucket)

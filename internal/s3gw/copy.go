@@ -149,7 +149,7 @@ func (rq *request) copyStream(src *bucketRec, se *Entry, rng byteRange, dst *buc
 	pr, pw := io.Pipe()
 	ctx, cancel := context.WithCancel(rq.ctx)
 	defer cancel()
-	go func() { pw.CloseWithError(rq.g.streamData(ctx, pw, src.ID, se, rng.Start, rng.Length)) }()
+	go func() { pw.CloseWithError(rq.g.streamData(ctx, pw, src.data(), se, rng.Start, rng.Length)) }()
 	s, err := rq.storeBody(dst, pr, rng.Length, hashes)
 	pr.CloseWithError(io.ErrClosedPipe)
 	return s, err

@@ -15,12 +15,16 @@ import (
 const writeAhead = 2
 
 // writeData streams exactly size bytes of body into the stripes of data
-// id under bucket, feeding every byte to hashes in the same pass. It
+// id in the bucket's data pool (loc), feeding every byte to hashes in the same pass. It
 // returns when every stripe is durable, or with the first error (the
 // caller then removes what was written: removeData). A body shorter than
 // size is IncompleteBody; one longer, or whose own check fails at its end
 // (a signature, a SHA-256), fails with that error.
-func (g *Gateway) writeData(ctx context.Context, bucketID, dataID string, body io.Reader, size uint64, hashes []hash.Hash) error {
+func (g *Gateway) writeData(ctx context.Context, loc dataLoc, dataID string, body io.Reader, size uint64, hashes []hash.Hash) error {
+	st, err := g.dataStore(loc.pool)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -60,10 +64,10 @@ func (g *Gateway) writeData(ctx context.Context, bucketID, dataID string, body i
 		go func(name string) {
 			defer wg.Done()
 			defer func() { <-sem; g.bufs.Put(bp) }()
-			if err := g.cfg.Store.Put(ctx, name, chunk); err != nil {
-				fail(fmt.Errorf("writing %s: %w", name, err))
+			if err := st.Put(ctx, name, chunk); err != nil {
+				fail(fmt.Errorf("writing %s: %w", name, g.dataErr(loc.pool, err)))
 			}
-		}(dataObject(bucketID, dataID, n))
+		}(dataObject(loc.bucketID, dataID, n))
 	}
 	wg.Wait()
 	if firstErr != nil {
@@ -94,14 +98,20 @@ func bodyErr(err error) error {
 }
 
 // removeData deletes the stripes of data written for size bytes (absent
-// stripes are fine: removal is idempotent, so it may run twice).
-func (g *Gateway) removeData(ctx context.Context, bucketID, dataID string, size uint64, stripe uint32) error {
-	for n := uint64(0); n < stripes(size, stripe); n++ {
-		if err := g.cfg.Store.Delete(ctx, dataObject(bucketID, dataID, n)); err != nil && !errors.Is(err, ErrNotFound) {
-			return err
+// stripes are fine: removal is idempotent, so it may run twice). A data
+// pool that does not exist any more took its stripes with it.
+func (g *Gateway) removeData(ctx context.Context, loc dataLoc, dataID string, size uint64, stripe uint32) error {
+	st, err := g.dataStore(loc.pool)
+	for n := uint64(0); err == nil && n < stripes(size, stripe); n++ {
+		err = st.Delete(ctx, dataObject(loc.bucketID, dataID, n))
+		if errors.Is(err, ErrNotFound) {
+			err = nil
 		}
 	}
-	return nil
+	if errors.Is(g.dataErr(loc.pool, err), ErrNoPool) {
+		return nil
+	}
+	return err
 }
 
 // readAhead is how many stripes a GET fetches ahead of what it sends.
@@ -140,16 +150,21 @@ func pieces(bucketID string, e *Entry, off, length uint64) []piece {
 	return out
 }
 
-// streamData writes [off, off+length) of an entry's data to w, fetching
-// up to readAhead stripes in parallel and sending them in order.
-func (g *Gateway) streamData(ctx context.Context, w io.Writer, bucketID string, e *Entry, off, length uint64) error {
-	ps := pieces(bucketID, e, off, length)
+// streamData writes [off, off+length) of an entry's data, which is in
+// loc, to w, fetching up to readAhead stripes in parallel and sending them
+// in order.
+func (g *Gateway) streamData(ctx context.Context, w io.Writer, loc dataLoc, e *Entry, off, length uint64) error {
+	st, err := g.dataStore(loc.pool)
+	if err != nil {
+		return err
+	}
+	ps := pieces(loc.bucketID, e, off, length)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	results := make([]chan readResult, len(ps))
 	fetch := func(i int) {
 		results[i] = make(chan readResult, 1)
-		go func(p piece, ch chan readResult) { ch <- g.readPiece(ctx, p) }(ps[i], results[i])
+		go func(p piece, ch chan readResult) { ch <- g.readPiece(ctx, st, p) }(ps[i], results[i])
 	}
 	for i := 0; i < min(readAhead, len(ps)); i++ {
 		fetch(i)
@@ -165,7 +180,7 @@ func (g *Gateway) streamData(ctx context.Context, w io.Writer, bucketID string, 
 		r := <-results[i]
 		results[i] = nil
 		if r.err != nil {
-			return r.err
+			return g.dataErr(loc.pool, r.err)
 		}
 		if i+readAhead < len(ps) {
 			fetch(i + readAhead)
@@ -188,12 +203,12 @@ type readResult struct {
 
 // readPiece reads one piece, into a pooled buffer where the store offers
 // one.
-func (g *Gateway) readPiece(ctx context.Context, p piece) readResult {
+func (g *Gateway) readPiece(ctx context.Context, st Store, p piece) readResult {
 	r := readResult{release: func() {}}
-	if pr, ok := g.cfg.Store.(PooledReader); ok {
+	if pr, ok := st.(PooledReader); ok {
 		r.data, _, r.release, r.err = pr.ReadAtPooled(ctx, p.name, p.off, p.len)
 	} else {
-		r.data, _, r.err = g.cfg.Store.ReadAt(ctx, p.name, p.off, p.len)
+		r.data, _, r.err = st.ReadAt(ctx, p.name, p.off, p.len)
 	}
 	if r.err == nil && uint64(len(r.data)) != p.len {
 		r.err = fmt.Errorf("s3: stripe %s holds %d bytes at %d, the index says %d", p.name, len(r.data), p.off, p.len)

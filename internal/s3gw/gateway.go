@@ -17,8 +17,19 @@ import (
 
 // Config describes a gateway.
 type Config struct {
-	// Store is the pool the gateway keeps everything in. Required.
+	// Store is the gateway's pool: the bucket registry, the index shards
+	// and the data of buckets that name no data pool. It must keep omaps
+	// (a replicated pool). Required.
 	Store Store
+	// DataPool names the pool the data of buckets created from now on
+	// goes to ("": Store). A bucket's record keeps the pool it was
+	// created with, so changing DataPool moves no existing bucket.
+	DataPool string
+	// DataStore opens the Store of a data pool by name, for DataPool and
+	// the pools bucket records name (each opened once, then kept). It
+	// answers ErrNoPool for a pool that does not exist. Required with
+	// DataPool, or when a bucket record names a pool.
+	DataStore func(pool string) (Store, error)
 	// Lookup resolves access keys to secrets and users. Required.
 	Lookup sigv4.Credentials
 	// Region, if set, is the only region requests may be signed for.
@@ -51,6 +62,7 @@ type Gateway struct {
 	cfg      Config
 	verifier *sigv4.Verifier
 	buckets  bucketCache
+	pools    dataPools // data pools opened, by name
 	bufs     sync.Pool // stripe buffers
 	probing  sync.Map  // index shards being counted for a split
 }

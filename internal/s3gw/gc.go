@@ -88,7 +88,7 @@ func (g *Gateway) Collect(ctx context.Context) (CollectStats, error) {
 				continue
 			}
 			for _, s := range b.Shards {
-				if err := g.collectShard(ctx, b.ID, shardObject(b.ID, s.N), &st); err != nil {
+				if err := g.collectShard(ctx, b.data(), shardObject(b.ID, s.N), &st); err != nil {
 					return st, err
 				}
 			}
@@ -104,7 +104,7 @@ func (g *Gateway) Collect(ctx context.Context) (CollectStats, error) {
 
 // collectShard reclaims a live shard's expired GC records and abandoned
 // intents.
-func (g *Gateway) collectShard(ctx context.Context, bucketID, shard string, st *CollectStats) error {
+func (g *Gateway) collectShard(ctx context.Context, loc dataLoc, shard string, st *CollectStats) error {
 	cutoff := g.now().Add(-g.cfg.GCGrace)
 	kvs, _, err := g.cfg.Store.OmapList(ctx, shard, prefixGC, gcKey(cutoff, ""), maxCollectPerPass)
 	if errors.Is(err, ErrNotFound) {
@@ -114,7 +114,7 @@ func (g *Gateway) collectShard(ctx context.Context, bucketID, shard string, st *
 		return err
 	}
 	for _, kv := range kvs {
-		if err := g.reclaimGC(ctx, bucketID, shard, kv); err != nil {
+		if err := g.reclaimGC(ctx, loc, shard, kv); err != nil {
 			return err
 		}
 		st.Data++
@@ -128,7 +128,7 @@ func (g *Gateway) collectShard(ctx context.Context, bucketID, shard string, st *
 		if err != nil || g.now().Sub(in.Start) < g.cfg.IntentTimeout {
 			continue
 		}
-		ok, err := g.reclaimIntent(ctx, bucketID, shard, kv, in)
+		ok, err := g.reclaimIntent(ctx, loc, shard, kv, in)
 		if err != nil {
 			return err
 		}
@@ -139,13 +139,13 @@ func (g *Gateway) collectShard(ctx context.Context, bucketID, shard string, st *
 	return nil
 }
 
-func (g *Gateway) reclaimGC(ctx context.Context, bucketID, shard string, kv KV) error {
+func (g *Gateway) reclaimGC(ctx context.Context, loc dataLoc, shard string, kv KV) error {
 	r, err := decodeGC(kv.Value)
 	if err != nil {
 		g.cfg.Logf("s3: collector: dropping the damaged GC record %q of %s: %v", kv.Key, shard, err)
 	} else {
 		for _, p := range r.Parts {
-			if err := g.removeData(ctx, bucketID, p.DataID, p.Size, r.Stripe); err != nil {
+			if err := g.removeData(ctx, loc, p.DataID, p.Size, r.Stripe); err != nil {
 				return err
 			}
 		}
@@ -156,7 +156,7 @@ func (g *Gateway) reclaimGC(ctx context.Context, bucketID, shard string, kv KV) 
 // reclaimIntent takes an intent away from its writer (guarded on its
 // value: if the write committed meanwhile, nothing happens) and removes
 // the data it may have written.
-func (g *Gateway) reclaimIntent(ctx context.Context, bucketID, shard string, kv KV, in intent) (bool, error) {
+func (g *Gateway) reclaimIntent(ctx context.Context, loc dataLoc, shard string, kv KV, in intent) (bool, error) {
 	err := g.cfg.Store.OmapApply(ctx, shard, Txn{If: []Cond{{Key: kv.Key, Value: kv.Value}}, Rm: []string{kv.Key}})
 	if errors.Is(err, ErrPrecondition) {
 		return false, nil
@@ -164,46 +164,38 @@ func (g *Gateway) reclaimIntent(ctx context.Context, bucketID, shard string, kv 
 	if err != nil {
 		return false, err
 	}
-	return true, g.removeData(ctx, bucketID, strings.TrimPrefix(kv.Key, prefixPending), in.Size, stripeSize)
+	return true, g.removeData(ctx, loc, strings.TrimPrefix(kv.Key, prefixPending), in.Size, stripeSize)
 }
 
 // collectDeadBucket reclaims a deleted bucket once the grace has passed:
-// the data its shard still names (GC records, intents, parts of uploads
-// never completed), then the shard, then its dead key.
+// the data its shards still name (GC records, intents, parts of uploads
+// never completed) in its data pool, then the shards, then its dead key.
+// A damaged record is reclaimed as far as it can be read (its time
+// unreadable: at once).
 func (g *Gateway) collectDeadBucket(ctx context.Context, kv KV) (bool, error) {
-	d := &dec{b: kv.Value}
-	at := time.Unix(0, d.varint())
-	if d.err == nil && g.now().Sub(at) < g.cfg.GCGrace {
+	dead, err := decodeDead(kv.Value)
+	if g.now().Sub(dead.at) < g.cfg.GCGrace { // an unreadable time reads as 1970
 		return false, nil
 	}
-	bucketID := strings.TrimPrefix(kv.Key, prefixDead)
-	var shards []int
-	for d.err == nil && len(d.b) > 0 && len(shards) < maxDeadShards {
-		if n := d.varint(); d.err == nil {
-			shards = append(shards, int(n))
-		}
+	if err != nil {
+		g.cfg.Logf("s3: collector: the record of deleted bucket %q is damaged (%v); reclaiming what it names", kv.Key[len(prefixDead):], err)
 	}
-	if len(shards) == 0 {
-		shards = []int{0} // deleted before dead keys listed the shards: it had one
-	}
-	for _, n := range shards {
-		if err := g.reclaimDeadShard(ctx, bucketID, shardObject(bucketID, n)); err != nil {
+	loc := dataLoc{strings.TrimPrefix(kv.Key, prefixDead), dead.pool}
+	for _, n := range dead.shards {
+		if err := g.reclaimDeadShard(ctx, loc, shardObject(loc.bucketID, n)); err != nil {
 			return false, err
 		}
 	}
-	err := g.cfg.Store.OmapApply(ctx, registryObject, Txn{If: []Cond{{Key: kv.Key, Value: kv.Value}}, Rm: []string{kv.Key}})
+	err = g.cfg.Store.OmapApply(ctx, registryObject, Txn{If: []Cond{{Key: kv.Key, Value: kv.Value}}, Rm: []string{kv.Key}})
 	if err != nil && !errors.Is(err, ErrPrecondition) {
 		return false, err
 	}
 	return true, nil
 }
 
-// maxDeadShards bounds the shards a dead-bucket key may name.
-const maxDeadShards = 1 << 20
-
 // reclaimDeadShard removes the data a dead bucket's shard names, then the
 // shard.
-func (g *Gateway) reclaimDeadShard(ctx context.Context, bucketID, shard string) error {
+func (g *Gateway) reclaimDeadShard(ctx context.Context, loc dataLoc, shard string) error {
 	for {
 		kvs, more, err := g.cfg.Store.OmapList(ctx, shard, "\x00", "\x01", maxCollectPerPass)
 		if errors.Is(err, ErrNotFound) {
@@ -213,7 +205,7 @@ func (g *Gateway) reclaimDeadShard(ctx context.Context, bucketID, shard string) 
 			return err
 		}
 		for _, e := range kvs {
-			if err := g.reclaimAny(ctx, bucketID, shard, e); err != nil {
+			if err := g.reclaimAny(ctx, loc, shard, e); err != nil {
 				return err
 			}
 		}
@@ -228,20 +220,20 @@ func (g *Gateway) reclaimDeadShard(ctx context.Context, bucketID, shard string) 
 
 // reclaimAny removes the data a bookkeeping key of a dead shard names,
 // then the key.
-func (g *Gateway) reclaimAny(ctx context.Context, bucketID, shard string, kv KV) error {
+func (g *Gateway) reclaimAny(ctx context.Context, loc dataLoc, shard string, kv KV) error {
 	switch {
 	case strings.HasPrefix(kv.Key, prefixGC):
-		return g.reclaimGC(ctx, bucketID, shard, kv)
+		return g.reclaimGC(ctx, loc, shard, kv)
 	case strings.HasPrefix(kv.Key, prefixPending):
 		in, err := decodeIntent(kv.Value)
 		if err == nil {
-			_, err = g.reclaimIntent(ctx, bucketID, shard, kv, in)
+			_, err = g.reclaimIntent(ctx, loc, shard, kv, in)
 			return err
 		}
 	case strings.HasPrefix(kv.Key, prefixPart):
 		p, err := decodePart(kv.Value)
 		if err == nil {
-			if err := g.removeData(ctx, bucketID, p.DataID, p.Size, stripeSize); err != nil {
+			if err := g.removeData(ctx, loc, p.DataID, p.Size, stripeSize); err != nil {
 				return err
 			}
 		}

@@ -50,11 +50,16 @@ func newEnv(t *testing.T) *testEnv { return newEnvTLS(t, false) }
 
 // newEnvTLS serves over TLS when tls is set: the SDK then sends its
 // checksums as trailers of aws-chunked bodies.
-func newEnvTLS(t *testing.T, tls bool) *testEnv {
+func newEnvTLS(t *testing.T, tls bool) *testEnv { return newEnvWith(t, tls, func(*Config) {}) }
+
+// newEnvWith is newEnvTLS with the gateway's configuration changed by edit.
+func newEnvWith(t *testing.T, tls bool, edit func(*Config)) *testEnv {
 	t.Helper()
 	env := &testEnv{t: t, store: NewMemStore(), clock: &fakeClock{}}
-	env.gw = New(Config{Store: env.store, Lookup: lookup, GCGrace: time.Minute, IntentTimeout: time.Hour,
-		Now: env.clock.now, Logf: t.Logf, Metrics: NewMetrics()})
+	cfg := Config{Store: env.store, Lookup: lookup, GCGrace: time.Minute, IntentTimeout: time.Hour,
+		Now: env.clock.now, Logf: t.Logf, Metrics: NewMetrics()}
+	edit(&cfg)
+	env.gw = New(cfg)
 	if tls {
 		env.srv = httptest.NewTLSServer(env.gw)
 	} else {

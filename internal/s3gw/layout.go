@@ -141,3 +141,59 @@ func decodeIntent(b []byte) (intent, error) {
 	in := intent{Start: time.Unix(0, d.varint()), Size: d.uvarint()}
 	return in, d.err
 }
+
+// deadRec is the value of a deleted bucket's key in the registry: when it
+// was deleted, its index shards and its data pool, all the collector needs
+// to reclaim it. A shard number is never negative, so deadPoolMark after
+// the shards says that the pool's name follows; a record of a bucket
+// whose data is in the gateway's pool (and every record written before
+// buckets had data pools) ends with the shards.
+type deadRec struct {
+	at     time.Time
+	shards []int
+	pool   string
+}
+
+const deadPoolMark = -1
+
+// maxDeadShards bounds the shards a dead-bucket key may name.
+const maxDeadShards = 1 << 20
+
+func (r deadRec) encode() []byte {
+	w := &enc{}
+	w.varint(r.at.UnixNano())
+	for _, n := range r.shards {
+		w.varint(int64(n))
+	}
+	if r.pool != "" {
+		w.varint(deadPoolMark)
+		w.str(r.pool)
+	}
+	return w.b
+}
+
+// decodeDead reads a dead-bucket record; a record without shards is of a
+// bucket deleted before they were listed, which had one (shard 0).
+func decodeDead(b []byte) (deadRec, error) {
+	d := &dec{b: b}
+	r := deadRec{at: time.Unix(0, d.varint())}
+	for d.err == nil && len(d.b) > 0 && len(r.shards) < maxDeadShards {
+		n := d.varint()
+		switch {
+		case d.err != nil:
+		case n == deadPoolMark:
+			r.pool = d.str()
+			if d.err == nil && (r.pool == "" || len(d.b) != 0) {
+				d.err = errCorruptRecord
+			}
+		case n < 0:
+			d.err = errCorruptRecord
+		default:
+			r.shards = append(r.shards, int(n))
+		}
+	}
+	if len(r.shards) == 0 {
+		r.shards = []int{0}
+	}
+	return r, d.err
+}

@@ -56,13 +56,13 @@ func (rq *request) storeBody(b *bucketRec, body io.Reader, size uint64, hashes [
 	cleanup := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
-		if err := g.removeData(ctx, b.ID, dataID, size, stripeSize); err != nil {
+		if err := g.removeData(ctx, b.data(), dataID, size, stripeSize); err != nil {
 			g.cfg.Logf("s3: removing the data of a failed write in bucket %s: %v (the collector will)", b.Name, err)
 			return
 		}
 		g.cfg.Store.OmapApply(ctx, shard, Txn{If: []Cond{{Key: pk, Value: iv}}, Rm: []string{pk}})
 	}
-	if err = g.writeData(rq.ctx, b.ID, dataID, body, size, hashes); err != nil {
+	if err = g.writeData(rq.ctx, b.data(), dataID, body, size, hashes); err != nil {
 		cleanup()
 		return stored{}, err
 	}
@@ -250,17 +250,49 @@ func (rq *request) getObject(head bool) error {
 		status = http.StatusPartialContent
 		h.Set("Content-Range", "bytes "+strconv.FormatUint(rng.Start, 10)+"-"+strconv.FormatUint(rng.Start+rng.Length-1, 10)+"/"+strconv.FormatUint(e.Size, 10))
 	}
-	rq.w.WriteHeader(status)
 	if head || rng.Length == 0 {
+		rq.w.WriteHeader(status)
 		return nil
 	}
-	if err := rq.g.streamData(rq.ctx, rq.w, b.ID, e, rng.Start, rng.Length); err != nil {
+	sw := &statusOnWrite{w: rq.w, status: status}
+	if err := rq.g.streamData(rq.ctx, sw, b.data(), e, rng.Start, rng.Length); err != nil {
+		if !sw.sent {
+			clearObjectHeaders(h)
+			return err
+		}
 		// The status is sent: all that is left is to cut the body short,
 		// which the client sees as a length mismatch.
 		rq.g.cfg.Logf("s3: GET %s/%s: %v", b.Name, rq.key, err)
 		panic(http.ErrAbortHandler)
 	}
 	return nil
+}
+
+// statusOnWrite sends a GET's status just before the first byte of its
+// body, so that a GET whose first stripe cannot be read (its data pool
+// removed, say) answers with an S3 error instead of a body cut short.
+type statusOnWrite struct {
+	w      http.ResponseWriter
+	status int
+	sent   bool
+}
+
+func (s *statusOnWrite) Write(p []byte) (int, error) {
+	if !s.sent {
+		s.sent = true
+		s.w.WriteHeader(s.status)
+	}
+	return s.w.Write(p)
+}
+
+// clearObjectHeaders drops what a GET set about the object before it
+// failed, keeping the request's ids.
+func clearObjectHeaders(h http.Header) {
+	for k := range h {
+		if k != "X-Amz-Request-Id" && k != "X-Amz-Id-2" && k != "Server" {
+			delete(h, k)
+		}
+	}
 }
 
 func (rq *request) deleteObject() error {

@@ -21,6 +21,8 @@ type BucketStat struct {
 	GCPending int `json:"gc_pending"`
 	// IndexShards is how many key ranges the bucket's index is split in.
 	IndexShards int `json:"index_shards"`
+	// DataPool is the pool holding the bucket's data ("": the gateway's).
+	DataPool string `json:"data_pool"`
 }
 
 // ListBucketStats returns every bucket of the pool with its counts. It
@@ -75,7 +77,7 @@ func StatBucket(ctx context.Context, st Store, name string) (BucketStat, error) 
 }
 
 func statBucket(ctx context.Context, st Store, b *bucketRec) (BucketStat, error) {
-	s := BucketStat{Name: b.Name, Owner: b.Owner, Created: b.Created, IndexShards: len(b.Shards)}
+	s := BucketStat{Name: b.Name, Owner: b.Owner, Created: b.Created, IndexShards: len(b.Shards), DataPool: b.DataPool}
 	for _, r := range b.Shards {
 		shard := shardObject(b.ID, r.N)
 		for start := ""; ; {

@@ -13,7 +13,12 @@ import (
 // model of the same contract for tests.
 //
 // Errors: a missing object is ErrNotFound; a failed guard of OmapApply is
-// ErrPrecondition (a *PreconditionError says which key).
+// ErrPrecondition (a *PreconditionError says which key); any operation on
+// a pool that no longer exists is ErrNoPool.
+//
+// A bucket's data may live in a Store of its own (Config.DataStore, by
+// pool name): the gateway asks that one only for Put, ReadAt (and
+// ReadAtPooled) and Delete, which an erasure-coded pool serves.
 type Store interface {
 	// Put stores data as the whole content of the object.
 	Put(ctx context.Context, name string, data []byte) error
@@ -83,11 +88,12 @@ type Listing struct {
 	Next     string
 }
 
-// ErrNotFound and ErrPrecondition are the Store's errors; test with
-// errors.Is.
+// ErrNotFound, ErrPrecondition and ErrNoPool are the Store's errors; test
+// with errors.Is.
 var (
 	ErrNotFound     = errors.New("not found")
 	ErrPrecondition = errors.New("precondition failed")
+	ErrNoPool       = errors.New("pool does not exist")
 )
 
 // PreconditionError says which guard of a Txn failed and what the key
