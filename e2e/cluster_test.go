@@ -92,9 +92,12 @@ type clusterOpts struct {
 	// collector's times (0: the gateway's defaults).
 	s3                         bool
 	s3GCGrace, s3IntentTimeout time.Duration
-	s3IndexShardKeys           int  // the gateway's --index-shard-keys (0: its default)
-	dashboard                  bool // the mon serves the web dashboard (c.dashPort)
-	tls                        bool // cairn dev --tls: the S3 gateway serves HTTPS, the cluster's traffic is encrypted
+	s3IndexShardKeys           int // the gateway's --index-shard-keys (0: its default)
+	// s3DataPool and s3DataEC: cairn dev --s3-data-pool, --s3-data-ec
+	// (which runs cairn dev with the experimental EC switch on).
+	s3DataPool, s3DataEC string
+	dashboard            bool // the mon serves the web dashboard (c.dashPort)
+	tls                  bool // cairn dev --tls: the S3 gateway serves HTTPS, the cluster's traffic is encrypted
 }
 
 // freePorts finds n consecutive free TCP ports on 127.0.0.1 to .4, below
@@ -197,6 +200,13 @@ func (c *cluster) start() {
 	}
 	if c.opts.s3IndexShardKeys > 0 {
 		c.cmd.Args = append(c.cmd.Args, "--s3-index-shard-keys", fmt.Sprint(c.opts.s3IndexShardKeys))
+	}
+	if c.opts.s3DataPool != "" {
+		c.cmd.Args = append(c.cmd.Args, "--s3-data-pool", c.opts.s3DataPool)
+	}
+	if c.opts.s3DataEC != "" {
+		c.cmd.Args = append(c.cmd.Args, "--s3-data-ec", c.opts.s3DataEC)
+		c.cmd.Env = append(os.Environ(), client.ExperimentalECEnv+"=1")
 	}
 	if c.opts.tls {
 		c.cmd.Args = append(c.cmd.Args, "--tls")
