@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # s3-vs-minio.sh: cairn's S3 gateway next to MinIO on this machine. One
-# cairn dev cluster (4 hosts × 1 OSD, the gateway's pool 3 copies) and one
+# cairn dev cluster (4 hosts × 1 OSD, the gateway's pool 3 copies; with
+# DATA_EC the bucket's data erasure-coded K+M instead) and one
 # MinIO server (4 drives, erasure-coded as MinIO sets 4 drives up by
 # default), both on 127.0.0.1 with their data on the same disk, stay up
 # while bench/s3load runs the same phases on each in turn: PUT then GET of
@@ -22,6 +23,10 @@
 #                          seconds, then up to SETTLE_MAX more until both
 #                          servers use under IDLE_CORES; what a server
 #                          spends meanwhile is charged to its last phase
+#   DATA_EC=               K+M (e.g. 2+2, MinIO's layout on 4 drives): cairn's
+#                          bucket keeps its data in an erasure-coded pool of
+#                          that code (cairn dev --s3-data-ec, one shard per
+#                          host; its index stays in the 3-copy pool s3)
 #   MAX_GIB=2              a 4 MiB PUT phase stops after this much data
 #   MAX_SMALL=200000       a 4 KiB PUT phase stops after this many objects
 #   FLOOR=1                0: skip the null endpoint
@@ -44,6 +49,7 @@ SETTLE=${SETTLE:-3}
 SETTLE_MAX=${SETTLE_MAX:-60}
 IDLE_CORES=${IDLE_CORES:-0.2}
 MAX_GIB=${MAX_GIB:-2}
+DATA_EC=${DATA_EC:-}
 MAX_SMALL=${MAX_SMALL:-200000}
 FLOOR=${FLOOR:-1}
 BASELINE=${BASELINE:-1}
@@ -64,6 +70,7 @@ BENCH=s3-vs-minio
 . "$REPO/bench/lib.sh"
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a whole number, got '$ROUNDS'"
 [[ $MAX_GIB =~ ^[1-9][0-9]*$ ]] || die "MAX_GIB must be a whole number of GiB, got '$MAX_GIB'"
+[[ -z $DATA_EC || $DATA_EC =~ ^[1-9][0-9]*\+[1-9][0-9]*$ ]] || die "DATA_EC must be K+M (e.g. 2+2), got '$DATA_EC'"
 if [ -z "$MINIO" ] || [ ! -x "$MINIO" ]; then
 	die "no MinIO server binary: set MINIO=/path/to/minio or put minio on PATH; build one with: go install github.com/minio/minio@latest (about 5 minutes; it lands in \$(go env GOPATH)/bin)"
 fi
@@ -99,24 +106,36 @@ print(",".join(str(p["pid"]) for p in ps if p["name"] in ("mon.a","s3") or p["na
 }
 
 # check_space refuses to start without room for every round's 4 MiB
-# objects: cairn keeps 3 copies, and a deleted object's data until the
-# gateway's GC grace (15 min) has passed, so its rounds add up; MinIO keeps
-# 2 (data + parity) and frees them at once. cairn's OSDs also refuse new
-# data once the filesystem is 95% used.
+# objects: cairn keeps 3 copies (with DATA_EC, (K+M)/K times the data,
+# rounded up), and a deleted object's data until the gateway's GC grace
+# (15 min) has passed, so its rounds add up; MinIO keeps 2 (data + parity)
+# and frees them at once. cairn's OSDs also refuse new data once the
+# filesystem is 95% used.
 check_space() {
 	mkdir -p "$WORKDIR"
-	local avail total need
+	local avail total need copies=3
+	if [ -n "$DATA_EC" ]; then
+		local k=${DATA_EC%+*} m=${DATA_EC#*+}
+		copies=$(((k + m + k - 1) / k))
+	fi
 	avail=$(df -B1G --output=avail "$WORKDIR" | tail -1 | tr -d ' ')
 	total=$(df -B1G --output=size "$WORKDIR" | tail -1 | tr -d ' ')
-	need=$((ROUNDS * MAX_GIB * 3 + MAX_GIB * 2 + 2 + total / 20))
+	need=$((ROUNDS * MAX_GIB * copies + MAX_GIB * 2 + 2 + total / 20))
 	log "disk: ${avail} GiB free, this run needs up to ${need} GiB (5% of the filesystem kept free)"
 	[ "$avail" -ge "$need" ] || die "not enough free space under $WORKDIR: ${avail} GiB, need ${need} GiB (lower MAX_GIB or ROUNDS)"
 }
 
+# start_cairn runs cairn dev with 4 hosts of one OSD each; with DATA_EC its
+# gateway keeps new buckets' data (s3load's) in the erasure-coded pool s3ec.
 start_cairn() {
+	local ec=()
+	if [ -n "$DATA_EC" ]; then
+		ec=(--s3-data-pool s3ec --s3-data-ec "$DATA_EC")
+		export CAIRN_EXPERIMENTAL_EC=1 # erasure-coded pools are still experimental
+	fi
 	"$BIN" dev --dir "$WORKDIR/cairn" --hosts 4 --osds-per-host 1 --etcd-port "$CAIRN_ETCD_PORT" \
 		--osd-port "$CAIRN_OSD_PORT" --s3-port "$CAIRN_S3_PORT" --nbd-port 0 --metrics-port 0 \
-		--dashboard-port 0 >"$WORKDIR/results/cairn-dev.out" 2>&1 &
+		--dashboard-port 0 "${ec[@]}" >"$WORKDIR/results/cairn-dev.out" 2>&1 &
 	devpid=$!
 	for _ in $(seq 600); do
 		grep -q "is up" "$WORKDIR/results/cairn-dev.out" && [ -f "$WORKDIR/cairn/s3.json" ] && return 0
@@ -167,6 +186,13 @@ pids_of() {
 # one shard file (or an inline xl.meta) per drive is its erasure coding.
 minio_layout() {
 	(cd "$WORKDIR/minio" && find d1 d2 d3 d4 -path "*/s3load/$1/00000000/*" -type f -printf '%p %s bytes\n' | sort)
+}
+
+# cairn_layout shows where cairn keeps s3load's bucket: its data pool
+# (cairn s3 bucket ls) and that pool's code (cairn pool ls).
+cairn_layout() {
+	"$BIN" --conf "$WORKDIR/cairn/cairn.conf" s3 bucket ls
+	"$BIN" --conf "$WORKDIR/cairn/cairn.conf" pool ls
 }
 
 # settle waits SETTLE seconds, then until both servers are idle (at most
@@ -221,6 +247,9 @@ phase() {
 	log "round $r $t $op $size: $(python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print("%d objects, %.1f/s, %.1f MiB/s, p50 %.1f ms, p99 %.1f ms, server CPU %.2f s" % (r["objects"], r["objects_per_s"], r["mib_per_s"], r["p50_ms"], r["p99_ms"], r["server_cpu_s"]))' "$out")"
 	if [ "$t" = minio ] && [ "$op" = put ] && [ ! -f "$WORKDIR/results/minio-layout.txt" ]; then
 		minio_layout "$prefix" >"$WORKDIR/results/minio-layout.txt"
+	fi
+	if [ "$t" = cairn ] && [ "$op" = put ] && [ ! -f "$WORKDIR/results/cairn-layout.txt" ]; then
+		cairn_layout >"$WORKDIR/results/cairn-layout.txt"
 	fi
 	[ "$t" = null ] || last[$t]="$r $op $(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["size"])' "$out")"
 	[ "$op" != put ] || written[$t]=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["objects"])' "$out")
@@ -368,6 +397,11 @@ done
 settle
 
 {
+	if [ -n "$DATA_EC" ]; then
+		printf "cairn's bucket data: erasure-coded %s in pool s3ec (index: pool s3, 3 copies); MinIO: EC 2+2 on 4 drives\n\n" "$DATA_EC"
+	else
+		printf "cairn's bucket data: 3 copies in pool s3; MinIO: EC 2+2 on 4 drives\n\n"
+	fi
 	report "$WORKDIR/results/results.jsonl"
 	if [ -f "$WORKDIR/results/baseline.txt" ]; then
 		printf '\nFloors from cairn bench --baseline (3 copies on this disk, nothing but moving, checking and syncing the bytes):\n\n```\n'
