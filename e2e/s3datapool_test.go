@@ -23,7 +23,8 @@ import (
 // object with one PUT and one in parts, lists, gets whole and by range
 // (checked by hash), copies both ways between the two buckets, deletes
 // (the collector takes the stripes out of s3ec); then one OSD holding a
-// shard is SIGKILLed and every object still reads back.
+// shard is SIGKILLed and every object still reads back. cairn s3 refuses
+// an erasure-coded --pool and a --data-pool that does not exist.
 func TestS3ECDataPool(t *testing.T) {
 	t.Parallel()
 	requireTool(t, "aws", "pip install awscli")
@@ -82,6 +83,15 @@ func TestS3ECDataPool(t *testing.T) {
 	}
 	readBack("written")
 	ecStripes := checkDataPools(t, c)
+	for _, tc := range []struct{ args, want string }{
+		{"--pool s3ec", `pool "s3ec" is erasure-coded (2+1): the bucket registry and indexes need omap`},
+		{"--pool s3 --data-pool nope", `data pool "nope" does not exist`},
+	} {
+		args := append([]string{"s3", "--listen", "127.0.0.1:0"}, strings.Fields(tc.args)...)
+		if _, err := c.cli(nil, args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("cairn s3 %s: want an error containing %q, got %v", tc.args, tc.want, err)
+		}
+	}
 
 	// A delete: the collector (grace 2 s) takes its 3 stripes out of s3ec.
 	mustAWS(t, info, work, "s3", "rm", "--only-show-errors", "s3://ecb/put.bin")

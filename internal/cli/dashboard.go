@@ -74,6 +74,9 @@ const maxCatalog = 1000
 func listCatalog(ctx context.Context, c *client.Client) (dashboard.Catalog, error) {
 	var cat dashboard.Catalog
 	for _, pool := range c.Pools() {
+		if pool.EC != "" {
+			continue // no omap: neither volumes nor a bucket registry (an S3 data pool holds stripes only)
+		}
 		p, err := c.Pool(pool.Name)
 		if errors.Is(err, client.ErrPoolNotFound) {
 			continue // removed since the map was read

@@ -52,8 +52,10 @@ RGW placement target's data pool. Changing --data-pool moves no existing
 bucket: each keeps its data where it was.
 
   cairn s3 --listen 127.0.0.1:9000 --pool s3
-  cairn s3 --listen 127.0.0.1:9000 --pool s3 --data-pool s3-ec   # new buckets' data 2+2
-  aws --endpoint-url http://127.0.0.1:9000 s3 ls`
+  aws --endpoint-url http://127.0.0.1:9000 s3 ls
+
+  cairn pool create s3-ec --ec 2+2            # new buckets' data: 2 bytes stored per byte
+  cairn s3 --listen 127.0.0.1:9000 --pool s3 --data-pool s3-ec`
 	cmd.Args = cobra.NoArgs
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if o.listen == "" {
