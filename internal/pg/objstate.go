@@ -11,7 +11,11 @@ import (
 //
 //	[1 format][8 epoch][8 version][8 size][8 meta digest][8 data digest][1 flags]
 //
-// flags: 1 deep (Data was computed), 2 corrupt (a checksum failed).
+// flags: 1 deep (Data was computed), 2 corrupt (a checksum failed). A
+// shard of an erasure-coded object that can roll back (CanRollBack) is
+// format 2: format 1's bytes with flag 4 set (and 8 for a tombstone), then
+// [8 prev epoch][8 prev version] (58 bytes); every other state is format
+// 1 (a tombstone always can roll back: trimmed, it is gone).
 type ObjState struct {
 	Ver     EVersion
 	Size    uint64
@@ -19,18 +23,32 @@ type ObjState struct {
 	Data    uint64 // digest of the data; deep listings only
 	Deep    bool   // Data was computed
 	Corrupt bool   // deep: a checksum failed; Data is meaningless
+	// An erasure-coded shard's rollback state (ShardMeta): its newest
+	// write can roll back to Prev (zero: to absent).
+	Prev        EVersion
+	CanRollBack bool
+	Tombstone   bool
 }
 
 const (
-	objStateFormat = 1
-	objStateLen    = 1 + 8*5 + 1
-	flagDeep       = 1
-	flagCorrupt    = 2
+	objStateFormat   = 1
+	objStateFormat2  = 2
+	objStateLen      = 1 + 8*5 + 1
+	objStateLen2     = objStateLen + 8*2
+	flagDeep         = 1
+	flagCorrupt      = 2
+	flagCanRollBack  = 4
+	flagTombstone    = 8
+	objStateFlagsAll = flagDeep | flagCorrupt | flagCanRollBack | flagTombstone
 )
 
-// Encode returns the state's 42 bytes.
+// Encode returns the state's bytes: format 2 if it can roll back, else
+// format 1. A Prev without CanRollBack is a programmer's error.
 func (o ObjState) Encode() []byte {
-	b := make([]byte, objStateLen)
+	if !o.CanRollBack && (o.Prev != (EVersion{}) || o.Tombstone) {
+		panic("object state: a previous version or tombstone without rollback")
+	}
+	b := make([]byte, objStateLen, objStateLen2)
 	b[0] = objStateFormat
 	binary.BigEndian.PutUint64(b[1:], o.Ver.Epoch)
 	binary.BigEndian.PutUint64(b[9:], o.Ver.Version)
@@ -43,25 +61,43 @@ func (o ObjState) Encode() []byte {
 	if o.Corrupt {
 		b[41] |= flagCorrupt
 	}
+	if o.CanRollBack {
+		b[0] = objStateFormat2
+		b[41] |= flagCanRollBack
+		if o.Tombstone {
+			b[41] |= flagTombstone
+		}
+		b = binary.BigEndian.AppendUint64(b, o.Prev.Epoch)
+		b = binary.BigEndian.AppendUint64(b, o.Prev.Version)
+	}
 	return b
 }
 
 // ErrBadObjState: bytes that are not an encoded ObjState.
 var ErrBadObjState = errors.New("object state: malformed")
 
-// DecodeObjState reads what Encode wrote.
+// DecodeObjState reads what Encode wrote: format 1 has no rollback flag,
+// format 2 always has it.
 func DecodeObjState(b []byte) (ObjState, error) {
-	if len(b) != objStateLen || b[0] != objStateFormat || b[41]&^(flagDeep|flagCorrupt) != 0 {
+	switch {
+	case len(b) == objStateLen && b[0] == objStateFormat && b[41]&^(flagDeep|flagCorrupt) == 0:
+	case len(b) == objStateLen2 && b[0] == objStateFormat2 && b[41]&^objStateFlagsAll == 0 && b[41]&flagCanRollBack != 0:
+	default:
 		return ObjState{}, ErrBadObjState
 	}
-	return ObjState{
+	o := ObjState{
 		Ver:     EVersion{binary.BigEndian.Uint64(b[1:]), binary.BigEndian.Uint64(b[9:])},
 		Size:    binary.BigEndian.Uint64(b[17:]),
 		Meta:    binary.BigEndian.Uint64(b[25:]),
 		Data:    binary.BigEndian.Uint64(b[33:]),
 		Deep:    b[41]&flagDeep != 0,
 		Corrupt: b[41]&flagCorrupt != 0,
-	}, nil
+	}
+	if b[0] == objStateFormat2 {
+		o.CanRollBack, o.Tombstone = true, b[41]&flagTombstone != 0
+		o.Prev = EVersion{binary.BigEndian.Uint64(b[42:]), binary.BigEndian.Uint64(b[50:])}
+	}
+	return o, nil
 }
 
 // SameCopy reports whether two copies hold the same object: for recovery

@@ -10,6 +10,8 @@ func TestObjStateRoundTrip(t *testing.T) {
 		{},
 		{Ver: EVersion{7, 123}, Size: 4096, Meta: 0xdead, Data: 0xbeef, Deep: true},
 		{Ver: EVersion{1, 2}, Size: 1, Deep: true, Corrupt: true},
+		{Ver: EVersion{3, 5}, Size: 7, Prev: EVersion{3, 4}, CanRollBack: true},
+		{Ver: EVersion{3, 5}, CanRollBack: true},
 	} {
 		got, err := DecodeObjState(o.Encode())
 		if err != nil || got != o {
@@ -18,6 +20,12 @@ func TestObjStateRoundTrip(t *testing.T) {
 	}
 	if _, err := DecodeObjState(append(ObjState{}.Encode(), 0)); err == nil {
 		t.Fatal("a state with a trailing byte decoded")
+	}
+	// Format 2 without its rollback flag is not canonical: format 1 says it.
+	b := ObjState{CanRollBack: true}.Encode()
+	b[41] = 0
+	if _, err := DecodeObjState(b); err == nil {
+		t.Fatal("format 2 without the rollback flag decoded")
 	}
 }
 
@@ -49,6 +57,7 @@ func TestSameCopy(t *testing.T) {
 
 func FuzzDecodeObjState(f *testing.F) {
 	f.Add(ObjState{Ver: EVersion{3, 4}, Size: 5, Deep: true}.Encode())
+	f.Add(ObjState{Ver: EVersion{3, 4}, Prev: EVersion{3, 2}, CanRollBack: true}.Encode())
 	f.Add([]byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		o, err := DecodeObjState(b)

@@ -49,6 +49,11 @@ func (l *Listing) Applied() uint64 {
 type Peered struct {
 	Primary
 	LastUpdate uint64
+	// Erasure-coded PGs only (DecideShardsPG): the rollbacks each OSD
+	// must carry out before the PG goes active, and the objects whose
+	// rollback state every position may drop once the PG is clean.
+	RollBacks map[clustermap.OSDID][]ShardRollBack
+	Trims     []ShardTrim
 }
 
 // Decide is the heart of peering: given the PG's record and the copies that

@@ -16,14 +16,36 @@ import (
 // version, or a delete: the object's absence on K complete positions is
 // a version too) is rebuilt on it and never read from it.
 
+// ShardRollBack is a rollback peering decided: an OSD's shard of Name,
+// whose newest write is Ver, goes back to To (zero: the shard goes, which
+// also stands for a tombstone).
+type ShardRollBack struct {
+	Name    string
+	Ver, To EVersion
+}
+
+// ShardTrim names an object whose standing version Ver every position
+// holds, some still with what it needs to roll back: once the PG is clean
+// (every position holds every object), that state may go.
+type ShardTrim struct {
+	Name string
+	Ver  EVersion
+}
+
 // DecideShardsPG peers an erasure-coded PG of k data shards: positions
 // holds the OSD of each position of the new acting set (a negative id in a
 // hole), lists the listing of each position (nil where it did not answer),
 // rec the PG's record (nil: never recorded, every listed position votes).
 // The outcome's Missing is by OSD: the shards each position must have
-// rebuilt (or deleted); Unfound the objects with no version on k voting
-// positions, never served. It fails, naming what it waits for, when fewer
-// than k positions the record names complete answer.
+// rebuilt (or deleted); RollBacks the shards each must roll back, which
+// the caller carries out before the PG goes active (a rollback stays on
+// its OSD, no data moves, and it is bounded by the writes in flight when
+// the last interval ended): so such a position holds the standing version
+// and is complete, and no later write keeps a version that does not stand
+// as its own rollback state. Unfound are the objects with no version on k
+// voting positions, never served; Trims the objects whose rollback state
+// may go once the PG is clean. It fails, naming what it waits for, when
+// fewer than k positions the record names complete answer.
 func DecideShardsPG(self clustermap.OSDID, epoch clustermap.Epoch, k int, positions []clustermap.OSDID, rec *Record, lists []*Listing) (Peered, error) {
 	res := Peered{}
 	res.Epoch, res.Auth, res.Positions = epoch, self, slices.Clone(positions)
@@ -48,11 +70,13 @@ func DecideShardsPG(self clustermap.OSDID, epoch clustermap.Epoch, k int, positi
 	}
 	res.Missing = map[clustermap.OSDID]map[string]struct{}{}
 	res.Unfound = map[string]struct{}{}
+	res.RollBacks = map[clustermap.OSDID][]ShardRollBack{}
 	for _, name := range shardNames(lists) {
 		copies := make([]ShardCopy, len(positions))
 		for p, l := range lists {
 			if l != nil && positions[p] >= 0 {
-				copies[p] = ShardCopy{Listed: true, Ver: l.Objs[name].Ver, Stale: !voter[p]}
+				st := l.Objs[name]
+				copies[p] = ShardCopy{Listed: true, Ver: st.Ver, Prev: st.Prev, CanRollBack: st.CanRollBack, Tombstone: st.Tombstone, Stale: !voter[p]}
 			}
 		}
 		plan := DecideShards(k, copies)
@@ -60,13 +84,7 @@ func DecideShardsPG(self clustermap.OSDID, epoch clustermap.Epoch, k int, positi
 			res.Unfound[name] = struct{}{}
 			continue
 		}
-		for _, p := range append(plan.Rebuild, plan.RollBack...) {
-			o := positions[p]
-			if res.Missing[o] == nil {
-				res.Missing[o] = map[string]struct{}{}
-			}
-			res.Missing[o][name] = struct{}{}
-		}
+		res.notePlan(name, plan, positions, copies)
 	}
 	for p, o := range positions {
 		// With objects unfound, only voters count complete: a stale
@@ -76,6 +94,27 @@ func DecideShardsPG(self clustermap.OSDID, epoch clustermap.Epoch, k int, positi
 		}
 	}
 	return res, nil
+}
+
+// notePlan records what one object's plan leaves to do.
+func (res *Peered) notePlan(name string, plan ShardPlan, positions []clustermap.OSDID, copies []ShardCopy) {
+	for _, p := range plan.Rebuild {
+		o := positions[p]
+		if res.Missing[o] == nil {
+			res.Missing[o] = map[string]struct{}{}
+		}
+		res.Missing[o][name] = struct{}{}
+	}
+	for _, p := range plan.RollBack {
+		o := positions[p]
+		res.RollBacks[o] = append(res.RollBacks[o], ShardRollBack{Name: name, Ver: copies[p].Ver, To: copies[p].Prev})
+	}
+	for _, p := range plan.Keep {
+		if copies[p].CanRollBack {
+			res.Trims = append(res.Trims, ShardTrim{Name: name, Ver: plan.Ver})
+			break
+		}
+	}
 }
 
 // votingPositions says which listed positions vote: all of them for a PG

@@ -53,6 +53,9 @@ type ShardCopy struct {
 	// CanRollBack; zero Prev is "absent" (the write created the object).
 	Prev        EVersion
 	CanRollBack bool
+	// Tombstone: Ver is a delete, whose tombstone keeps the old shard to
+	// roll back to until the delete is known complete.
+	Tombstone bool
 }
 
 // ShardPlan is what peering decided for one object.
@@ -91,22 +94,47 @@ func DecideShards(k int, shards []ShardCopy) ShardPlan {
 	if !ok {
 		return ShardPlan{Unfound: true}
 	}
+	tomb := isTombstone(shards, ver)
 	p := ShardPlan{Ver: ver}
 	for i, s := range shards {
 		switch {
 		case !s.Listed:
 			p.Missing = append(p.Missing, i)
-		case s.Ver == ver:
+		case s.Ver == ver || tomb && s.Ver == (EVersion{}):
 			p.Keep = append(p.Keep, i)
 		case s.Stale:
 			p.Rebuild = append(p.Rebuild, i)
-		case ver.Less(s.Ver) && s.CanRollBack && s.Prev == ver:
+		case rollsBackTo(s, ver, tomb):
 			p.RollBack = append(p.RollBack, i)
 		default:
 			p.Rebuild = append(p.Rebuild, i)
 		}
 	}
 	return p
+}
+
+// A delete leaves a tombstone at its version until it is known complete,
+// then the shard goes: a tombstone and an absent shard hold the same
+// thing, so each counts for the other (as a write over a tombstone rolls
+// back to absent). Otherwise lost trims would split the votes of a
+// deleted object between its tombstones and the positions that trimmed
+// theirs.
+
+// isTombstone says whether version v is a delete, as a voter's
+// tombstone at v shows.
+func isTombstone(shards []ShardCopy, v EVersion) bool {
+	for _, s := range shards {
+		if s.Listed && !s.Stale && s.Tombstone && s.Ver == v {
+			return true
+		}
+	}
+	return false
+}
+
+// rollsBackTo says whether shard s can roll its newest write back to v
+// (tomb: v is a delete, which an absent shard holds too).
+func rollsBackTo(s ShardCopy, v EVersion, tomb bool) bool {
+	return s.CanRollBack && v.Less(s.Ver) && (s.Prev == v || tomb && s.Prev == (EVersion{}))
 }
 
 // standing returns the newest version that at least k listed shards that
@@ -132,9 +160,10 @@ func standing(k int, shards []ShardCopy) (EVersion, bool) {
 	})
 	cands = slices.Compact(cands)
 	for _, v := range cands {
+		tomb := isTombstone(shards, v)
 		n := 0
 		for _, s := range shards {
-			if s.Listed && !s.Stale && (s.Ver == v || s.CanRollBack && s.Prev == v && v.Less(s.Ver)) {
+			if s.Listed && !s.Stale && (s.Ver == v || tomb && s.Ver == (EVersion{}) || rollsBackTo(s, v, tomb)) {
 				n++
 			}
 		}
@@ -149,31 +178,58 @@ func standing(k int, shards []ShardCopy) (EVersion, bool) {
 // its bytes (in a reserved xattr): the object's version and logical size,
 // so that the object's size is known from any shard and peering and reads
 // can tell which shards hold one version, and the shard's position, so a
-// shard read back is known to be the one asked for.
+// shard read back is known to be the one asked for. While its write is
+// not known complete on every position, CanRollBack says the shard can
+// go back to Prev (zero Prev: to "absent", the write created it; else the
+// OSD keeps the shard of Prev beside it). A Tombstone is a delete that
+// keeps the object's old shard to roll back to: it holds no data, and
+// reads, listings and stats take it for an absent object.
 //
-// Encoding (format 1, 27 bytes, big-endian):
+// Encoding (format 2, 44 bytes, big-endian):
 //
-//	[1 format][8 epoch][8 version][8 size][2 position]
+//	[1 format][8 epoch][8 version][8 size][2 position][1 flags][8 prev epoch][8 prev version]
+//
+// flags: 1 can roll back, 2 tombstone. Prev is zero unless the shard can
+// roll back. Format 1 (27 bytes, up to the position) is a shard with no
+// rollback state, as OSDs wrote it before rollback existed.
 type ShardMeta struct {
-	Ver      EVersion
-	Size     uint64
-	Position int
+	Ver         EVersion
+	Size        uint64
+	Position    int
+	Prev        EVersion
+	CanRollBack bool
+	Tombstone   bool
 }
 
 const (
-	shardMetaFormat = 1
-	shardMetaLen    = 1 + 8*3 + 2
-	maxPosition     = 1<<16 - 1
+	shardMetaFormat1 = 1
+	shardMetaFormat  = 2
+	shardMetaLen1    = 1 + 8*3 + 2
+	shardMetaLen     = shardMetaLen1 + 1 + 8*2
+	maxPosition      = 1<<16 - 1
+
+	shardFlagRollBack  = 1
+	shardFlagTombstone = 2
 )
 
 // ErrBadShardMeta: bytes that are not an encoded ShardMeta.
 var ErrBadShardMeta = errors.New("shard meta: malformed")
 
-// Encode returns the meta's 27 bytes. A position outside [0, 65535] is a
-// programmer's error.
+// Trimmed is the meta without its rollback state: the shard once its
+// write is known complete, or as the rollback copy keeps it.
+func (s ShardMeta) Trimmed() ShardMeta {
+	s.Prev, s.CanRollBack = EVersion{}, false
+	return s
+}
+
+// Encode returns the meta's bytes (format 2). A position outside
+// [0, 65535], or a Prev without CanRollBack, is a programmer's error.
 func (s ShardMeta) Encode() []byte {
 	if s.Position < 0 || s.Position > maxPosition {
 		panic(fmt.Sprintf("shard meta: position %d", s.Position))
+	}
+	if !s.CanRollBack && s.Prev != (EVersion{}) {
+		panic(fmt.Sprintf("shard meta: previous version %s without rollback", s.Prev))
 	}
 	b := make([]byte, shardMetaLen)
 	b[0] = shardMetaFormat
@@ -181,17 +237,38 @@ func (s ShardMeta) Encode() []byte {
 	binary.BigEndian.PutUint64(b[9:], s.Ver.Version)
 	binary.BigEndian.PutUint64(b[17:], s.Size)
 	binary.BigEndian.PutUint16(b[25:], uint16(s.Position))
+	if s.CanRollBack {
+		b[27] |= shardFlagRollBack
+	}
+	if s.Tombstone {
+		b[27] |= shardFlagTombstone
+	}
+	binary.BigEndian.PutUint64(b[28:], s.Prev.Epoch)
+	binary.BigEndian.PutUint64(b[36:], s.Prev.Version)
 	return b
 }
 
-// DecodeShardMeta reads what Encode wrote.
+// DecodeShardMeta reads what Encode wrote, or format 1.
 func DecodeShardMeta(b []byte) (ShardMeta, error) {
-	if len(b) != shardMetaLen || b[0] != shardMetaFormat {
+	switch {
+	case len(b) == shardMetaLen1 && b[0] == shardMetaFormat1:
+	case len(b) == shardMetaLen && b[0] == shardMetaFormat:
+	default:
 		return ShardMeta{}, ErrBadShardMeta
 	}
-	return ShardMeta{
+	m := ShardMeta{
 		Ver:      EVersion{binary.BigEndian.Uint64(b[1:]), binary.BigEndian.Uint64(b[9:])},
 		Size:     binary.BigEndian.Uint64(b[17:]),
 		Position: int(binary.BigEndian.Uint16(b[25:])),
-	}, nil
+	}
+	if b[0] == shardMetaFormat1 {
+		return m, nil
+	}
+	flags := b[27]
+	m.Prev = EVersion{binary.BigEndian.Uint64(b[28:]), binary.BigEndian.Uint64(b[36:])}
+	m.CanRollBack, m.Tombstone = flags&shardFlagRollBack != 0, flags&shardFlagTombstone != 0
+	if flags&^(shardFlagRollBack|shardFlagTombstone) != 0 || !m.CanRollBack && m.Prev != (EVersion{}) {
+		return ShardMeta{}, ErrBadShardMeta
+	}
+	return m, nil
 }

@@ -89,7 +89,7 @@ func (s *ecSim) write(name string, val uint64) {
 		}
 		old, had := s.shards[i][name]
 		sh := ecShard{ver: w.ver, val: val, canRollBack: true}
-		if had {
+		if had && old.val != 0 { // over a tombstone: rolls back to absent, the same
 			sh.prev, sh.prevVal = old.ver, old.val
 		}
 		s.shards[i][name] = sh
@@ -113,9 +113,14 @@ func (s *ecSim) write(name string, val uint64) {
 }
 
 // complete trims the rollback state of an acknowledged write on the
-// shards that applied it; a completed delete leaves no trace.
+// shards that applied it; a completed delete leaves no trace. Some trims
+// are lost (a position's message dropped, its OSD cut before it applied
+// one): what they leave behind must be harmless.
 func (s *ecSim) complete(name string, v EVersion) {
 	for i := range s.shards {
+		if s.r.IntN(4) == 0 {
+			continue
+		}
 		if sh, ok := s.shards[i][name]; ok && sh.ver == v {
 			if sh.val == 0 {
 				delete(s.shards[i], name)
@@ -159,7 +164,7 @@ func (s *ecSim) peer() error {
 				continue
 			}
 			sh := s.shards[i][name]
-			copies[i] = ShardCopy{Listed: true, Ver: sh.ver, Prev: sh.prev, CanRollBack: sh.canRollBack, Stale: !voter[i]}
+			copies[i] = ShardCopy{Listed: true, Ver: sh.ver, Prev: sh.prev, CanRollBack: sh.canRollBack, Tombstone: sh.val == 0 && sh.ver != (EVersion{}), Stale: !voter[i]}
 		}
 		p := DecideShards(s.k, copies)
 		s.unfound[name] = p.Unfound
@@ -185,18 +190,24 @@ func (s *ecSim) peer() error {
 
 // apply carries out a plan as the OSDs would: a shard rolls back to what
 // it kept, a rebuilt one gets the data of K shards at the standing
-// version, and the rollback state is trimmed.
+// version; the shards that keep it keep their rollback state until the PG
+// is clean (every position holds the object), when it is trimmed.
 func (s *ecSim) apply(name string, p ShardPlan) {
 	for _, i := range p.RollBack {
 		sh := s.shards[i][name]
-		s.shards[i][name] = ecShard{ver: sh.prev, val: sh.prevVal}
+		if s.shards[i][name] = (ecShard{ver: sh.prev, val: sh.prevVal}); sh.prev == (EVersion{}) {
+			delete(s.shards[i], name)
+		}
 	}
 	var val uint64
-	for _, i := range p.Keep {
-		sh := s.shards[i][name]
-		val = sh.val
-		s.shards[i][name] = ecShard{ver: sh.ver, val: sh.val}
+	for _, i := range append(p.Keep, p.RollBack...) {
+		val = s.shards[i][name].val
 	}
+	defer func() {
+		if !slices.Contains(s.up, false) && p.Ver != (EVersion{}) {
+			s.complete(name, p.Ver)
+		}
+	}()
 	for _, i := range append(append(p.Keep, p.RollBack...), p.Rebuild...) {
 		if p.Ver == (EVersion{}) {
 			delete(s.shards[i], name)
@@ -217,11 +228,17 @@ func (s *ecSim) agree(name string) error {
 			first = i
 			continue
 		}
-		if a, b := s.shards[first][name], s.shards[i][name]; a.ver != b.ver || a.val != b.val {
+		if a, b := s.shards[first][name], s.shards[i][name]; !sameShard(a, b) {
 			return fmt.Errorf("%s: after peering position %d has %s=%d, position %d %s=%d", name, first, a.ver, a.val, i, b.ver, b.val)
 		}
 	}
 	return nil
+}
+
+// sameShard: two shards hold the same version, or both nothing (a
+// tombstone and an absent shard).
+func sameShard(a, b ecShard) bool {
+	return a.val == b.val && (a.val == 0 || a.ver == b.ver)
 }
 
 // checkStands: what stands is the acknowledged write or a later one that
@@ -279,7 +296,7 @@ func (s *ecSim) run(steps int) error {
 	for _, name := range ecNames {
 		first := s.shards[0][name]
 		for i := 1; i < s.n; i++ {
-			if sh := s.shards[i][name]; sh.ver != first.ver || sh.val != first.val {
+			if sh := s.shards[i][name]; !sameShard(sh, first) {
 				return fmt.Errorf("%s: with every position back, position %d has %+v, position 0 %+v", name, i, sh, first)
 			}
 		}
@@ -354,11 +371,23 @@ func TestDecideShards(t *testing.T) {
 
 func TestShardMeta(t *testing.T) {
 	m := ShardMeta{Ver: EVersion{7, 42}, Size: 5 << 20, Position: 2}
-	got, err := DecodeShardMeta(m.Encode())
-	if err != nil || got != m {
-		t.Fatalf("round trip: %+v, %v", got, err)
+	for _, m := range []ShardMeta{m, {Ver: EVersion{7, 43}, Position: 1, CanRollBack: true}, {Ver: EVersion{8, 1}, Position: 3, Prev: EVersion{7, 43}, CanRollBack: true, Tombstone: true}} {
+		got, err := DecodeShardMeta(m.Encode())
+		if err != nil || got != m {
+			t.Fatalf("round trip of %+v: %+v, %v", m, got, err)
+		}
 	}
-	for _, bad := range [][]byte{nil, {1}, append([]byte{2}, m.Encode()[1:]...), append(m.Encode(), 0)} {
+	// Format 1, as shards written before rollback existed hold it.
+	old := m.Encode()[:shardMetaLen1]
+	old[0] = shardMetaFormat1
+	if got, err := DecodeShardMeta(old); err != nil || got != m {
+		t.Fatalf("format 1: %+v, %v", got, err)
+	}
+	noRollBack := m.Encode()
+	noRollBack[31] = 1 // a previous version without the rollback flag
+	badFlags := m.Encode()
+	badFlags[27] = 4
+	for _, bad := range [][]byte{nil, {1}, append([]byte{3}, m.Encode()[1:]...), append(m.Encode(), 0), append(old, 0), noRollBack, badFlags} {
 		if _, err := DecodeShardMeta(bad); !errors.Is(err, ErrBadShardMeta) {
 			t.Errorf("DecodeShardMeta(%x): %v, want ErrBadShardMeta", bad, err)
 		}
@@ -367,14 +396,20 @@ func TestShardMeta(t *testing.T) {
 
 func FuzzDecodeShardMeta(f *testing.F) {
 	f.Add(ShardMeta{Ver: EVersion{3, 4}, Size: 5, Position: 1}.Encode())
+	f.Add(ShardMeta{Ver: EVersion{3, 4}, Prev: EVersion{2, 9}, CanRollBack: true, Tombstone: true}.Encode())
+	f.Add(append([]byte{shardMetaFormat1}, make([]byte, shardMetaLen1-1)...))
 	f.Add([]byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := DecodeShardMeta(b)
 		if err != nil {
 			return
 		}
-		if !bytes.Equal(m.Encode(), b) {
+		// Format 1 is read, never written: it comes back as format 2.
+		if b[0] == shardMetaFormat && !bytes.Equal(m.Encode(), b) {
 			t.Fatalf("decode/encode not stable: %x vs %x", m.Encode(), b)
+		}
+		if m2, err := DecodeShardMeta(m.Encode()); err != nil || m2 != m {
+			t.Fatalf("round trip of %+v: %+v, %v", m, m2, err)
 		}
 	})
 }
@@ -468,3 +503,59 @@ func TestAfterRecoveryWithUnfound(t *testing.T) {
 		t.Fatalf("with nothing unfound: complete %v, all %v, changed %v", complete, all, changed)
 	}
 }
+
+// The write hole that rollback closes: a put cut short leaves its new
+// version on fewer than K positions and the acknowledged one on the
+// others; the positions it reached roll back, so the acknowledged version
+// stands (before rollback, neither version was on K voters: unfound).
+func TestDecideShardsPGRollBack(t *testing.T) {
+	v := func(n uint64) EVersion { return EVersion{1, n} }
+	at := func(ver uint64) ObjState { return ObjState{Ver: v(ver)} }
+	over := func(ver, prev uint64) ObjState { return ObjState{Ver: v(ver), Prev: v(prev), CanRollBack: true} }
+	list := func(st ObjState) *Listing { return &Listing{Objs: map[string]ObjState{"w": st}} }
+	ids := func(o ...clustermap.OSDID) []clustermap.OSDID { return o }
+	cases := []struct {
+		what      string
+		k         int
+		positions []clustermap.OSDID
+		rec       *Record
+		lists     []*Listing
+		want      ShardsOutcome
+	}{
+		{"2+1, min_size 2: one position stale, a put cut short on one of the two others", 2, ids(1, 2, 3),
+			&Record{Acting: ids(2, 3), Complete: ids(2, 3), Positions: ids(1, 2, 3)},
+			[]*Listing{list(at(1)), list(over(3, 2)), list(over(2, 1))},
+			ShardsOutcome{Missing: "map[osd.1:map[w:{}]]", RollBacks: "map[osd.2:[{w 1'3 1'2}]]", Unfound: "map[]", Complete: "[osd.2 osd.3]", Trims: "[{w 1'2}]"}},
+		{"4+2: a put reaching 3 positions rolls back there", 4, ids(1, 2, 3, 4, 5, 6),
+			&Record{Acting: ids(1, 2, 3, 4, 5, 6), Complete: ids(1, 2, 3, 4, 5, 6), Positions: ids(1, 2, 3, 4, 5, 6)},
+			[]*Listing{list(over(2, 1)), list(over(2, 1)), list(over(2, 1)), list(at(1)), list(at(1)), list(at(1))},
+			ShardsOutcome{Missing: "map[]", RollBacks: "map[osd.1:[{w 1'2 1'1}] osd.2:[{w 1'2 1'1}] osd.3:[{w 1'2 1'1}]]", Unfound: "map[]", Complete: "[osd.1 osd.2 osd.3 osd.4 osd.5 osd.6]", Trims: "[]"}},
+		{"a create cut short goes: the shard rolls back to absent", 2, ids(1, 2, 3), nil,
+			[]*Listing{list(ObjState{Ver: v(4), CanRollBack: true}), list(ObjState{}), list(ObjState{})},
+			ShardsOutcome{Missing: "map[]", RollBacks: "map[osd.1:[{w 1'4 0'0}]]", Unfound: "map[]", Complete: "[osd.1 osd.2 osd.3]", Trims: "[]"}},
+		{"a delete on K positions stands; its tombstones are trimmed once clean", 2, ids(1, 2, 3), nil,
+			[]*Listing{list(over(5, 3)), list(over(5, 3)), list(at(3))},
+			ShardsOutcome{Missing: "map[osd.3:map[w:{}]]", RollBacks: "map[]", Unfound: "map[]", Complete: "[osd.1 osd.2]", Trims: "[{w 1'5}]"}},
+		{"trims of a delete lost on one position, then a put cut short: the tombstone and the absent shard agree", 2, ids(1, 2, 3), nil,
+			[]*Listing{list(ObjState{Ver: v(6), CanRollBack: true}), list(ObjState{}), list(ObjState{Ver: v(5), Prev: v(3), CanRollBack: true, Tombstone: true})},
+			ShardsOutcome{Missing: "map[]", RollBacks: "map[osd.1:[{w 1'6 0'0}]]", Unfound: "map[]", Complete: "[osd.1 osd.2 osd.3]", Trims: "[{w 1'5}]"}},
+		{"a stale position's rollback state is no vote", 2, ids(1, 2, 3),
+			&Record{Acting: ids(2, 3), Complete: ids(2, 3), Positions: ids(1, 2, 3)},
+			[]*Listing{list(over(3, 2)), list(over(3, 2)), list(at(2))},
+			ShardsOutcome{Missing: "map[osd.1:map[w:{}]]", RollBacks: "map[osd.2:[{w 1'3 1'2}]]", Unfound: "map[]", Complete: "[osd.2 osd.3]", Trims: "[]"}},
+	}
+	for _, c := range cases {
+		res, err := DecideShardsPG(1, 9, c.k, c.positions, c.rec, c.lists)
+		if err != nil {
+			t.Errorf("%s: %v", c.what, err)
+			continue
+		}
+		got := ShardsOutcome{Missing: fmt.Sprint(res.Missing), RollBacks: fmt.Sprint(res.RollBacks), Unfound: fmt.Sprint(res.Unfound), Complete: fmt.Sprint(res.Complete), Trims: fmt.Sprint(res.Trims)}
+		if got != c.want {
+			t.Errorf("%s:\n got %+v\nwant %+v", c.what, got, c.want)
+		}
+	}
+}
+
+// ShardsOutcome is DecideShardsPG's outcome as text, for comparing.
+type ShardsOutcome struct{ Missing, RollBacks, Unfound, Complete, Trims string }

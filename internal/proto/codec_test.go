@@ -27,6 +27,8 @@ func sampleRequests() []*Request {
 		{Op: OpOmapList, Object: "bucket.index", Start: []byte("a"), End: []byte("m"), Limit: 1000},
 		{Op: OpList, PG: clustermap.PGID{Pool: 3, Seed: 7}, Start: []byte("after"), Limit: 100},
 		{Op: OpReplicate, Epoch: 9, PG: clustermap.PGID{Pool: 1, Seed: 5}, Object: "x", PGVersion: 123456789, Txn: []byte{1, 2, 3, 4, 5}},
+		{Op: OpReplicate, Flags: FlagShardWrite, Epoch: 9, PG: clustermap.PGID{Pool: 4, Seed: 1}, Object: "x", PGVersion: 7, KVs: []KV{{Key: []byte("\x00ec"), Value: []byte{2, 0}}}, Txn: []byte{1}},
+		{Op: OpShardTrim, Epoch: 9, PG: clustermap.PGID{Pool: 4, Seed: 1}, Data: AppendShardEntries(nil, sampleShardEntries())},
 		{Op: OpWrite, Object: "vol.1.0000000000000003", Data: []byte{1}, SnapSeq: 1 << 33},
 		{Op: OpRead, Object: "vol.1.0000000000000003", Length: 4096, Snap: 12},
 		{Op: OpSnapTrim, Object: "vol.1.0000000000000003", Data: []byte{1, 12}, SnapSeq: 14},

@@ -72,6 +72,13 @@ const (
 	// together. The reply's KVs are the entries, its Data the encoded
 	// prefixes (EncodeListPrefixes), More whether more follow.
 	OpOmapListDelim
+	// OSD to OSD, erasure-coded PGs: roll the receiver's shards back
+	// (OpShardRollBack) or drop what they keep to roll back
+	// (OpShardTrim), for the objects of Data (EncodeShardEntries) at the
+	// versions it names. An entry whose shard is at another version is
+	// left alone (a trim) or fails the request (a rollback).
+	OpShardRollBack
+	OpShardTrim
 	opMax
 )
 
@@ -95,6 +102,14 @@ const (
 	// OpOmapTxn with it first looks for its token among those the object
 	// keeps; other ops are idempotent and ignore it.
 	FlagRetry
+	// FlagShardWrite: OpReplicate of a client write to an erasure-coded
+	// PG. KVs[0] is the new shard's pg.ShardMeta; the receiver keeps, in
+	// the same transaction, what it needs to roll the shard back, and
+	// writes the meta with it.
+	FlagShardWrite
+	// FlagPrevShard: OpReadReplica of an erasure-coded PG reads the
+	// shard the receiver's newest write rolls back to, and its meta.
+	FlagPrevShard
 )
 
 // Keys of an OpScrub reply (decimal values).
