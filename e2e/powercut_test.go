@@ -376,15 +376,15 @@ func newPCCluster(t *testing.T) *pcCluster {
 }
 
 // pcECPool is the power-cut cluster's erasure-coded pool: 2+1, one shard a
-// host, min_size 3 (its default). Not min_size 2: until writes roll
-// forward (ARCHITECTURE.md, "Seams left"), a put cut short on one of the
-// two positions that took the last one leaves neither version on two
-// shards, and the object unfound.
+// host, min_size 2 (K), so it writes on while one host is cut: the case
+// where a put cut short on one of the two positions that took the last
+// one leaves the new version on one shard and the acknowledged one on
+// the other, which stands because the first rolls back.
 const pcECPool = "pcec"
 
 // ecPool creates pcECPool and waits for the cluster to be healthy again.
 func (pc *pcCluster) ecPool() *client.Pool {
-	cmd := exec.Command(cairnBin, "--conf", pc.c.conf, "pool", "create", pcECPool, "--ec", "2+1", "--pg-num", "8")
+	cmd := exec.Command(cairnBin, "--conf", pc.c.conf, "pool", "create", pcECPool, "--ec", "2+1", "--pg-num", "8", "--min-size", "2")
 	cmd.Env = append(os.Environ(), client.ExperimentalECEnv+"=1")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		pc.t.Fatalf("pool create %s: %v\n%s", pcECPool, err, out)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -129,7 +128,8 @@ func (r *shardReads) read(i int, off int64, n int) ([]byte, error) {
 
 // fetch reads shard i's span from its position.
 func (r *shardReads) fetch(i int) ([]byte, error) {
-	if !slices.Contains(r.o.plan.Keep, i) {
+	flags, ok := r.o.source(i)
+	if !ok {
 		return nil, fmt.Errorf("position %d does not hold version %s", i, r.o.plan.Ver)
 	}
 	buf := make([]byte, r.to-r.from)
@@ -137,7 +137,7 @@ func (r *shardReads) fetch(i int) ([]byte, error) {
 	if hi <= r.from {
 		return buf, nil // the shard holds nothing there: zeros
 	}
-	meta, data, err := r.s.readShardFrom(r.ctx, r.o.t, r.o.osds[i], r.id, r.name, r.from, hi-r.from)
+	meta, data, err := r.s.readShardFrom(r.ctx, r.o.t, r.o.osds[i], r.id, r.name, r.from, hi-r.from, flags)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/cairn-storage/cairn/internal/clustermap"
 	"github.com/cairn-storage/cairn/internal/ec"
@@ -63,6 +64,7 @@ func (s *Server) ensureShards(ctx context.Context, pool *clustermap.Pool, id clu
 		}
 		coll, txn := shardColl(id, pos), &objstore.Txn{}
 		txn.Delete(coll, name)
+		txn.Delete(coll, rollbackName(name)) // a rebuilt shard has nothing to roll back
 		var n int
 		if o.exists() {
 			meta := pg.ShardMeta{Ver: o.plan.Ver, Size: uint64(o.size), Position: pos}
@@ -97,12 +99,13 @@ func (s *Server) rebuildShards(ctx context.Context, c *ec.Codec, o *ecObject, id
 	}
 	have := 0
 	var errs []error
-	for _, pos := range o.plan.Keep {
-		if have == l.K {
-			break
+	for _, pos := range append(slices.Clone(o.plan.Keep), o.plan.RollBack...) {
+		flags, ok := o.source(pos)
+		if have == l.K || !ok {
+			continue
 		}
 		n := l.ShardLen(o.size, pos)
-		meta, data, err := s.readShardFrom(ctx, o.t, o.osds[pos], id, name, 0, n)
+		meta, data, err := s.readShardFrom(ctx, o.t, o.osds[pos], id, name, 0, n, flags)
 		if err == nil && (meta.Ver != o.plan.Ver || int64(len(data)) != n) {
 			err = fmt.Errorf("holds version %s and %d bytes, want %s and %d", meta.Ver, len(data), o.plan.Ver, n)
 		}

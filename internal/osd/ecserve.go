@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/cairn-storage/cairn/internal/clustermap"
@@ -47,7 +48,7 @@ func (s *Server) serveEC(ctx context.Context, pool *clustermap.Pool, p *pgState,
 		if bad != nil {
 			return bad
 		}
-		return s.listColl(coll, req)
+		return s.listShards(coll, req)
 	}
 	c, err := s.codecOf(pool)
 	if err != nil {
@@ -74,12 +75,16 @@ type ecObject struct {
 	metas []*pg.ShardMeta
 	plan  pg.ShardPlan
 	size  int64
+	tomb  bool // the version that stands is a delete's tombstone
 }
 
-// ecLookup asks every position of the acting set for its shard's meta.
-// A position peering found lacking the object (p's missing sets) is
-// stale for it: no vote, never read. An object peering found unfound is
-// not served.
+// ecLookup asks every position of the acting set for its shard's meta,
+// and decides which version stands as peering does, rollback state
+// included: a position whose newest write can roll back to that version
+// serves the shard it kept (fetch), so a read never serves a version that
+// does not stand. A position peering found lacking the object (p's
+// missing sets) is stale for it: no vote, never read. An object peering
+// found unfound is not served.
 func (s *Server) ecLookup(ctx context.Context, pool *clustermap.Pool, p *pgState, id clustermap.PGID, name string) (*ecObject, *proto.Response) {
 	if p.isUnfound(name) {
 		return nil, s.fail(proto.StatusUnavailable, "pg %s: object %q is unfound: no version of it is on %d positions that hold every write; it is not served until they return", id, name, pool.EC.K)
@@ -96,10 +101,11 @@ func (s *Server) ecLookup(ctx context.Context, pool *clustermap.Pool, p *pgState
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			meta, _, err := s.readShardFrom(ctx, t, osd, id, name, 0, 0)
+			meta, _, err := s.readShardFrom(ctx, t, osd, id, name, 0, 0, 0)
 			switch {
 			case err == nil:
-				o.metas[i], copies[i] = meta, pg.ShardCopy{Listed: true, Ver: meta.Ver}
+				o.metas[i] = meta
+				copies[i] = pg.ShardCopy{Listed: true, Ver: meta.Ver, Prev: meta.Prev, CanRollBack: meta.CanRollBack, Tombstone: meta.Tombstone && meta.CanRollBack}
 			case errors.Is(err, objstore.ErrNotFound):
 				copies[i] = pg.ShardCopy{Listed: true}
 			}
@@ -112,14 +118,57 @@ func (s *Server) ecLookup(ctx context.Context, pool *clustermap.Pool, p *pgState
 		return nil, s.fail(proto.StatusUnavailable, "pg %s: object %q: no version of it is on %d shards that answer (%d of %d positions answered); it is not served until enough of them return",
 			id, name, pool.EC.K, len(copies)-len(o.plan.Missing), len(copies))
 	}
-	if len(o.plan.Keep) > 0 && o.plan.Ver != (pg.EVersion{}) {
-		o.size = int64(o.metas[o.plan.Keep[0]].Size)
+	if err := s.standingMeta(ctx, o, id, name); err != nil {
+		return nil, s.fail(proto.StatusUnavailable, "pg %s: object %q: %v", id, name, err)
 	}
 	return o, nil
 }
 
-// exists says whether the object stands (a version other than "absent").
-func (o *ecObject) exists() bool { return o.plan.Ver != pg.EVersion{} }
+// standingMeta fills in the size of the version that stands and whether
+// it is a tombstone, from a position that holds it or one whose newest
+// write rolls back to it.
+func (s *Server) standingMeta(ctx context.Context, o *ecObject, id clustermap.PGID, name string) error {
+	if o.plan.Ver == (pg.EVersion{}) {
+		return nil
+	}
+	for _, i := range o.plan.Keep {
+		if m := o.metas[i]; m != nil && m.Ver == o.plan.Ver {
+			o.size, o.tomb = int64(m.Size), m.Tombstone
+			return nil
+		}
+	}
+	if len(o.plan.Keep) > 0 {
+		o.tomb = true // only absent shards hold it: a delete's version
+		return nil
+	}
+	var errs []error
+	for _, i := range o.plan.RollBack {
+		m, _, err := s.readShardFrom(ctx, o.t, o.osds[i], id, name, 0, 0, proto.FlagPrevShard)
+		if err == nil {
+			o.size, o.tomb = int64(m.Size), m.Tombstone
+			return nil
+		}
+		errs = append(errs, fmt.Errorf("position %d: %w", i, err))
+	}
+	return fmt.Errorf("the shards of version %s it keeps to roll back to cannot be read: %w", o.plan.Ver, errors.Join(errs...))
+}
+
+// exists says whether the object stands (a version other than "absent",
+// and not a delete's tombstone).
+func (o *ecObject) exists() bool { return o.plan.Ver != pg.EVersion{} && !o.tomb }
+
+// source says how position i serves the version that stands: its shard
+// (flags 0) or the one it kept to roll back to (proto.FlagPrevShard);
+// false if it does not hold that version.
+func (o *ecObject) source(i int) (uint32, bool) {
+	switch {
+	case slices.Contains(o.plan.Keep, i) && o.metas[i] != nil:
+		return 0, true
+	case slices.Contains(o.plan.RollBack, i):
+		return proto.FlagPrevShard, true
+	}
+	return 0, false
+}
 
 // errShardNotFound: the position holds no shard of the object.
 var errShardNotFound = fmt.Errorf("shard: %w", objstore.ErrNotFound)
@@ -135,10 +184,11 @@ type shardError struct {
 func (e *shardError) Error() string { return fmt.Sprintf("%s: %s: %s", e.osd, e.status, e.msg) }
 
 // readShardFrom reads n bytes at off of osd's shard of an object (none if
-// n is 0) with its meta. A position that holds no shard answers an error
-// matching objstore.ErrNotFound.
-func (s *Server) readShardFrom(ctx context.Context, t *placement.Table, osd clustermap.OSDID, id clustermap.PGID, name string, off, n int64) (*pg.ShardMeta, []byte, error) {
-	req := &proto.Request{Op: proto.OpReadReplica, Epoch: t.Map().Epoch, PG: id, Object: name, Offset: uint64(off), Length: uint64(n)}
+// n is 0) with its meta; with flags proto.FlagPrevShard, of the shard its
+// newest write rolls back to. A position that holds no such shard
+// answers an error matching objstore.ErrNotFound.
+func (s *Server) readShardFrom(ctx context.Context, t *placement.Table, osd clustermap.OSDID, id clustermap.PGID, name string, off, n int64, flags uint32) (*pg.ShardMeta, []byte, error) {
+	req := &proto.Request{Op: proto.OpReadReplica, Flags: flags, Epoch: t.Map().Epoch, PG: id, Object: name, Offset: uint64(off), Length: uint64(n)}
 	var resp *proto.Response
 	if osd == s.id {
 		resp = s.readShard(t, req)
@@ -170,11 +220,48 @@ func (s *Server) readShardFrom(ctx context.Context, t *placement.Table, osd clus
 	return &meta, resp.Data, nil
 }
 
+// planShards gives each position of the acting set its transaction and
+// the meta of its shard: a put's shard, or a delete's tombstone. Each
+// position adds what it keeps to roll back (ecrollback.go).
+func (s *Server) planShards(pool *clustermap.Pool, req *proto.Request, w *writePlan, shards [][]byte) *proto.Response {
+	meta := pg.ShardMeta{Ver: pg.EVersion{Epoch: uint64(w.interval), Version: w.ver}, Size: uint64(len(req.Data)), Tombstone: req.Op == proto.OpDelete}
+	if meta.Tombstone {
+		meta.Size = 0
+	}
+	_, osds := w.t.Positions(pool, req.PG)
+	w.shards = make(map[clustermap.OSDID]*objstore.Txn, len(osds))
+	w.shardMetas = make(map[clustermap.OSDID]pg.ShardMeta, len(osds))
+	for i, osd := range osds {
+		if osd == placement.NoOSD {
+			continue
+		}
+		coll, txn := shardColl(req.PG, i), &objstore.Txn{}
+		var data []byte
+		if shards != nil {
+			data = shards[i]
+		}
+		txn.Put(coll, req.Object, data)
+		txn.SetXattr(coll, req.Object, versionXattr, meta.Ver.Encode())
+		if err := txn.Validate(); err != nil {
+			return s.fail(proto.StatusInvalid, "%v", err)
+		}
+		meta.Position = i
+		w.shards[osd], w.shardMetas[osd] = txn, meta
+	}
+	if w.txn = w.shards[s.id]; w.txn == nil {
+		panic(fmt.Sprintf("%s writes pg %s as its primary but holds no position of it", s.id, req.PG))
+	}
+	return nil
+}
+
 // ecWrite runs a put or delete of an erasure-coded object: the primary
 // encodes it and sends each position of the acting set its shard in a
 // transaction of its own (replicate), and answers once every one of them
-// has it durable, never fewer than min_size. The caller holds the
-// object's lock.
+// has it durable, never fewer than min_size; then it queues the trim of
+// the write's rollback state. A position that lacks the object is brought
+// up to date first, so every shard the write replaces holds the version
+// that stands: what a position keeps to roll back is never a version
+// that does not. The caller holds the object's lock.
 func (s *Server) ecWrite(ctx context.Context, pool *clustermap.Pool, c *ec.Codec, p *pgState, req *proto.Request) *proto.Response {
 	t := s.view.Table()
 	if !p.activeFor(t.Acting(pool, req.PG)) {
@@ -182,6 +269,9 @@ func (s *Server) ecWrite(ctx context.Context, pool *clustermap.Pool, c *ec.Codec
 	}
 	if p.isUnfound(req.Object) {
 		return s.fail(proto.StatusUnavailable, "pg %s: object %q is unfound: no version of it is on %d positions that hold every write; it takes no writes until they return", req.PG, req.Object, pool.EC.K)
+	}
+	if err := s.ensureObject(ctx, req.PG, p, req.Object, ensureAll); err != nil {
+		return s.fail(proto.StatusUnavailable, "pg %s: rebuilding the shards of %q before writing it: %v", req.PG, req.Object, err)
 	}
 	if req.Op == proto.OpDelete || req.Flags&proto.FlagExclusive != 0 {
 		o, bad := s.ecLookup(ctx, pool, p, req.PG, req.Object)
@@ -213,35 +303,19 @@ func (s *Server) ecWrite(ctx context.Context, pool *clustermap.Pool, c *ec.Codec
 		}
 	}
 	w.ver = p.nextVersion()
-	meta := pg.ShardMeta{Ver: pg.EVersion{Epoch: uint64(w.interval), Version: w.ver}, Size: uint64(len(req.Data))}
-	_, osds := t.Positions(pool, req.PG)
-	w.shards = make(map[clustermap.OSDID]*objstore.Txn, len(osds))
-	for i, osd := range osds {
-		if osd == placement.NoOSD {
-			continue
-		}
-		coll, txn := shardColl(req.PG, i), &objstore.Txn{}
-		if req.Op == proto.OpDelete {
-			txn.Delete(coll, req.Object)
-		} else {
-			meta.Position = i
-			txn.Put(coll, req.Object, shards[i])
-			txn.SetXattr(coll, req.Object, shardMetaXattr, meta.Encode())
-			txn.SetXattr(coll, req.Object, versionXattr, meta.Ver.Encode())
-		}
-		if err := txn.Validate(); err != nil {
-			return s.fail(proto.StatusInvalid, "%v", err)
-		}
-		w.shards[osd] = txn
+	if bad := s.planShards(pool, req, w, shards); bad != nil {
+		return bad
 	}
-	if w.txn = w.shards[s.id]; w.txn == nil {
-		panic(fmt.Sprintf("%s writes pg %s as its primary but holds no position of it", s.id, req.PG))
+	if ecPartialPut(s, req, w) {
+		return s.fail(proto.StatusUnavailable, "failpoint")
 	}
 	if bad := s.replicate(ctx, pool, p, req, w); bad != nil {
 		return bad
 	}
-	// Every position now holds this version (or, deleted, nothing).
+	// Every position now holds this version (or, deleted, its
+	// tombstone): the write is complete, its rollback state can go.
 	p.clearMissingAll(req.Object, w.interval)
+	s.queueTrim(req.PG, req.Object, pg.EVersion{Epoch: uint64(w.interval), Version: w.ver})
 	r := s.ok()
 	r.Version = w.ver
 	r.Size = uint64(len(req.Data))

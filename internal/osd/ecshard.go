@@ -2,6 +2,7 @@ package osd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/cairn-storage/cairn/internal/clustermap"
 	"github.com/cairn-storage/cairn/internal/ec"
+	"github.com/cairn-storage/cairn/internal/objstore"
 	"github.com/cairn-storage/cairn/internal/pg"
 	"github.com/cairn-storage/cairn/internal/placement"
 	"github.com/cairn-storage/cairn/internal/proto"
@@ -78,33 +80,82 @@ func (s *Server) collFor(t *placement.Table, id clustermap.PGID) (string, *proto
 
 // readShard serves OpReadReplica of an erasure-coded PG: this OSD's shard
 // of the object, Length bytes at Offset (none when Length is 0), and its
-// pg.ShardMeta in the reply's KVs; Size is the object's logical size. A
-// shard whose meta does not decode, or names another position, is
-// answered StatusCorrupt, as bytes failing their checksums are.
+// pg.ShardMeta in the reply's KVs; Size is the object's logical size.
+// With FlagPrevShard it reads the shard the newest write rolls back to
+// instead (NotFound if it rolls back to nothing). A shard whose meta does
+// not decode, or names another position, is answered StatusCorrupt, as
+// bytes failing their checksums are.
 func (s *Server) readShard(t *placement.Table, req *proto.Request) *proto.Response {
 	coll, bad := s.collFor(t, req.PG)
 	if bad != nil {
 		return bad
 	}
 	_, pos, _ := parseShardColl(coll)
-	raw, err := s.store.GetXattr(coll, req.Object, shardMetaXattr)
-	if err != nil {
-		return s.failErr(err)
+	name := req.Object
+	meta, found, err := s.shardMeta(coll, name)
+	if err == nil && found && req.Flags&proto.FlagPrevShard != 0 {
+		if !meta.CanRollBack || meta.Prev == (pg.EVersion{}) {
+			return s.fail(proto.StatusNotFound, "%s keeps no earlier shard of %q", s.id, name)
+		}
+		prev := meta.Prev
+		name = rollbackName(name)
+		if meta, found, err = s.shardMeta(coll, name); err == nil && found && meta.Ver != prev {
+			err = fmt.Errorf("the shard it keeps is at %s, not %s", meta.Ver, prev)
+		}
 	}
-	meta, err := pg.DecodeShardMeta(raw)
-	if err != nil || meta.Position != pos {
+	switch {
+	case err != nil && !objstore.IsCorruption(err) && !errors.Is(err, pg.ErrBadShardMeta):
+		return s.failErr(err)
+	case err != nil || found && meta.Position != pos:
 		return s.fail(proto.StatusCorrupt, "%s: shard %d of %q in pg %s: its meta is damaged or names another position", s.id, pos, req.Object, req.PG)
+	case !found:
+		return s.fail(proto.StatusNotFound, proto.MsgNoSuchObject)
 	}
 	r := s.ok()
 	r.Size = meta.Size
-	r.KVs = []proto.KV{{Key: []byte(shardMetaXattr), Value: raw}}
-	if req.Length > 0 {
-		data, err := s.store.Read(coll, req.Object, req.Offset, req.Length)
+	r.KVs = []proto.KV{{Key: []byte(shardMetaXattr), Value: meta.Encode()}}
+	if req.Length > 0 && !meta.Tombstone {
+		data, err := s.store.Read(coll, name, req.Offset, req.Length)
 		if err != nil {
 			return s.failErr(err)
 		}
 		r.Data = data
 	}
+	return r
+}
+
+// shardState is an erasure-coded shard's state for peering: its version
+// and what it can roll back to, from its meta (the version xattr for a
+// shard whose meta is damaged: it then cannot roll back).
+func (s *Server) shardState(coll, name string) (pg.ObjState, error) {
+	info, err := s.store.Stat(coll, name)
+	if err != nil {
+		return pg.ObjState{}, err
+	}
+	m, found, err := s.shardMeta(coll, name)
+	if err != nil || !found {
+		st, _, err := s.localState(coll, name, stateVersion)
+		return st, err
+	}
+	return pg.ObjState{Ver: m.Ver, Size: info.Size, Prev: m.Prev, CanRollBack: m.CanRollBack, Tombstone: m.Tombstone && m.CanRollBack}, nil
+}
+
+// listShards lists the client objects of a shard collection: a tombstone
+// is an absent object.
+func (s *Server) listShards(coll string, req *proto.Request) *proto.Response {
+	r := s.listColl(coll, req)
+	if r.Status != proto.StatusOK {
+		return r
+	}
+	out := r.Names[:0]
+	for _, n := range r.Names {
+		m, found, err := s.shardMeta(coll, n)
+		if err == nil && found && m.Tombstone {
+			continue
+		}
+		out = append(out, n)
+	}
+	r.Names = out
 	return r
 }
 
@@ -164,6 +215,9 @@ func (s *Server) doPeerEC(ctx context.Context, t *placement.Table, pool *cluster
 	}
 	res, err = pg.DecideShardsPG(s.id, m.Epoch, pool.EC.K, positions, rec, lists)
 	if err != nil {
+		return res, err
+	}
+	if err := s.rollBackShards(ctx, t, id, res.RollBacks); err != nil {
 		return res, err
 	}
 	if !slices.Equal(res.Acting, acting) {

@@ -67,7 +67,7 @@ func (s *Server) startFanout(ctx context.Context, req *proto.Request, w *writePl
 		sh := one
 		if sh == nil {
 			var err error
-			if sh, err = s.shareTxn(f.request(t, nil), req, w.txnFor(r)); err != nil {
+			if sh, err = s.shareTxn(f.request(t, r, nil), req, w.txnFor(r)); err != nil {
 				f.drain()
 				f.release()
 				return nil, err
@@ -88,9 +88,14 @@ func (s *Server) startFanout(ctx context.Context, req *proto.Request, w *writePl
 	return f, nil
 }
 
-// request is the OpReplicate of this write at t's epoch.
-func (f *fanout) request(t *placement.Table, txn []byte) *proto.Request {
-	return &proto.Request{Op: proto.OpReplicate, Epoch: t.Map().Epoch, PG: f.req.PG, Object: f.req.Object, PGVersion: f.w.ver, Txn: txn}
+// request is the OpReplicate of this write to osd at t's epoch.
+func (f *fanout) request(t *placement.Table, osd clustermap.OSDID, txn []byte) *proto.Request {
+	r := &proto.Request{Op: proto.OpReplicate, Epoch: t.Map().Epoch, PG: f.req.PG, Object: f.req.Object, PGVersion: f.w.ver, Txn: txn}
+	if m, ok := f.w.shardMetas[osd]; ok {
+		r.Flags |= proto.FlagShardWrite
+		r.KVs = []proto.KV{{Key: []byte(shardMetaXattr), Value: m.Encode()}}
+	}
+	return r
 }
 
 // collect waits for the first sends' answers and queues them as results.
@@ -118,7 +123,7 @@ func (f *fanout) send(t *placement.Table, osd clustermap.OSDID) {
 		}
 		// After a map change: encoded again, and copied into the frame
 		// (the request's bytes are ours only until the write returns).
-		return f.s.peers.Call(f.ctx, o.Addr, f.request(t, f.w.txnFor(osd).Marshal()))
+		return f.s.peers.Call(f.ctx, o.Addr, f.request(t, osd, f.w.txnFor(osd).Marshal()))
 	}
 	resp, err := call()
 	resp, err = f.s.retryBroken(f.ctx, osd, o.Addr, resp, err, call)

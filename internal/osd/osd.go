@@ -105,7 +105,9 @@ type Server struct {
 	metrics         *metrics // nil in tests that build a Server by hand
 	clientIO        clientIO
 	started         time.Time
-	codecs          sync.Map // clustermap.ECProfile → *ec.Codec: building one computes its matrices
+	codecs          sync.Map       // clustermap.ECProfile → *ec.Codec: building one computes its matrices
+	shards          shardLocks     // erasure-coded shards' read-modify-writes (ecrollback.go)
+	trims           chan shardTrim // trims of complete erasure-coded writes, bounded (ectrim.go)
 }
 
 // pgState is the in-memory state of a placement group on this OSD.
@@ -135,6 +137,9 @@ type pgState struct {
 	lastErr  string // logged once until it changes
 	scrubDue time.Time
 	deepDue  time.Time
+	// Erasure-coded PGs: the trims peering found, sent once recovery
+	// leaves the PG clean (ectrim.go).
+	pendingTrims []pg.ShardTrim
 }
 
 // Run starts the OSD and serves until ctx ends.
@@ -179,6 +184,7 @@ func Run(ctx context.Context, o Options) error {
 		seed:  maphash.MakeSeed(),
 		kick:  make(chan struct{}, 1), recoveryWake: make(chan struct{}, 1), statsKick: make(chan struct{}, 1),
 		suspected: map[clustermap.OSDID]clustermap.Epoch{}, started: time.Now().UTC(),
+		trims: make(chan shardTrim, maxQueuedTrims),
 	}
 	s.metrics = newMetrics(s)
 	defer s.peers.Close()
@@ -266,6 +272,7 @@ func (s *Server) serve(ctx context.Context, addr string) error {
 	go s.scrubLoop(ctx)
 	go s.indexCheckLoop(ctx)
 	go s.strayLoop(ctx)
+	go s.trimLoop(ctx)
 	go s.watchFull(ctx)
 	for ctx.Err() == nil {
 		sctx, stopStats := context.WithCancel(ctx)

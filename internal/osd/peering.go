@@ -166,6 +166,7 @@ func (s *Server) peer(ctx context.Context, id clustermap.PGID, p *pgState) {
 		p.version = ps.LastUpdate
 	}
 	p.setPrim(ps.Primary)
+	s.peeringTrims(id, p, ps)
 	p.upHash = up
 	if pool, ok := s.view.Map().Pool(id.Pool); ok {
 		p.poolSize = pool.Size
@@ -338,7 +339,7 @@ func (s *Server) pgList(req *proto.Request) *proto.Response {
 		if strings.HasPrefix(n, proto.ReservedPrefix) {
 			continue
 		}
-		st, nread, err := s.localState(coll, n, level)
+		st, nread, err := s.objState(coll, n, level)
 		if errors.Is(err, objstore.ErrNotFound) {
 			continue
 		}
@@ -356,6 +357,16 @@ func (s *Server) pgList(req *proto.Request) *proto.Response {
 		r.Data = []byte(names[len(names)-1])
 	}
 	return r
+}
+
+// objState is localState, or for a shard of an erasure-coded PG listed
+// for peering its shardState.
+func (s *Server) objState(coll, name string, level stateLevel) (pg.ObjState, int64, error) {
+	if _, _, ec := parseShardColl(coll); ec && level == stateVersion {
+		st, err := s.shardState(coll, name)
+		return st, 0, err
+	}
+	return s.localState(coll, name, level)
 }
 
 // activeWait bounds how long an operation waits for its PG to go active

@@ -330,6 +330,7 @@ func (s *Server) noteRecovered(ctx context.Context, id clustermap.PGID, p *pgSta
 		p.prim.Complete, p.prim.WriteSet, p.prim.RecRev = complete, writeSet, newRev
 		if allActing {
 			p.prim.Auth = s.id
+			s.sendPendingTrims(id, p)
 		}
 	}
 	s.recovery.progress.Store(time.Now().UnixNano())

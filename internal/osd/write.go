@@ -165,8 +165,10 @@ type writePlan struct {
 	// noop: nothing to write (see noChange); answered OK as it is.
 	noop bool
 	// shards, for an erasure-coded PG: each member's own transaction
-	// (txn is this OSD's).
-	shards map[clustermap.OSDID]*objstore.Txn
+	// (txn is this OSD's), and the meta its shard gets (with what the
+	// member keeps to roll it back: ecrollback.go).
+	shards     map[clustermap.OSDID]*objstore.Txn
+	shardMetas map[clustermap.OSDID]pg.ShardMeta
 }
 
 // txnFor is the transaction member osd applies.
@@ -254,7 +256,7 @@ func (s *Server) replicate(ctx context.Context, pool *clustermap.Pool, p *pgStat
 		return s.failErr(err)
 	}
 	defer f.release() // after every path below drained the senders
-	if err := s.applyLocal(p, pool, req.PG, w.acting, w.txn); err != nil {
+	if err := s.applyLocal(p, pool, req, w); err != nil {
 		f.drain()
 		if errors.Is(err, errIntervalChanged) {
 			return s.fail(proto.StatusUnavailable, "pg %s changed before the write applied; retry", req.PG)
@@ -416,13 +418,16 @@ var errIntervalChanged = errors.New("the PG's acting set changed")
 // applyLocal applies a client write to the primary's own copy, unless the
 // acting set changed since the PG went active: then a newer primary may have
 // listed this copy already, and the write must not land behind its back.
-func (s *Server) applyLocal(p *pgState, pool *clustermap.Pool, id clustermap.PGID, acting []clustermap.OSDID, txn *objstore.Txn) error {
+func (s *Server) applyLocal(p *pgState, pool *clustermap.Pool, req *proto.Request, w *writePlan) error {
 	p.fence.RLock()
 	defer p.fence.RUnlock()
-	if !slices.Equal(s.view.Table().Acting(pool, id), acting) {
+	if !slices.Equal(s.view.Table().Acting(pool, req.PG), w.acting) {
 		return errIntervalChanged
 	}
-	return s.apply(txn)
+	if m, ok := w.shardMetas[s.id]; ok {
+		return s.applyShardWrite(shardColl(req.PG, m.Position), req.Object, m, w.txn)
+	}
+	return s.apply(w.txn)
 }
 
 // applyReplica applies a transaction the primary of a PG sent us: a client
@@ -461,9 +466,34 @@ func (s *Server) applyReplica(t *placement.Table, req *proto.Request) *proto.Res
 		// already have listed this copy, so it must not change behind it.
 		return s.fail(proto.StatusWrongEpoch, "sender has map epoch %d, %s has %d", req.Epoch, s.id, e)
 	}
-	if err := s.apply(txn); err != nil {
+	if req.Flags&proto.FlagShardWrite != 0 {
+		if bad := s.applyShardReplica(t, req, txn); bad != nil {
+			return bad
+		}
+	} else if err := s.apply(txn); err != nil {
 		return s.failErr(err)
 	}
 	p.noteVersion(req.PGVersion)
 	return s.ok()
+}
+
+// applyShardReplica applies a client write to this OSD's shard of an
+// erasure-coded object, keeping what it needs to roll back.
+func (s *Server) applyShardReplica(t *placement.Table, req *proto.Request, txn *objstore.Txn) *proto.Response {
+	coll, bad := s.collFor(t, req.PG)
+	if bad != nil {
+		return bad
+	}
+	_, pos, _ := parseShardColl(coll)
+	if len(req.KVs) != 1 || string(req.KVs[0].Key) != shardMetaXattr {
+		return s.fail(proto.StatusInvalid, "shard write of %q: no shard meta", req.Object)
+	}
+	meta, err := pg.DecodeShardMeta(req.KVs[0].Value)
+	if err != nil || meta.Position != pos {
+		return s.fail(proto.StatusInvalid, "shard write of %q: its meta is malformed or names another position than %d", req.Object, pos)
+	}
+	if err := s.applyShardWrite(coll, req.Object, meta, txn); err != nil {
+		return s.failErr(err)
+	}
+	return nil
 }

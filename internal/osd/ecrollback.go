@@ -1,0 +1,233 @@
+package osd
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"slices"
+	"sync"
+
+	"github.com/cairn-storage/cairn/internal/objstore"
+	"github.com/cairn-storage/cairn/internal/pg"
+	"github.com/cairn-storage/cairn/internal/proto"
+)
+
+// Rollback state of erasure-coded shards. Each shard write keeps, in the
+// transaction that makes it, what the shard needs to go back to the
+// version it replaces, so a write cut short (a primary's crash, a power
+// cut) that reached fewer than K positions is undone by peering
+// (pg.DecideShardsPG) instead of leaving the object with no version on K
+// positions:
+//
+//   - a put over a shard copies the old shard (its bytes and meta) into a
+//     hidden object of the same collection (rollbackName), and the new
+//     meta says CanRollBack with Prev the old version;
+//   - a put that creates the shard (or replaces a tombstone, which holds
+//     the same thing as no shard) says CanRollBack with a zero Prev: it
+//     rolls back to absent;
+//   - a delete does not remove the shard: it becomes a tombstone at the
+//     delete's version, its old shard kept as for a put. Reads, listings
+//     and exclusive puts take a tombstone for an absent object.
+//
+// One level of rollback is enough: writes to one object are serialized
+// by its primary's object lock, and the primary sends the next write only
+// once the last one was answered, so a position holds at most one write
+// that may not be complete. Once a write is complete (every position of
+// its write set holds it durably: the primary acknowledges it), the
+// primary trims its rollback state (trimShards; a trimmed tombstone is
+// deleted); a trim lost on the way only leaves state the next write to
+// the object or the next clean peering drops.
+//
+// On each OSD, what a shard write reads of the shard and what it writes
+// are one step under the shard's lock (shardLock), so a trim or rollback
+// of the same object never lands between them.
+
+// rollbackPrefix starts the names of the objects that keep a shard's
+// previous version; rollbackHashed those of objects whose names are too
+// long to take the prefix (the name's SHA-256 then).
+const (
+	rollbackPrefix = proto.ReservedPrefix + "r"
+	rollbackHashed = proto.ReservedPrefix + "R"
+)
+
+// rollbackName names the hidden object that keeps the previous shard of
+// object name. It starts with NUL, so listings, peering and reads never
+// take it for an object, and it lives in the shard's collection, so it
+// goes with it (strays, pool removal).
+func rollbackName(name string) string {
+	if len(rollbackPrefix)+len(name) <= objstore.MaxNameLen {
+		return rollbackPrefix + name
+	}
+	h := sha256.Sum256([]byte(name))
+	return rollbackHashed + hex.EncodeToString(h[:])
+}
+
+// shardLocks serialize, per shard, the read of its state and the
+// transaction built from it (writes, rollbacks, trims).
+type shardLocks struct {
+	locks [256]sync.Mutex
+}
+
+// lockAll takes the locks of every (coll, name) in ascending order, so
+// two callers never wait for each other; it returns their release.
+func (l *shardLocks) lockAll(seed maphash.Seed, coll string, names []string) func() {
+	idx := make([]int, 0, len(names))
+	for _, n := range names {
+		idx = append(idx, int(maphash.String(seed, coll+"/"+n)%uint64(len(l.locks))))
+	}
+	slices.Sort(idx)
+	idx = slices.Compact(idx)
+	for _, i := range idx {
+		l.locks[i].Lock()
+	}
+	return func() {
+		for _, i := range idx {
+			l.locks[i].Unlock()
+		}
+	}
+}
+
+// shardMeta reads a shard's meta; found false if it holds none.
+func (s *Server) shardMeta(coll, name string) (pg.ShardMeta, bool, error) {
+	raw, err := s.store.GetXattr(coll, name, shardMetaXattr)
+	if errors.Is(err, objstore.ErrNotFound) {
+		return pg.ShardMeta{}, false, nil
+	}
+	if err != nil {
+		return pg.ShardMeta{}, false, err
+	}
+	m, err := pg.DecodeShardMeta(raw)
+	if err != nil {
+		return pg.ShardMeta{}, false, fmt.Errorf("shard %q in %s: %w", name, coll, err)
+	}
+	return m, true, nil
+}
+
+// keepRollBack adds to txn, a shard write of name in coll that leaves meta
+// next, what the shard needs to roll back to what it holds now, and the
+// meta itself. A shard whose meta or bytes cannot be read (damaged) keeps
+// nothing: it cannot roll back, and peering rebuilds it if its write does
+// not stand. The caller holds the shard's lock.
+func (s *Server) keepRollBack(coll, name string, next pg.ShardMeta, txn *objstore.Txn) error {
+	rb := rollbackName(name)
+	next.CanRollBack, next.Prev = true, pg.EVersion{}
+	old, found, err := s.shardMeta(coll, name)
+	switch {
+	case err != nil && objstore.IsCorruption(err) || errors.Is(err, pg.ErrBadShardMeta):
+		next.CanRollBack = false
+		txn.Delete(coll, rb)
+	case err != nil:
+		return err
+	case !found || old.Tombstone:
+		txn.Delete(coll, rb) // rolls back to absent
+	default:
+		data, err := s.store.Read(coll, name, 0, 0)
+		if objstore.IsCorruption(err) {
+			next.CanRollBack = false
+			txn.Delete(coll, rb)
+			break
+		}
+		if err != nil {
+			return err
+		}
+		txn.Delete(coll, rb)
+		txn.Put(coll, rb, data)
+		txn.SetXattr(coll, rb, shardMetaXattr, old.Trimmed().Encode())
+		next.Prev = old.Ver
+	}
+	txn.SetXattr(coll, name, shardMetaXattr, next.Encode())
+	return nil
+}
+
+// applyShardWrite applies a client write's transaction to this OSD's
+// shard of name, with its rollback state and its meta.
+func (s *Server) applyShardWrite(coll, name string, meta pg.ShardMeta, txn *objstore.Txn) error {
+	defer s.shards.lockAll(s.seed, coll, []string{name})()
+	if err := s.keepRollBack(coll, name, meta, txn); err != nil {
+		return err
+	}
+	return s.apply(txn)
+}
+
+// rollBackTxn adds to txn the rollback of name's shard as entry e says:
+// back to its kept shard, or gone when e.To is zero. A shard already at
+// e.To (rolled back before) needs nothing. The caller holds its lock.
+func (s *Server) rollBackTxn(coll string, e proto.ShardEntry, txn *objstore.Txn) error {
+	ver, to := pg.EVersion{Epoch: e.Ver[0], Version: e.Ver[1]}, pg.EVersion{Epoch: e.To[0], Version: e.To[1]}
+	cur, found, err := s.shardMeta(coll, e.Object)
+	switch {
+	case err != nil:
+		return err
+	case !found && to == (pg.EVersion{}) || found && cur.Ver == to && !cur.CanRollBack:
+		return nil
+	case !found || cur.Ver != ver || !cur.CanRollBack || cur.Prev != to:
+		return fmt.Errorf("shard %q in %s is not at %s rolling back to %s (it holds %+v): it changed since peering listed it", e.Object, coll, ver, to, cur)
+	}
+	rb := rollbackName(e.Object)
+	if to == (pg.EVersion{}) {
+		txn.Delete(coll, e.Object)
+		txn.Delete(coll, rb)
+		return nil
+	}
+	old, found, err := s.shardMeta(coll, rb)
+	if err == nil && (!found || old.Ver != to) {
+		err = fmt.Errorf("shard %q in %s: the shard it keeps to roll back to %s is missing or at %s", e.Object, coll, to, old.Ver)
+	}
+	if err != nil {
+		return err
+	}
+	data, err := s.store.Read(coll, rb, 0, 0)
+	if err != nil {
+		return err
+	}
+	txn.Put(coll, e.Object, data)
+	txn.SetXattr(coll, e.Object, shardMetaXattr, old.Trimmed().Encode())
+	txn.SetXattr(coll, e.Object, versionXattr, to.Encode())
+	txn.Delete(coll, rb)
+	return nil
+}
+
+// trimTxn adds to txn the trim of name's shard at e.Ver: its rollback
+// state goes, and a tombstone goes for good. A shard at another version
+// is left alone (a newer write keeps its own state). The caller holds its
+// lock.
+func (s *Server) trimTxn(coll string, e proto.ShardEntry, txn *objstore.Txn) error {
+	ver := pg.EVersion{Epoch: e.Ver[0], Version: e.Ver[1]}
+	cur, found, err := s.shardMeta(coll, e.Object)
+	if err != nil || !found || cur.Ver != ver || !cur.CanRollBack {
+		return err
+	}
+	txn.Delete(coll, rollbackName(e.Object))
+	if cur.Tombstone {
+		txn.Delete(coll, e.Object)
+	} else {
+		txn.SetXattr(coll, e.Object, shardMetaXattr, cur.Trimmed().Encode())
+	}
+	return nil
+}
+
+// applyShardEntries runs OpShardRollBack or OpShardTrim on this OSD's
+// shards in coll, as one transaction.
+func (s *Server) applyShardEntries(coll string, op proto.Op, es []proto.ShardEntry) error {
+	names := make([]string, len(es))
+	for i, e := range es {
+		names[i] = e.Object
+	}
+	defer s.shards.lockAll(s.seed, coll, names)()
+	txn := &objstore.Txn{}
+	for _, e := range es {
+		add := s.trimTxn
+		if op == proto.OpShardRollBack {
+			add = s.rollBackTxn
+		}
+		if err := add(coll, e, txn); err != nil {
+			return err
+		}
+	}
+	if txn.Len() == 0 {
+		return nil
+	}
+	return s.apply(txn)
+}

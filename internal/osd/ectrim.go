@@ -1,0 +1,205 @@
+package osd
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/cairn-storage/cairn/internal/clustermap"
+	"github.com/cairn-storage/cairn/internal/pg"
+	"github.com/cairn-storage/cairn/internal/placement"
+	"github.com/cairn-storage/cairn/internal/proto"
+)
+
+// Trims and rollbacks travel as OpShardTrim and OpShardRollBack, a list
+// of objects (proto.ShardEntry) of one PG at a time. A rollback is sent
+// by peering, before the PG goes active, and fails the peering if it
+// fails. Trims are off the write's path: an acknowledged write queues its
+// trim (queueTrim), and the trimmer sends what queued, a PG at a time,
+// to every position of the PG as the newest map places it. The queue is
+// bounded: a trim that finds it full is dropped, as one lost on the way
+// would be; peering trims again what it finds complete.
+
+// Bounds of the trimmer.
+const (
+	maxQueuedTrims = 4096                   // trims waiting to be sent
+	trimLinger     = 20 * time.Millisecond  // how long the trimmer gathers a batch
+	trimTimeout    = 10 * time.Second       // one OpShardTrim
+	peerTrimsMax   = proto.MaxShardEntries  // trims peering keeps for once the PG is clean
+	rollBackWait   = 20 * time.Second       // every rollback of a peering
+	trimRetryAfter = 100 * time.Millisecond // the trimmer's pause after a failed send
+)
+
+// shardTrim is one object of an erasure-coded PG whose write at ver is
+// complete.
+type shardTrim struct {
+	pg    clustermap.PGID
+	entry proto.ShardEntry
+}
+
+// queueTrim queues the trim of name's shards at ver, or drops it if the
+// queue is full.
+func (s *Server) queueTrim(id clustermap.PGID, name string, ver pg.EVersion) {
+	select {
+	case s.trims <- shardTrim{pg: id, entry: proto.ShardEntry{Object: name, Ver: [2]uint64{ver.Epoch, ver.Version}}}:
+	default:
+	}
+}
+
+// trimLoop sends the queued trims, gathering each batch for trimLinger.
+func (s *Server) trimLoop(ctx context.Context) {
+	for {
+		var first shardTrim
+		select {
+		case <-ctx.Done():
+			return
+		case first = <-s.trims:
+		}
+		batch := map[clustermap.PGID][]proto.ShardEntry{first.pg: {first.entry}}
+		linger := time.After(trimLinger)
+	gather:
+		for n := 1; n < maxQueuedTrims; n++ {
+			select {
+			case t := <-s.trims:
+				batch[t.pg] = append(batch[t.pg], t.entry)
+			case <-linger:
+				break gather
+			}
+		}
+		for id, es := range batch {
+			if err := s.sendShardEntries(ctx, s.view.Table(), id, proto.OpShardTrim, nil, es); err != nil && ctx.Err() == nil {
+				time.Sleep(trimRetryAfter) // dropped: peering trims what is left
+			}
+		}
+	}
+}
+
+// sendShardEntries sends op with es to the OSDs of PG id at t: to those
+// of only when only is not nil, else to every position. Every OSD is
+// tried; the first error is returned.
+func (s *Server) sendShardEntries(ctx context.Context, t *placement.Table, id clustermap.PGID, op proto.Op, only map[clustermap.OSDID]bool, es []proto.ShardEntry) error {
+	pool, ok := t.Map().Pool(id.Pool)
+	if !ok || !pool.Erasure() {
+		return nil
+	}
+	_, positions := t.Positions(pool, id)
+	var first error
+	for _, o := range positions {
+		if o == placement.NoOSD || only != nil && !only[o] {
+			continue
+		}
+		for len(es) > 0 && first == nil {
+			n := min(len(es), proto.MaxShardEntries)
+			if err := s.sendShardOp(ctx, t, o, id, op, es[:n]); err != nil {
+				first = fmt.Errorf("%s to %s: %w", op, o, err)
+			}
+			es = es[n:]
+		}
+	}
+	return first
+}
+
+// sendShardOp sends one OpShardTrim or OpShardRollBack to osd (this OSD
+// applies it itself).
+func (s *Server) sendShardOp(ctx context.Context, t *placement.Table, osd clustermap.OSDID, id clustermap.PGID, op proto.Op, es []proto.ShardEntry) error {
+	req := &proto.Request{Op: op, Epoch: t.Map().Epoch, PG: id, Data: proto.AppendShardEntries(nil, es)}
+	var resp *proto.Response
+	if osd == s.id {
+		resp = s.shardEntries(t, req)
+	} else {
+		o, ok := t.Map().OSD(osd)
+		if !ok || !s.peerUp(osd) {
+			return fmt.Errorf("%s is down", osd)
+		}
+		cctx, cancel := context.WithTimeout(ctx, trimTimeout)
+		defer cancel()
+		var err error
+		if resp, err = s.peers.Call(cctx, o.Addr, req); err != nil {
+			return err
+		}
+	}
+	if resp.Status != proto.StatusOK {
+		return fmt.Errorf("%s: %s", resp.Status, resp.Message)
+	}
+	return nil
+}
+
+// shardEntries serves OpShardTrim and OpShardRollBack on this OSD's
+// position of an erasure-coded PG, under the PG's fence as a write.
+func (s *Server) shardEntries(t *placement.Table, req *proto.Request) *proto.Response {
+	coll, bad := s.collFor(t, req.PG)
+	if bad != nil {
+		return bad
+	}
+	es, err := proto.DecodeShardEntries(req.Data)
+	if err != nil {
+		return s.fail(proto.StatusInvalid, "%s: %v", req.Op, err)
+	}
+	p, err := s.pg(req.PG)
+	if err != nil {
+		return s.failErr(err)
+	}
+	p.fence.RLock()
+	defer p.fence.RUnlock()
+	if e := s.view.Epoch(); pg.Admit(req.Epoch, e) == pg.Refuse {
+		return s.fail(proto.StatusWrongEpoch, "sender has map epoch %d, %s has %d", req.Epoch, s.id, e)
+	}
+	if err := s.applyShardEntries(coll, req.Op, es); err != nil {
+		if s.store.Err() != nil {
+			return s.failErr(err)
+		}
+		return s.fail(proto.StatusInvalid, "%s on %s: %v", req.Op, s.id, err)
+	}
+	return s.ok()
+}
+
+// rollBackShards carries out peering's rollbacks on every OSD that has
+// some, before the PG goes active.
+func (s *Server) rollBackShards(ctx context.Context, t *placement.Table, id clustermap.PGID, rbs map[clustermap.OSDID][]pg.ShardRollBack) error {
+	ctx, cancel := context.WithTimeout(ctx, rollBackWait)
+	defer cancel()
+	for o, list := range rbs {
+		es := make([]proto.ShardEntry, len(list))
+		for i, r := range list {
+			es[i] = proto.ShardEntry{Object: r.Name, Ver: [2]uint64{r.Ver.Epoch, r.Ver.Version}, To: [2]uint64{r.To.Epoch, r.To.Version}}
+		}
+		if err := s.sendShardEntries(ctx, t, id, proto.OpShardRollBack, map[clustermap.OSDID]bool{o: true}, es); err != nil {
+			return fmt.Errorf("rolling back %d shard(s) of writes cut short: %w", len(es), err)
+		}
+		s.logf("%s: pg %s: %s rolled back %d shard(s) of writes that reached too few positions to stand, e.g. %q to %s",
+			s.id, id, o, len(list), list[0].Name, list[0].To)
+	}
+	return nil
+}
+
+// peeringTrims sends the trims peering found (objects every position
+// holds, some still able to roll back) once the PG is clean: now if it
+// is, else when recovery ends (noteRecovered); at most peerTrimsMax are
+// kept. The caller holds p.mu.
+func (s *Server) peeringTrims(id clustermap.PGID, p *pgState, res pg.Peered) {
+	p.pendingTrims = nil
+	if len(res.Trims) == 0 {
+		return
+	}
+	trims := res.Trims[:min(len(res.Trims), peerTrimsMax)]
+	if res.MissingCount() > 0 || len(res.Unfound) > 0 || len(res.Acting) < len(res.Positions) {
+		p.pendingTrims = trims
+		return
+	}
+	for _, tr := range trims {
+		s.queueTrim(id, tr.Name, tr.Ver)
+	}
+}
+
+// sendPendingTrims queues the trims peering kept for once the PG is
+// clean; recovery just made every acting position complete. The caller
+// holds p.mu.
+func (s *Server) sendPendingTrims(id clustermap.PGID, p *pgState) {
+	if len(p.prim.Acting) < len(p.prim.Positions) {
+		return // a hole: not clean yet
+	}
+	for _, tr := range p.pendingTrims {
+		s.queueTrim(id, tr.Name, tr.Ver)
+	}
+	p.pendingTrims = nil
+}
