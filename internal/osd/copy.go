@@ -102,6 +102,9 @@ func (c *objectCopy) apply(txn *objstore.Txn) error {
 				return err
 			}
 		}
+		if _, _, ec := parseShardColl(c.coll); ec {
+			defer c.s.shards.lockAll(c.s.seed, c.coll, []string{c.name})()
+		}
 		return c.s.apply(txn)
 	}
 	var flags uint32

@@ -120,6 +120,10 @@ func (s *Server) keepRollBack(coll, name string, next pg.ShardMeta, txn *objstor
 		txn.Delete(coll, rb)
 	case err != nil:
 		return err
+	case found && old.Ver == next.Ver:
+		// The same write sent again (its answer was lost): what it
+		// rolls back to has not changed.
+		next.Prev, next.CanRollBack = old.Prev, old.CanRollBack
 	case !found || old.Tombstone:
 		txn.Delete(coll, rb) // rolls back to absent
 	default:

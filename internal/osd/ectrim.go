@@ -88,12 +88,15 @@ func (s *Server) sendShardEntries(ctx context.Context, t *placement.Table, id cl
 		if o == placement.NoOSD || only != nil && !only[o] {
 			continue
 		}
-		for len(es) > 0 && first == nil {
-			n := min(len(es), proto.MaxShardEntries)
-			if err := s.sendShardOp(ctx, t, o, id, op, es[:n]); err != nil {
-				first = fmt.Errorf("%s to %s: %w", op, o, err)
+		for rest := es; len(rest) > 0; {
+			n := min(len(rest), proto.MaxShardEntries)
+			if err := s.sendShardOp(ctx, t, o, id, op, rest[:n]); err != nil {
+				if first == nil {
+					first = fmt.Errorf("%s to %s: %w", op, o, err)
+				}
+				break
 			}
-			es = es[n:]
+			rest = rest[n:]
 		}
 	}
 	return first

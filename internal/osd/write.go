@@ -466,12 +466,28 @@ func (s *Server) applyReplica(t *placement.Table, req *proto.Request) *proto.Res
 		// already have listed this copy, so it must not change behind it.
 		return s.fail(proto.StatusWrongEpoch, "sender has map epoch %d, %s has %d", req.Epoch, s.id, e)
 	}
-	if req.Flags&proto.FlagShardWrite != 0 {
+	switch {
+	case req.Flags&proto.FlagShardWrite != 0:
 		if bad := s.applyShardReplica(t, req, txn); bad != nil {
 			return bad
 		}
-	} else if err := s.apply(txn); err != nil {
-		return s.failErr(err)
+	case pool.Erasure():
+		// A shard rebuilt by recovery: not between a trim's read of the
+		// shard and its transaction.
+		coll, bad := s.collFor(t, req.PG)
+		if bad != nil {
+			return bad
+		}
+		unlock := s.shards.lockAll(s.seed, coll, []string{req.Object})
+		err := s.apply(txn)
+		unlock()
+		if err != nil {
+			return s.failErr(err)
+		}
+	default:
+		if err := s.apply(txn); err != nil {
+			return s.failErr(err)
+		}
 	}
 	p.noteVersion(req.PGVersion)
 	return s.ok()

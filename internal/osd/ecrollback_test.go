@@ -1,0 +1,133 @@
+package osd
+
+import (
+	"bytes"
+	"errors"
+	"hash/maphash"
+	"testing"
+
+	"github.com/cairn-storage/cairn/internal/objstore"
+	"github.com/cairn-storage/cairn/internal/pg"
+	"github.com/cairn-storage/cairn/internal/proto"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// shardTestServer is a Server over an in-memory store, enough for the
+// shard writes, rollbacks and trims of ecrollback.go.
+func shardTestServer(t *testing.T, fs vfs.FS) *Server {
+	t.Helper()
+	st, err := objstore.Open(objstore.Options{Dir: "/osd", FS: fs, ReserveBytes: -1, DataCacheBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return &Server{store: st, seed: maphash.MakeSeed()}
+}
+
+const testShardColl = "1.7s0"
+
+// writeShard applies a shard write as a member does.
+func writeShard(t *testing.T, s *Server, name string, ver uint64, data []byte, tomb bool) {
+	t.Helper()
+	m := pg.ShardMeta{Ver: pg.EVersion{Epoch: 1, Version: ver}, Size: uint64(len(data)), Tombstone: tomb}
+	txn := &objstore.Txn{}
+	txn.Put(testShardColl, name, data)
+	txn.SetXattr(testShardColl, name, versionXattr, m.Ver.Encode())
+	if err := s.applyShardWrite(testShardColl, name, m, txn); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantShard checks a shard's meta and bytes, and the shard it keeps.
+func wantShard(t *testing.T, s *Server, name string, ver, prev uint64, canRollBack bool, data, kept []byte) {
+	t.Helper()
+	m, found, err := s.shardMeta(testShardColl, name)
+	if err != nil || !found {
+		t.Fatalf("%s: meta %v, found %v", name, err, found)
+	}
+	if m.Ver.Version != ver || m.Prev.Version != prev || m.CanRollBack != canRollBack {
+		t.Fatalf("%s: meta %+v, want version %d, rolling back to %d: %v", name, m, ver, prev, canRollBack)
+	}
+	if got, err := s.store.Read(testShardColl, name, 0, 0); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("%s: holds %q (%v), want %q", name, got, err, data)
+	}
+	got, err := s.store.Read(testShardColl, rollbackName(name), 0, 0)
+	if kept == nil && !errors.Is(err, objstore.ErrNotFound) || kept != nil && (err != nil || !bytes.Equal(got, kept)) {
+		t.Fatalf("%s: keeps %q (%v), want %q", name, got, err, kept)
+	}
+}
+
+func entry(name string, ver, to uint64) proto.ShardEntry {
+	e := proto.ShardEntry{Object: name, Ver: [2]uint64{1, ver}}
+	if to != 0 {
+		e.To = [2]uint64{1, to}
+	}
+	return e
+}
+
+// Each shard write keeps one level of rollback in its own transaction; a
+// rollback restores it (or removes a create), a trim drops it (and a
+// tombstone), both guarded by version and idempotent.
+func TestShardRollBackState(t *testing.T) {
+	s := shardTestServer(t, vfs.NewMem())
+	writeShard(t, s, "o", 1, []byte("one"), false)
+	wantShard(t, s, "o", 1, 0, true, []byte("one"), nil)
+	writeShard(t, s, "o", 2, []byte("two"), false)
+	wantShard(t, s, "o", 2, 1, true, []byte("two"), []byte("one"))
+	writeShard(t, s, "o", 2, []byte("two"), false) // sent again: what it rolls back to stays
+	wantShard(t, s, "o", 2, 1, true, []byte("two"), []byte("one"))
+	if st, err := s.shardState(testShardColl, "o"); err != nil || st.Ver.Version != 2 || st.Prev.Version != 1 || !st.CanRollBack {
+		t.Fatalf("peering's state: %+v, %v", st, err)
+	}
+	if err := s.applyShardEntries(testShardColl, proto.OpShardRollBack, []proto.ShardEntry{entry("o", 3, 1)}); err == nil {
+		t.Fatal("a rollback from a version the shard does not hold went through")
+	}
+	for range 2 {
+		if err := s.applyShardEntries(testShardColl, proto.OpShardRollBack, []proto.ShardEntry{entry("o", 2, 1)}); err != nil {
+			t.Fatal(err)
+		}
+		wantShard(t, s, "o", 1, 0, false, []byte("one"), nil)
+	}
+
+	writeShard(t, s, "o", 4, nil, true) // a delete: a tombstone keeping "one"
+	wantShard(t, s, "o", 4, 1, true, nil, []byte("one"))
+	if err := s.applyShardEntries(testShardColl, proto.OpShardTrim, []proto.ShardEntry{entry("o", 3, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	wantShard(t, s, "o", 4, 1, true, nil, []byte("one")) // another version: left alone
+	if err := s.applyShardEntries(testShardColl, proto.OpShardTrim, []proto.ShardEntry{entry("o", 4, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.store.Stat(testShardColl, "o"); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("a trimmed tombstone is still there: %v", err)
+	}
+
+	writeShard(t, s, "n", 5, []byte("new"), false) // a create rolls back to absent
+	if err := s.applyShardEntries(testShardColl, proto.OpShardRollBack, []proto.ShardEntry{entry("n", 5, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.store.Stat(testShardColl, "n"); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("a create rolled back is still there: %v", err)
+	}
+	writeShard(t, s, "n", 6, []byte("again"), false)
+	writeShard(t, s, "n", 7, nil, true)
+	writeShard(t, s, "n", 8, []byte("over a tombstone"), false) // rolls back to absent, like the tombstone
+	wantShard(t, s, "n", 8, 0, true, []byte("over a tombstone"), nil)
+}
+
+// The rollback state is durable with the write it belongs to: after a
+// power cut (a crash clone that keeps only what was synced) a shard
+// written over holds the new version and the old one to roll back to.
+func TestShardRollBackStateSurvivesACrash(t *testing.T) {
+	fs := vfs.NewCrashableMem()
+	s := shardTestServer(t, fs)
+	big := bytes.Repeat([]byte("b"), 1<<20)
+	writeShard(t, s, "o", 1, big, false)
+	writeShard(t, s, "o", 2, []byte("small"), false)
+	s2 := shardTestServer(t, fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0}))
+	wantShard(t, s2, "o", 2, 1, true, []byte("small"), big)
+	if err := s2.applyShardEntries(testShardColl, proto.OpShardRollBack, []proto.ShardEntry{entry("o", 2, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	wantShard(t, s2, "o", 1, 0, false, big, nil)
+}
