@@ -194,13 +194,14 @@ func (s *Server) rollBackTxn(coll string, e proto.ShardEntry, txn *objstore.Txn)
 }
 
 // trimTxn adds to txn the trim of name's shard at e.Ver: its rollback
-// state goes, and a tombstone goes for good. A shard at another version
+// state goes, and a tombstone goes for good (one that could not keep the
+// old shard, which was damaged, too). A shard at another version
 // is left alone (a newer write keeps its own state). The caller holds its
 // lock.
 func (s *Server) trimTxn(coll string, e proto.ShardEntry, txn *objstore.Txn) error {
 	ver := pg.EVersion{Epoch: e.Ver[0], Version: e.Ver[1]}
 	cur, found, err := s.shardMeta(coll, e.Object)
-	if err != nil || !found || cur.Ver != ver || !cur.CanRollBack {
+	if err != nil || !found || cur.Ver != ver || !cur.CanRollBack && !cur.Tombstone {
 		return err
 	}
 	txn.Delete(coll, rollbackName(e.Object))

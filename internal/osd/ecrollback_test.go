@@ -115,6 +115,30 @@ func TestShardRollBackState(t *testing.T) {
 	wantShard(t, s, "n", 8, 0, true, []byte("over a tombstone"), nil)
 }
 
+// A shard whose meta is damaged keeps nothing to roll back to: its
+// write cannot roll back there (peering rebuilds the position if the
+// write does not stand), and a delete's tombstone still goes when trimmed.
+func TestShardRollBackOverADamagedShard(t *testing.T) {
+	s := shardTestServer(t, vfs.NewMem())
+	writeShard(t, s, "o", 1, []byte("one"), false)
+	txn := &objstore.Txn{}
+	txn.SetXattr(testShardColl, "o", shardMetaXattr, []byte("garbage"))
+	if err := s.store.Apply(txn); err != nil {
+		t.Fatal(err)
+	}
+	writeShard(t, s, "o", 2, nil, true)
+	wantShard(t, s, "o", 2, 0, false, nil, nil)
+	if st, err := s.shardState(testShardColl, "o"); err != nil || !st.Tombstone || st.CanRollBack {
+		t.Fatalf("peering's state of a tombstone that cannot roll back: %+v, %v", st, err)
+	}
+	if err := s.applyShardEntries(testShardColl, proto.OpShardTrim, []proto.ShardEntry{entry("o", 2, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.store.Stat(testShardColl, "o"); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("a trimmed tombstone is still there: %v", err)
+	}
+}
+
 // The rollback state is durable with the write it belongs to: after a
 // power cut (a crash clone that keeps only what was synced) a shard
 // written over holds the new version and the old one to roll back to.

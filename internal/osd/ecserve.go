@@ -105,7 +105,7 @@ func (s *Server) ecLookup(ctx context.Context, pool *clustermap.Pool, p *pgState
 			switch {
 			case err == nil:
 				o.metas[i] = meta
-				copies[i] = pg.ShardCopy{Listed: true, Ver: meta.Ver, Prev: meta.Prev, CanRollBack: meta.CanRollBack, Tombstone: meta.Tombstone && meta.CanRollBack}
+				copies[i] = pg.ShardCopy{Listed: true, Ver: meta.Ver, Prev: meta.Prev, CanRollBack: meta.CanRollBack, Tombstone: meta.Tombstone}
 			case errors.Is(err, objstore.ErrNotFound):
 				copies[i] = pg.ShardCopy{Listed: true}
 			}

@@ -137,7 +137,7 @@ func (s *Server) shardState(coll, name string) (pg.ObjState, error) {
 		st, _, err := s.localState(coll, name, stateVersion)
 		return st, err
 	}
-	return pg.ObjState{Ver: m.Ver, Size: info.Size, Prev: m.Prev, CanRollBack: m.CanRollBack, Tombstone: m.Tombstone && m.CanRollBack}, nil
+	return pg.ObjState{Ver: m.Ver, Size: info.Size, Prev: m.Prev, CanRollBack: m.CanRollBack, Tombstone: m.Tombstone}, nil
 }
 
 // listShards lists the client objects of a shard collection: a tombstone

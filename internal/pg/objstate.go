@@ -12,10 +12,11 @@ import (
 //	[1 format][8 epoch][8 version][8 size][8 meta digest][8 data digest][1 flags]
 //
 // flags: 1 deep (Data was computed), 2 corrupt (a checksum failed). A
-// shard of an erasure-coded object that can roll back (CanRollBack) is
-// format 2: format 1's bytes with flag 4 set (and 8 for a tombstone), then
-// [8 prev epoch][8 prev version] (58 bytes); every other state is format
-// 1 (a tombstone always can roll back: trimmed, it is gone).
+// shard of an erasure-coded object that can roll back (CanRollBack) or is
+// a tombstone is format 2: format 1's bytes with flag 4 (can roll back)
+// or 8 (tombstone) set, or both, then [8 prev epoch][8 prev version] (58
+// bytes; Prev is zero unless it can roll back); every other state is
+// format 1.
 type ObjState struct {
 	Ver     EVersion
 	Size    uint64
@@ -45,8 +46,8 @@ const (
 // Encode returns the state's bytes: format 2 if it can roll back, else
 // format 1. A Prev without CanRollBack is a programmer's error.
 func (o ObjState) Encode() []byte {
-	if !o.CanRollBack && (o.Prev != (EVersion{}) || o.Tombstone) {
-		panic("object state: a previous version or tombstone without rollback")
+	if !o.CanRollBack && o.Prev != (EVersion{}) {
+		panic("object state: a previous version without rollback")
 	}
 	b := make([]byte, objStateLen, objStateLen2)
 	b[0] = objStateFormat
@@ -61,9 +62,11 @@ func (o ObjState) Encode() []byte {
 	if o.Corrupt {
 		b[41] |= flagCorrupt
 	}
-	if o.CanRollBack {
+	if o.CanRollBack || o.Tombstone {
 		b[0] = objStateFormat2
-		b[41] |= flagCanRollBack
+		if o.CanRollBack {
+			b[41] |= flagCanRollBack
+		}
 		if o.Tombstone {
 			b[41] |= flagTombstone
 		}
@@ -76,12 +79,12 @@ func (o ObjState) Encode() []byte {
 // ErrBadObjState: bytes that are not an encoded ObjState.
 var ErrBadObjState = errors.New("object state: malformed")
 
-// DecodeObjState reads what Encode wrote: format 1 has no rollback flag,
-// format 2 always has it.
+// DecodeObjState reads what Encode wrote: format 1 has no rollback or
+// tombstone flag, format 2 has at least one.
 func DecodeObjState(b []byte) (ObjState, error) {
 	switch {
 	case len(b) == objStateLen && b[0] == objStateFormat && b[41]&^(flagDeep|flagCorrupt) == 0:
-	case len(b) == objStateLen2 && b[0] == objStateFormat2 && b[41]&^objStateFlagsAll == 0 && b[41]&flagCanRollBack != 0:
+	case len(b) == objStateLen2 && b[0] == objStateFormat2 && b[41]&^objStateFlagsAll == 0 && b[41]&(flagCanRollBack|flagTombstone) != 0:
 	default:
 		return ObjState{}, ErrBadObjState
 	}
@@ -94,8 +97,11 @@ func DecodeObjState(b []byte) (ObjState, error) {
 		Corrupt: b[41]&flagCorrupt != 0,
 	}
 	if b[0] == objStateFormat2 {
-		o.CanRollBack, o.Tombstone = true, b[41]&flagTombstone != 0
+		o.CanRollBack, o.Tombstone = b[41]&flagCanRollBack != 0, b[41]&flagTombstone != 0
 		o.Prev = EVersion{binary.BigEndian.Uint64(b[42:]), binary.BigEndian.Uint64(b[50:])}
+		if !o.CanRollBack && o.Prev != (EVersion{}) {
+			return ObjState{}, ErrBadObjState
+		}
 	}
 	return o, nil
 }

@@ -12,6 +12,8 @@ func TestObjStateRoundTrip(t *testing.T) {
 		{Ver: EVersion{1, 2}, Size: 1, Deep: true, Corrupt: true},
 		{Ver: EVersion{3, 5}, Size: 7, Prev: EVersion{3, 4}, CanRollBack: true},
 		{Ver: EVersion{3, 5}, CanRollBack: true},
+		{Ver: EVersion{3, 6}, Prev: EVersion{3, 5}, CanRollBack: true, Tombstone: true},
+		{Ver: EVersion{3, 7}, Tombstone: true},
 	} {
 		got, err := DecodeObjState(o.Encode())
 		if err != nil || got != o {
@@ -21,11 +23,16 @@ func TestObjStateRoundTrip(t *testing.T) {
 	if _, err := DecodeObjState(append(ObjState{}.Encode(), 0)); err == nil {
 		t.Fatal("a state with a trailing byte decoded")
 	}
-	// Format 2 without its rollback flag is not canonical: format 1 says it.
+	// Format 2 without its flags is not canonical: format 1 says it.
 	b := ObjState{CanRollBack: true}.Encode()
 	b[41] = 0
 	if _, err := DecodeObjState(b); err == nil {
-		t.Fatal("format 2 without the rollback flag decoded")
+		t.Fatal("format 2 without the rollback and tombstone flags decoded")
+	}
+	b = ObjState{Tombstone: true}.Encode()
+	b[50] = 1 // a previous version without rollback
+	if _, err := DecodeObjState(b); err == nil {
+		t.Fatal("a previous version without rollback decoded")
 	}
 }
 

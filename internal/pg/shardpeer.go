@@ -110,7 +110,7 @@ func (res *Peered) notePlan(name string, plan ShardPlan, positions []clustermap.
 		res.RollBacks[o] = append(res.RollBacks[o], ShardRollBack{Name: name, Ver: copies[p].Ver, To: copies[p].Prev})
 	}
 	for _, p := range plan.Keep {
-		if copies[p].CanRollBack {
+		if copies[p].CanRollBack || copies[p].Tombstone {
 			res.Trims = append(res.Trims, ShardTrim{Name: name, Ver: plan.Ver})
 			break
 		}
