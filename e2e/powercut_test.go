@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -327,7 +328,7 @@ func TestPowerCutCluster(t *testing.T) {
 			name, st.Writes, st.DirectWrites, st.SyncWrites, st.Fsyncs, st.DirSyncs, st.Punches, st.ForcedWritebacks)
 	}
 	t.Logf("volume %s: %d writes and %d snapshots acknowledged", vol.name, vol.writes, vol.snapsTaken)
-	t.Logf("erasure-coded pool %s: %d acknowledged puts and deletes checked", pcECPool, ecChecked)
+	t.Logf("erasure-coded pool %s: %d acknowledged puts and deletes checked, %d shard(s) of writes cut short rolled back by peering", pcECPool, ecChecked, pc.rolledBack())
 	if done > 0 && ecChecked == 0 {
 		t.Error("no put or delete to the erasure-coded pool was acknowledged: the run checked none")
 	}
@@ -391,6 +392,22 @@ func (pc *pcCluster) ecPool() *client.Pool {
 	}
 	pc.waitHealthy()
 	return pc.c.pool(pcECPool)
+}
+
+// rolledBack counts the shards the OSDs' logs say peering rolled back.
+func (pc *pcCluster) rolledBack() int {
+	n := 0
+	for name, p := range pc.c.procs {
+		if !strings.HasPrefix(name, "osd.") {
+			continue
+		}
+		log, _ := os.ReadFile(p.Log)
+		for _, m := range regexp.MustCompile(`rolled back (\d+) shard\(s\)`).FindAllSubmatch(log, -1) {
+			k, _ := strconv.Atoi(string(m[1]))
+			n += k
+		}
+	}
+	return n
 }
 
 // link points DIR/name at its mount's current mount point.
