@@ -15,11 +15,11 @@ import (
 const writeAhead = 2
 
 // writeData streams exactly size bytes of body into the stripes of data
-// id in the bucket's data pool (loc), feeding every byte to hashes in the same pass. It
-// returns when every stripe is durable, or with the first error (the
-// caller then removes what was written: removeData). A body shorter than
-// size is IncompleteBody; one longer, or whose own check fails at its end
-// (a signature, a SHA-256), fails with that error.
+// id in the bucket's data pool (loc), feeding every byte to hashes in the
+// same pass. It returns when every stripe is durable, or with the first
+// error (the caller then removes what was written: removeData). A body
+// shorter than size is IncompleteBody; one longer, or whose own check
+// fails at its end (a signature, a SHA-256), fails with that error.
 func (g *Gateway) writeData(ctx context.Context, loc dataLoc, dataID string, body io.Reader, size uint64, hashes []hash.Hash) error {
 	st, err := g.dataStore(loc.pool)
 	if err != nil {
@@ -107,8 +107,9 @@ func (g *Gateway) removeData(ctx context.Context, loc dataLoc, dataID string, si
 		if errors.Is(err, ErrNotFound) {
 			err = nil
 		}
+		err = g.dataErr(loc.pool, err)
 	}
-	if errors.Is(g.dataErr(loc.pool, err), ErrNoPool) {
+	if errors.Is(err, ErrNoPool) {
 		return nil
 	}
 	return err
