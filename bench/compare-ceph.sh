@@ -24,7 +24,10 @@
 #   CLEANUP_TIMEOUT=4×DURATION+60  seconds allowed to delete one run's objects
 #   SUITES="objects block"  objects: rados bench vs cairn bench; block: fio's
 #                      rbd engine on a Ceph RBD image vs fio's nbd engine on a
-#                      cairn volume (and on nbdkit memory, if installed)
+#                      cairn volume (and on nbdkit memory, if installed); ec:
+#                      rados bench on a Ceph erasure-coded pool vs cairn bench
+#                      on a cairn one (EC_PROFILE, one shard per OSD)
+#   EC_PROFILE=2+1     K+M of the ec suite's pools (K+M at most the 3 OSDs)
 #   FIO_IMAGE_MIB=1024 size of the RBD image / cairn volume the fio jobs use
 #   CAIRN_NBD_PORT=20909 NBDKIT_PORT=20910
 set -euo pipefail
@@ -51,12 +54,14 @@ CAIRN_LEASE_TTL=${CAIRN_LEASE_TTL:-10s}
 CAIRN_NBD_PORT=${CAIRN_NBD_PORT:-20909}
 NBDKIT_PORT=${NBDKIT_PORT:-20910}
 SUITES=${SUITES:-objects block}
+EC_PROFILE=${EC_PROFILE:-2+1}
 FIO_IMAGE_MIB=${FIO_IMAGE_MIB:-1024}
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 NOSDS=3
 CEPH_POOL=bench
 CAIRN_POOL=default
+EC_POOL=bench-ec # the ec suite's pool, on both sides
 
 BENCH=compare-ceph
 . "$REPO/bench/lib.sh"
@@ -69,8 +74,14 @@ BENCH=compare-ceph
 [[ $SETTLE_MAX =~ ^[0-9]+$ ]] || die "SETTLE_MAX must be a whole number of seconds, got '$SETTLE_MAX'"
 [[ $IDLE_CORES =~ ^[0-9]*\.?[0-9]+$ ]] || die "IDLE_CORES must be a number of cores such as 0.2, got '$IDLE_CORES'"
 for suite in $SUITES; do
-	[[ $suite == objects || $suite == block ]] || die "SUITES holds 'objects' and/or 'block', got '$SUITES'"
+	[[ $suite == objects || $suite == block || $suite == ec ]] || die "SUITES holds 'objects', 'block' and/or 'ec', got '$SUITES'"
 done
+[[ $EC_PROFILE =~ ^([1-9])\+([1-9])$ ]] || die "EC_PROFILE must be K+M such as 2+1, got '$EC_PROFILE'"
+EC_K=${BASH_REMATCH[1]}
+EC_M=${BASH_REMATCH[2]}
+if [[ " $SUITES " == *" ec "* ]] && ((EC_K + EC_M > 3)); then
+	die "EC_PROFILE $EC_PROFILE needs $((EC_K + EC_M)) OSDs, one per shard; both clusters here have 3"
+fi
 [[ $FIO_IMAGE_MIB =~ ^[1-9][0-9]*$ ]] || die "FIO_IMAGE_MIB must be a positive number of MiB, got '$FIO_IMAGE_MIB'"
 case $ONLY in
 "" | ceph | cairn) ;;
@@ -412,6 +423,11 @@ ROWS = [
     ("rand-4k", "4 KiB rand read, %d in flight (IOPS)", "iops", 0, True),
     ("write-4k-qd1", "4 KiB write, 1 in flight: avg latency (µs)", "lat_avg_us", 0, False),
     ("write-4k-qd1", "4 KiB write, 1 in flight: p99 latency (µs)", "lat_p99_us", 0, False),
+    ("ec-write-4m", "erasure-coded: 4 MiB write, %d in flight (MiB/s)", "mib_s", 1, True),
+    ("ec-seq-4m", "erasure-coded: 4 MiB seq read, %d in flight (MiB/s)", "mib_s", 1, True),
+    ("ec-rand-4m", "erasure-coded: 4 MiB rand read, %d in flight (MiB/s)", "mib_s", 1, True),
+    ("ec-write-4k", "erasure-coded: 4 KiB write, %d in flight (IOPS)", "iops", 0, True),
+    ("ec-rand-4k", "erasure-coded: 4 KiB rand read, %d in flight (IOPS)", "iops", 0, True),
 ]
 
 def floor_line(b, recs):
@@ -449,6 +465,27 @@ def floor_line(b, recs):
         out += "."
     return out
 
+def ec_line(b, recs, profile):
+    """The erasure-coded runs against the erasure floor and against
+    cairn's own 3-copy writes (an erasure-coded write moves fewer bytes)."""
+    ok = lambda r: r and r.get("status") == "ok"
+    out = []
+    fl = num(((b or {}).get("bound") or {}).get("ec_write_cpu_s_per_gib"))
+    if fl:
+        parts = []
+        for system, name in (("ceph", "Ceph"), ("cairn", "cairn")):
+            r = recs.get((system, "ec-write-4m"))
+            v = num(r.get("cpu_s_per_gib")) if ok(r) else None
+            if v:
+                parts.append(f"{name} {v / fl:.2f}×")
+        out.append(f"CPU floor of {profile} erasure-coded 4 MiB writes: {fmt(fl, 2)} s/GiB (processes that only code, move, "
+                   f"check, write and sync the shards)" + ("; the erasure-coded 4 MiB write run's CPU: " + ", ".join(parts) + " the floor" if parts else "") + ".")
+    e, r = recs.get(("cairn", "ec-write-4m")), recs.get(("cairn", "write-4m"))
+    if ok(e) and ok(r) and num(r.get("mib_s")):
+        out.append(f"cairn's {profile} 4 MiB writes ran at {fmt(e.get('mib_s'), 1)} MiB/s, {num(e.get('mib_s')) / num(r.get('mib_s')):.2f}× "
+                   f"its 3-copy 4 MiB writes ({fmt(r.get('mib_s'), 1)} MiB/s) in the same run.")
+    return " ".join(out)
+
 def report(raw, md_path, json_path, meta_path):
     recs = {}
     for line in open(raw):
@@ -470,7 +507,8 @@ def report(raw, md_path, json_path, meta_path):
     lines = ["| workload | Ceph | cairn | ratio (>1: cairn better) | Ceph CPU s/GiB | cairn CPU s/GiB | Ceph CPU s/1000 ops | cairn CPU s/1000 ops |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     done = set()
-    for wl, label, key, digits, higher in ROWS:
+    run = [row for row in ROWS if ("ceph", row[0]) in recs or ("cairn", row[0]) in recs]  # suites not run: no rows
+    for wl, label, key, digits, higher in run:
         label = label % threads if "%d" in label else label
         c, k = recs.get(("ceph", wl)), recs.get(("cairn", wl))
         cs, cv = cell(c, key, digits)
@@ -488,7 +526,7 @@ def report(raw, md_path, json_path, meta_path):
     detail = ["| workload | Ceph ops | Ceph s | Ceph avg / max lat (µs) | Ceph OSD CPU s (/proc) | cairn ops | cairn s | cairn avg / p50 / p99 lat (µs) | cairn CPU s (bench JSON) | cairn OSD CPU s (/proc) |",
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     seen = []
-    for wl, *_ in ROWS:
+    for wl, *_ in run:
         if wl in seen:
             continue
         seen.append(wl)
@@ -499,7 +537,8 @@ def report(raw, md_path, json_path, meta_path):
                       f"| {g(k,'cpu_s',1)} | {g(k,'proc_cpu_s',1)} |")
 
     cleanups = ["| cleanup (delete the run's objects, %d in flight) | Ceph | cairn |" % threads, "|---|---:|---:|"]
-    for wl, what in (("cleanup-4m", "4 MiB objects"), ("cleanup-4k", "4 KiB objects"), ("cleanup-4k-qd1", "4 KiB objects of the 1-in-flight run")):
+    for wl, what in (("cleanup-4m", "4 MiB objects"), ("cleanup-4k", "4 KiB objects"), ("cleanup-4k-qd1", "4 KiB objects of the 1-in-flight run"),
+                     ("cleanup-ec-4m", "4 MiB objects, erasure-coded"), ("cleanup-ec-4k", "4 KiB objects, erasure-coded")):
         cells = []
         for system in ("ceph", "cairn"):
             r = recs.get((system, wl))
@@ -516,6 +555,9 @@ def report(raw, md_path, json_path, meta_path):
     floor = floor_line(meta.get("baseline"), recs)
     if floor:
         idle += "\n\n" + floor
+    ec = ec_line(meta.get("baseline"), recs, meta.get("ec_profile", "K+M"))
+    if ec:
+        idle += "\n\n" + ec
     notes = list(dict.fromkeys(r.get("note") for r in recs.values() if r.get("note")))
     objects = [] if all(w.startswith("fio-") for (_, w) in recs) else [
           *lines, "",
@@ -524,7 +566,7 @@ def report(raw, md_path, json_path, meta_path):
           "rados bench prints no latency percentiles, hence n/a.", "",
           "## Details", "", *detail, ""]
     md = [f"# cairn vs Ceph, {meta.get('date','')}", "",
-          f"{meta.get('duration')} s per run, 3 OSDs, 3 copies, one disk, {meta.get('nproc')} CPUs; "
+          f"{meta.get('duration')} s per run, 3 OSDs, 3 copies (erasure-coded runs: code {meta.get('ec_profile')}, one shard per OSD), one disk, {meta.get('nproc')} CPUs; "
           f"Ceph {meta.get('ceph_version','n/a')} (OSD rotational={meta.get('ceph_rotational','n/a')}, "
           f"pg_num {meta.get('ceph_pg_num')}); cairn {meta.get('cairn_version','n/a')}.", "",
           *objects, idle, "", *block_table(recs)]
@@ -793,8 +835,20 @@ EOF
 			ceph_cli osd pool set "$CEPH_POOL" pg_autoscale_mode off &&
 			ceph_cli osd pool application enable "$CEPH_POOL" rados
 	} >>"$setup_log" 2>&1 || ceph_die "creating pool $CEPH_POOL failed: $(tail -n 3 "$setup_log")"
-	log "Ceph: pool $CEPH_POOL (size 3, min_size 2, pg_num $CEPH_PG_NUM); waiting for its PGs to be active+clean"
-	ceph_wait 180 "$CEPH_PG_NUM"
+	local pgs=$CEPH_PG_NUM
+	if [[ " $SUITES " == *" ec "* ]]; then
+		# min_size stays Ceph's default for erasure-coded pools, K+1, as cairn's.
+		{
+			ceph_cli osd erasure-code-profile set cairnbench "k=$EC_K" "m=$EC_M" crush-failure-domain=osd &&
+				ceph_cli osd pool create "$EC_POOL" "$CEPH_PG_NUM" "$CEPH_PG_NUM" erasure cairnbench &&
+				ceph_cli osd pool set "$EC_POOL" pg_autoscale_mode off &&
+				ceph_cli osd pool application enable "$EC_POOL" rados
+		} >>"$setup_log" 2>&1 || ceph_die "creating pool $EC_POOL failed: $(tail -n 3 "$setup_log")"
+		pgs=$((pgs + CEPH_PG_NUM))
+		log "Ceph: pool $EC_POOL (erasure code $EC_PROFILE, failure domain osd, pg_num $CEPH_PG_NUM)"
+	fi
+	log "Ceph: pool $CEPH_POOL (size 3, min_size 2, pg_num $CEPH_PG_NUM); waiting for $pgs PGs to be active+clean"
+	ceph_wait 180 "$pgs"
 	local h
 	deadline=$((SECONDS + 60))
 	until h=$(ceph_cli health detail -f json 2>/dev/null | helper health); do
@@ -845,7 +899,7 @@ start_cairn() {
 		rm -rf "$CAIRN_DIR"
 	fi
 	log "cairn: starting a dev cluster (3 hosts × 1 OSD, pool '$CAIRN_POOL' size 3) in $CAIRN_DIR"
-	"$CAIRN" dev --dir "$CAIRN_DIR" --hosts 3 --osds-per-host 1 --etcd-port "$CAIRN_ETCD_PORT" \
+	CAIRN_EXPERIMENTAL_EC=1 "$CAIRN" dev --dir "$CAIRN_DIR" --hosts 3 --osds-per-host 1 --etcd-port "$CAIRN_ETCD_PORT" \
 		--osd-port "$CAIRN_OSD_PORT" --nbd-port "$CAIRN_NBD_PORT" --lease-ttl "$CAIRN_LEASE_TTL" >"$WORKDIR/cairn-dev.out" 2>&1 &
 	CAIRN_DEV_PID=$!
 	local deadline=$((SECONDS + 120))
@@ -867,6 +921,21 @@ for p in json.load(open(sys.argv[1]))["processes"]:
 	# Beside cairn.conf, where cairn bench looks for it.
 	[[ -f $BASELINE ]] && cp "$BASELINE" "$CAIRN_DIR/baseline.json"
 	log "cairn: up, dev pid $CAIRN_DEV_PID, osd pids ${CAIRN_OSD_PIDS[*]}"
+	if [[ " $SUITES " == *" ec "* ]]; then
+		CAIRN_EXPERIMENTAL_EC=1 "$CAIRN" --conf "$CAIRN_CONF" pool create "$EC_POOL" --ec "$EC_PROFILE" >"$WORKDIR/cairn-ec-pool.out" 2>&1 ||
+			die "cairn pool create $EC_POOL --ec $EC_PROFILE failed: $(cat "$WORKDIR/cairn-ec-pool.out")"
+		cairn_wait_ok 120
+		log "cairn: pool $EC_POOL (erasure code $EC_PROFILE, one shard per host)"
+	fi
+}
+
+# cairn_wait_ok SECONDS: wait until cairn status says HEALTH_OK.
+cairn_wait_ok() {
+	local deadline=$((SECONDS + $1))
+	until "$CAIRN" --conf "$CAIRN_CONF" status 2>/dev/null | grep -q HEALTH_OK; do
+		((SECONDS < deadline)) || die "cairn is not HEALTH_OK after $1 s: $("$CAIRN" --conf "$CAIRN_CONF" status 2>&1 | head -n 20)"
+		sleep 1
+	done
 }
 
 # --- measuring -----------------------------------------------------------------
@@ -1137,6 +1206,22 @@ block_suite() {
 	NBDKIT_PID=""
 }
 
+# ec_suite: the object workloads on the erasure-coded pools (the caller
+# sets CEPH_POOL and CAIRN_POOL to them).
+ec_suite() {
+	workload ec-write-4m write 4194304 "$THREADS" "e4m-$STAMP"
+	workload ec-seq-4m seq 4194304 "$THREADS" "e4m-$STAMP"
+	workload ec-rand-4m rand 4194304 "$THREADS" "e4m-$STAMP"
+	cleanup_objects cleanup-ec-4m "e4m-$STAMP"
+	workload ec-write-4k write 4096 "$THREADS" "e4k-$STAMP"
+	workload ec-rand-4k rand 4096 "$THREADS" "e4k-$STAMP"
+	if [[ " $SUITES " == *" block "* ]]; then
+		cleanup_objects cleanup-ec-4k "e4k-$STAMP"
+	else
+		cleanup_objects cleanup-ec-4k "e4k-$STAMP" last
+	fi
+}
+
 # --- main ----------------------------------------------------------------------
 
 CEPH_VERSION="n/a"
@@ -1174,7 +1259,7 @@ import json, os, sys
 json.dump(dict(date="$(date -u +%Y-%m-%dT%H:%M:%SZ)", duration=$DURATION, threads=$THREADS,
                nproc=$(nproc), host="$(hostname)", kernel="$(uname -r)",
                ceph_version="$CEPH_VERSION", ceph_rotational="$CEPH_ROTATIONAL", ceph_pg_num=$CEPH_PG_NUM,
-               ceph_block_gib=$CEPH_BLOCK_GIB, cairn_version="$CAIRN_VERSION", only="$ONLY",
+               ceph_block_gib=$CEPH_BLOCK_GIB, cairn_version="$CAIRN_VERSION", only="$ONLY", ec_profile="$EC_PROFILE",
                settle_s=$SETTLE, settle_max_s=$SETTLE_MAX, idle_cores=$IDLE_CORES, drop_caches=$DROP_CACHES,
                ceph_idle_osd_cores=$CEPH_IDLE, cairn_idle_osd_cores=$CAIRN_IDLE,
                baseline=json.load(open("$BASELINE")) if os.path.exists("$BASELINE") else None),
@@ -1193,12 +1278,16 @@ if [[ " $SUITES " == *" objects "* ]]; then
 	workload rand-4k rand 4096 "$THREADS" "b4k-$STAMP"
 	cleanup_objects cleanup-4k "b4k-$STAMP"
 	workload write-4k-qd1 write 4096 1 "b4kq1-$STAMP"
-	# The block suite needs the space back; otherwise the clusters go next.
-	if [[ " $SUITES " == *" block "* ]]; then
+	# The block and ec suites need the space back; otherwise the clusters go next.
+	if [[ " $SUITES " == *" block "* || " $SUITES " == *" ec "* ]]; then
 		cleanup_objects cleanup-4k-qd1 "b4kq1-$STAMP"
 	else
 		cleanup_objects cleanup-4k-qd1 "b4kq1-$STAMP" last
 	fi
+fi
+if [[ " $SUITES " == *" ec "* ]]; then
+	log "erasure-coded object workloads ($EC_PROFILE): $DURATION s each, Ceph then cairn"
+	CEPH_POOL=$EC_POOL CAIRN_POOL=$EC_POOL ec_suite
 fi
 if [[ " $SUITES " == *" block "* ]]; then
 	block_suite

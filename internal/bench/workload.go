@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,9 +35,30 @@ type Options struct {
 // Object is the name of object i of a run.
 func Object(run string, i int64) string { return fmt.Sprintf("%s_obj_%d", run, i) }
 
-// metaObject is the object whose omap remembers a kept write run: its
-// object count and size.
+// metaObject is the object that remembers a kept write run: its object
+// count and size, as its data ("count N size S"), which every pool takes,
+// erasure-coded ones too.
 func metaObject(run string) string { return run + "_meta" }
+
+// maxRunRecord bounds the read of a run's record.
+const maxRunRecord = 256
+
+func saveRun(ctx context.Context, p *client.Pool, run string, count, size int64) error {
+	return p.Put(ctx, metaObject(run), fmt.Appendf(nil, "count %d size %d\n", count, size))
+}
+
+// loadRun reads what saveRun kept; client.ErrNotFound if nothing.
+func loadRun(ctx context.Context, p *client.Pool, run string) (count, size int64, err error) {
+	b, _, err := p.ReadAt(ctx, metaObject(run), 0, maxRunRecord)
+	if err != nil {
+		return 0, 0, err
+	}
+	if _, err := fmt.Sscanf(string(b), "count %d size %d", &count, &size); err != nil || count < 0 || size < 0 {
+		return 0, 0, fmt.Errorf("bench: object %q of pool %q is not the record of a write run this cairn bench kept (%q): run `cairn bench %s write --no-cleanup --run-name %s` again",
+			metaObject(run), p.Name(), b, p.Name(), run)
+	}
+	return count, size, nil
+}
 
 // Workload is a run ready to start: a write run, or a read run over the
 // objects a write run kept.
@@ -55,15 +75,14 @@ type Workload struct {
 func NewWorkload(ctx context.Context, c *client.Client, p *client.Pool, o Options) (*Workload, error) {
 	w := &Workload{c: c, p: p, o: o}
 	if o.Mode != "write" {
-		meta, err := p.OmapGet(ctx, metaObject(o.RunName), "count", "size")
-		if errors.Is(err, client.ErrNotFound) || len(meta) < 2 {
+		var err error
+		w.count, w.o.ObjectSize, err = loadRun(ctx, p, o.RunName)
+		if errors.Is(err, client.ErrNotFound) {
 			return nil, fmt.Errorf("bench %s: no objects from a write run named %q in pool %q: run `cairn bench %s write --no-cleanup` first", o.Mode, o.RunName, p.Name(), p.Name())
 		}
 		if err != nil {
 			return nil, err
 		}
-		w.count, _ = strconv.ParseInt(string(meta["count"]), 10, 64)
-		w.o.ObjectSize, _ = strconv.ParseInt(string(meta["size"]), 10, 64)
 		if w.count == 0 {
 			return nil, fmt.Errorf("bench %s: the write run %q left no objects", o.Mode, o.RunName)
 		}
@@ -272,9 +291,7 @@ func (r *run) sample(done <-chan struct{}) []Sample {
 func (w *Workload) afterWrite(ctx context.Context, n int64) error {
 	o := w.o
 	if o.NoCleanup {
-		return w.p.OmapSet(ctx, metaObject(o.RunName), map[string][]byte{
-			"count": []byte(strconv.FormatInt(n, 10)), "size": []byte(strconv.FormatInt(o.ObjectSize, 10)),
-		})
+		return saveRun(ctx, w.p, o.RunName, n, o.ObjectSize)
 	}
 	fmt.Fprintf(o.Progress, "cleaning up %d objects...\n", n)
 	return deleteObjects(ctx, w.p, o.RunName, n, o.Threads)
@@ -308,14 +325,13 @@ func CPUDelta(before, after []client.OSDStatus, bytes, ops int64) *CPUStat {
 // of them, and returns how many it removed (objects a failed write never
 // created count too).
 func Cleanup(ctx context.Context, p *client.Pool, run string, threads int) (int64, error) {
-	meta, err := p.OmapGet(ctx, metaObject(run), "count")
+	n, _, err := loadRun(ctx, p, run)
 	if errors.Is(err, client.ErrNotFound) {
 		return 0, fmt.Errorf("bench cleanup: no objects from a run named %q in pool %q", run, p.Name())
 	}
 	if err != nil {
 		return 0, err
 	}
-	n, _ := strconv.ParseInt(string(meta["count"]), 10, 64)
 	if err := deleteObjects(ctx, p, run, n, threads); err != nil {
 		return 0, err
 	}
