@@ -10,10 +10,12 @@
 //
 // Use it for the S3 gateway's authentication: Verifier.Verify on every
 // request, then read Auth.Body instead of r.Body. Do not use it for
-// authorisation (who may touch which bucket is the gateway's), for SigV2 or
-// SigV4a (refused with InvalidRequest, as S3 does for mechanisms it does not
-// take), for POST policy uploads, or to sign requests: tests use the AWS
-// SDK's and minio-go's signers as oracles, never a signer of ours.
+// authorisation (who may touch which bucket is the gateway's), for SigV2
+// Authorization headers or SigV4a (refused with InvalidRequest, as S3 does
+// for mechanisms it does not take), for POST policy uploads, or to sign
+// requests: tests use the AWS SDK's and minio-go's signers as oracles, never
+// a signer of ours. SigV2 presigned URLs, which older tools still make, are
+// taken (v2presign.go).
 //
 // # What is checked
 //

@@ -86,6 +86,7 @@ func FuzzPresignedQuery(f *testing.F) {
 	f.Add("X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=%2F%2F%2F%2F")
 	f.Add("a=%zz&b=%&c==&&&=")
 	f.Add("Signature=x&AWSAccessKeyId=y")
+	f.Add("AWSAccessKeyId=AKIAIOSFODNN7EXAMPLE&Expires=99999999999&Signature=AAAAAAAAAAAAAAAAAAAAAAAAAAA%3D")
 	v := verifierAt(fuzzTime.Add(time.Minute))
 	want := canonicalQuery(mustQuery(seed), true)
 	r, _ := http.NewRequest("GET", "http://localhost:9000/bucket/a%20b+c?"+seed, nil)

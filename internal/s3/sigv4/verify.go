@@ -71,6 +71,10 @@ type Verifier struct {
 	// accepts whichever region the client signed with, as a single-site
 	// store that ignores regions should.
 	Region string
+	// BucketOfHost, if set, names the bucket a virtual-hosted request
+	// addresses by its Host ("" for a path-style one): a SigV2 presigned
+	// URL signs the bucket in its resource (v2presign.go).
+	BucketOfHost func(host string) string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 
@@ -176,7 +180,7 @@ func (v *Verifier) Verify(r *http.Request) (*Auth, error) {
 	case presigned:
 		return v.verifyPresigned(r, query)
 	case query.has("Signature") || query.has("AWSAccessKeyId"):
-		return nil, ErrInvalidRequest.with("The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.")
+		return v.verifyPresignedV2(r, query)
 	}
 	body := io.Reader(r.Body)
 	if r.Body == nil {
