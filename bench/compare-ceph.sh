@@ -786,6 +786,9 @@ osd crush chooseleaf type = 0
 osd pool default size = 3
 osd pool default min size = 2
 osd pool default pg autoscale mode = off
+# Room for the ec suite's second pool of CEPH_PG_NUM PGs (the default, 250
+# per OSD, refuses two pools of 128 PGs on 3 OSDs).
+mon max pg per osd = 1000
 mon allow pool delete = true
 # This disk is shared and fuller than the mon's defaults (30% / 5%) like.
 mon data avail warn = 2
