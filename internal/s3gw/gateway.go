@@ -85,7 +85,7 @@ func New(cfg Config) *Gateway {
 		cfg.Now = time.Now
 	}
 	g := &Gateway{cfg: cfg}
-	g.verifier = &sigv4.Verifier{Lookup: cfg.Lookup, Region: cfg.Region}
+	g.verifier = &sigv4.Verifier{Lookup: cfg.Lookup, Region: cfg.Region, BucketOfHost: g.virtualBucket}
 	g.bufs.New = func() any { b := make([]byte, stripeSize); return &b }
 	return g
 }
@@ -187,18 +187,26 @@ func (rq *request) route() error {
 	if !strings.HasPrefix(path, "/") {
 		return ErrInvalidArgument.with("The request path must start with '/'.")
 	}
-	host := rq.r.Host
-	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
-		host = host[:i]
-	}
-	for _, d := range rq.g.cfg.Domains {
-		if b, ok := strings.CutSuffix(host, "."+d); ok && b != "" {
-			rq.bucket, rq.key = b, path[1:]
-			return rq.checkKey()
-		}
+	if b := rq.g.virtualBucket(rq.r.Host); b != "" {
+		rq.bucket, rq.key = b, path[1:]
+		return rq.checkKey()
 	}
 	rq.bucket, rq.key, _ = strings.Cut(path[1:], "/")
 	return rq.checkKey()
+}
+
+// virtualBucket is the bucket a Host of <bucket>.<domain> names, for a
+// configured domain; "" for any other Host (a path-style request).
+func (g *Gateway) virtualBucket(host string) string {
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
+		host = host[:i]
+	}
+	for _, d := range g.cfg.Domains {
+		if b, ok := strings.CutSuffix(host, "."+d); ok && b != "" {
+			return b
+		}
+	}
+	return ""
 }
 
 func (rq *request) checkKey() error {
