@@ -92,6 +92,13 @@ func TestS3ECDataPool(t *testing.T) {
 			t.Errorf("cairn s3 %s: want an error containing %q, got %v", tc.args, tc.want, err)
 		}
 	}
+	// Neither pool goes without --force while buckets use it.
+	for pool, want := range map[string]string{"s3ec": "(ecb)", "s3": "(ecb, rep)"} {
+		_, err := c.cli(nil, "pool", "rm", pool, "--yes-i-really-mean-it")
+		if err == nil || !strings.Contains(err.Error(), "S3 bucket(s) "+want) {
+			t.Errorf("pool rm %s: want a refusal naming the buckets %s, got %v", pool, want, err)
+		}
+	}
 
 	// A delete: the collector (grace 2 s) takes its 3 stripes out of s3ec.
 	mustAWS(t, info, work, "s3", "rm", "--only-show-errors", "s3://ecb/put.bin")

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cairn-storage/cairn/client"
+	"github.com/cairn-storage/cairn/internal/s3gw"
 	"github.com/cairn-storage/cairn/internal/volume"
 )
 
@@ -128,6 +129,36 @@ too (those clones then lose the data they share: flatten them first).`,
 	return rm
 }
 
+// checkNoBuckets refuses to remove a pool that S3 buckets use: one whose
+// registry holds buckets (their indexes are in it), or the data pool of a
+// bucket whose registry is in another pool; the gateway would answer for
+// those buckets with their data gone.
+func checkNoBuckets(ctx context.Context, c *client.Client, name string) error {
+	var uses []string
+	for _, info := range c.Pools() {
+		if info.EC != "" {
+			continue // no omap: no registry
+		}
+		q, err := c.Pool(info.Name)
+		if err != nil {
+			return err
+		}
+		buckets, err := s3gw.BucketPools(ctx, poolStore{q})
+		if err != nil {
+			return fmt.Errorf("pool %q: reading its S3 bucket registry before removing pool %q: %w (add --force to remove it without this check)", info.Name, name, err)
+		}
+		for _, b := range buckets {
+			if info.Name == name || b.DataPool == name {
+				uses = append(uses, b.Bucket)
+			}
+		}
+	}
+	if len(uses) > 0 {
+		return fmt.Errorf("pool %q holds the index or the data of %d S3 bucket(s) (%s): empty and delete them first (aws s3 rb --force s3://BUCKET), or add --force to lose them with the pool", name, len(uses), listSome(uses))
+	}
+	return nil
+}
+
 // checkPoolRemovable refuses what an operator would not expect `pool rm` to
 // do: delete data without a confirmation, or delete volumes (and the data
 // other pools' clones share with them) without --force.
@@ -141,6 +172,12 @@ func checkPoolRemovable(ctx context.Context, c *client.Client, name string, conf
 	}
 	if force {
 		return nil
+	}
+	if err := checkNoBuckets(ctx, c, name); err != nil {
+		return err
+	}
+	if info, err := p.Info(); err == nil && info.EC != "" {
+		return nil // erasure-coded pools hold no volumes
 	}
 	vols, err := volume.List(ctx, p)
 	if err != nil {

@@ -363,26 +363,52 @@ const maxBuckets = 100000
 
 func (rq *request) listBuckets() error {
 	res := listBucketsResult{NS: s3NS, Owner: owner{rq.user, rq.user}}
+	err := forEachBucket(rq.ctx, rq.g.cfg.Store, func(b *bucketRec) {
+		if b.Owner == rq.user {
+			res.Buckets = append(res.Buckets, bucketXML{b.Name, isoTime(b.Created)})
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return rq.writeXML(http.StatusOK, res)
+}
+
+// forEachBucket calls fn with every bucket of st's registry that decodes,
+// at most maxBuckets, a page of 1,000 per round trip.
+func forEachBucket(ctx context.Context, st Store, fn func(*bucketRec)) error {
 	start := "\x01" // past the bookkeeping keys
 	for n := 0; n < maxBuckets; {
-		kvs, more, err := rq.g.cfg.Store.OmapList(rq.ctx, registryObject, start, "", 1000)
+		kvs, more, err := st.OmapList(ctx, registryObject, start, "", 1000)
 		if errors.Is(err, ErrNotFound) {
-			break
+			return nil
 		}
 		if err != nil {
 			return err
 		}
 		for _, kv := range kvs {
-			b, err := decodeBucket(kv.Key, kv.Value)
-			if err == nil && b.Owner == rq.user {
-				res.Buckets = append(res.Buckets, bucketXML{b.Name, isoTime(b.Created)})
+			if b, err := decodeBucket(kv.Key, kv.Value); err == nil {
+				fn(b)
 			}
 		}
 		n += len(kvs)
 		if !more || len(kvs) == 0 {
-			break
+			return nil
 		}
 		start = kvs[len(kvs)-1].Key + "\x00"
 	}
-	return rq.writeXML(http.StatusOK, res)
+	return nil
+}
+
+// BucketPool is a bucket and the pool its data lives in ("": the pool
+// of its registry).
+type BucketPool struct{ Bucket, DataPool string }
+
+// BucketPools lists the buckets of st's registry with their data pools,
+// reading the registry alone: what `cairn pool rm` checks before it
+// removes a pool.
+func BucketPools(ctx context.Context, st Store) ([]BucketPool, error) {
+	var out []BucketPool
+	err := forEachBucket(ctx, st, func(b *bucketRec) { out = append(out, BucketPool{b.Name, b.DataPool}) })
+	return out, err
 }
