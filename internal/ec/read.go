@@ -74,3 +74,24 @@ func (c *Codec) readChunk(stripe int64, chunk, in, l int, read ReadShard, failed
 }
 
 func sortedKeys(m map[int]bool) []int { return slices.Sorted(maps.Keys(m)) }
+
+// Assemble fills dst with object bytes [off, off+len(dst)) from spans,
+// the data shards' bytes from shard offset from on (spans[i] of data
+// shard i, as long as the shard holds there: Span and ShardLen), copying
+// each byte once. It is the read of healthy shards, with no rebuild; it
+// returns false if a span is too short for the range (the shard does not
+// hold what its meta says), and the caller then reads with ReadRange.
+func (l Layout) Assemble(dst []byte, off, from int64, spans [][]byte) bool {
+	end := off + int64(len(dst))
+	for pos := off; pos < end; {
+		stripe, chunk, in := l.Locate(pos)
+		n := min(int64(l.Unit-in), end-pos)
+		at := l.ShardOffset(stripe, in) - from
+		if chunk >= len(spans) || at < 0 || at+n > int64(len(spans[chunk])) {
+			return false
+		}
+		copy(dst[pos-off:], spans[chunk][at:at+n])
+		pos += n
+	}
+	return true
+}

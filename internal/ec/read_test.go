@@ -62,3 +62,77 @@ func TestReadRange(t *testing.T) {
 		t.Fatalf("too few reads met a failed shard (%d rebuilt, %d refused): the test tests little", rebuilt, refused)
 	}
 }
+
+// TestAssemble reads random ranges of random objects from their data
+// shards' spans and compares with the object; a span cut short is refused.
+func TestAssemble(t *testing.T) {
+	r := rand.New(rand.NewPCG(29, 1))
+	for trial := 0; trial < 200; trial++ {
+		l := Layout{K: 2 + r.IntN(5), M: 1 + r.IntN(3), Unit: 4096 * (1 + r.IntN(4))}
+		c, err := New(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj := make([]byte, 1+r.IntN(int(5*l.StripeBytes())))
+		for i := range obj {
+			obj[i] = byte(r.Uint32())
+		}
+		shards, err := c.EncodeObject(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for q := 0; q < 20; q++ {
+			off := r.Int64N(int64(len(obj)))
+			end := off + 1 + r.Int64N(int64(len(obj))-off)
+			from, to := l.Span(off, end)
+			spans := make([][]byte, l.K)
+			for i := range spans {
+				spans[i] = shards[i][min(from, int64(len(shards[i]))):min(to, int64(len(shards[i])))]
+			}
+			dst := make([]byte, end-off)
+			if !l.Assemble(dst, off, from, spans) || !bytes.Equal(dst, obj[off:end]) {
+				t.Fatalf("%+v: [%d, %d) of %d bytes assembled wrong", l, off, end, len(obj))
+			}
+			if i := r.IntN(l.K); len(spans[i]) > 0 {
+				spans[i] = spans[i][:len(spans[i])-1]
+				if l.Assemble(dst, off, from, spans) && !bytes.Equal(dst, obj[off:end]) {
+					t.Fatalf("%+v: a short span assembled wrong bytes", l)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkAssemble is the healthy read of a 4 MiB object of a 2+1 pool
+// from its two data spans, against ReadRange over the same spans.
+func BenchmarkAssemble(b *testing.B) {
+	l := Layout{K: 2, M: 1, Unit: 64 << 10}
+	c, err := New(l)
+	if err != nil {
+		b.Fatal(err)
+	}
+	obj := make([]byte, 4<<20)
+	shards, err := c.EncodeObject(obj)
+	if err != nil {
+		b.Fatal(err)
+	}
+	from, _ := l.Span(0, int64(len(obj)))
+	b.Run("Assemble", func(b *testing.B) {
+		b.SetBytes(int64(len(obj)))
+		dst := make([]byte, len(obj))
+		for range b.N {
+			if !l.Assemble(dst, 0, from, shards[:l.K]) {
+				b.Fatal("short span")
+			}
+		}
+	})
+	b.Run("ReadRange", func(b *testing.B) {
+		b.SetBytes(int64(len(obj)))
+		read := func(s int, off int64, n int) ([]byte, error) { return shards[s][off : off+int64(n)], nil }
+		for range b.N {
+			if _, _, err := c.ReadRange(int64(len(obj)), 0, len(obj), read); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

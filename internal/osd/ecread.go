@@ -13,7 +13,8 @@ import (
 	"github.com/cairn-storage/cairn/internal/proto"
 )
 
-// ecRead serves a read or stat of an erasure-coded object: its size from
+// ecRead serves a read or stat of an erasure-coded object, in one round
+// trip to the data positions when they agree (ecReadFast); else: its size from
 // the standing version's shards, its bytes from the data shards the range
 // touches, rebuilt from any K shards of that version where one is down or
 // fails (its checksums, its version, its length). Nothing is rewritten
@@ -21,6 +22,11 @@ import (
 // failing its checksums stays as it is for now. The caller holds the
 // object's lock for reading.
 func (s *Server) ecRead(ctx context.Context, pool *clustermap.Pool, c *ec.Codec, p *pgState, req *proto.Request) *proto.Response {
+	if !p.isUnfound(req.Object) {
+		if r := s.ecReadFast(ctx, pool, c, p, req); r != nil {
+			return r
+		}
+	}
 	o, bad := s.ecLookup(ctx, pool, p, req.PG, req.Object)
 	if bad != nil {
 		return bad

@@ -1,6 +1,7 @@
 package osd
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -186,8 +187,24 @@ func (e *shardError) Error() string { return fmt.Sprintf("%s: %s: %s", e.osd, e.
 // readShardFrom reads n bytes at off of osd's shard of an object (none if
 // n is 0) with its meta; with flags proto.FlagPrevShard, of the shard its
 // newest write rolls back to. A position that holds no such shard
-// answers an error matching objstore.ErrNotFound.
+// answers an error matching objstore.ErrNotFound. The bytes are the
+// caller's to keep.
 func (s *Server) readShardFrom(ctx context.Context, t *placement.Table, osd clustermap.OSDID, id clustermap.PGID, name string, off, n int64, flags uint32) (*pg.ShardMeta, []byte, error) {
+	meta, resp, err := s.askShard(ctx, t, osd, id, name, off, n, flags)
+	if err != nil {
+		return nil, nil, err
+	}
+	data := resp.Data
+	if resp.Free != nil {
+		data = bytes.Clone(data) // a local read's, which may be the read cache's
+		resp.Release()
+	}
+	return meta, data, nil
+}
+
+// askShard is readShardFrom that leaves the bytes in the reply, whose
+// Release hands them back once the caller is done with them.
+func (s *Server) askShard(ctx context.Context, t *placement.Table, osd clustermap.OSDID, id clustermap.PGID, name string, off, n int64, flags uint32) (*pg.ShardMeta, *proto.Response, error) {
 	req := &proto.Request{Op: proto.OpReadReplica, Flags: flags, Epoch: t.Map().Epoch, PG: id, Object: name, Offset: uint64(off), Length: uint64(n)}
 	var resp *proto.Response
 	if osd == s.id {
@@ -205,19 +222,26 @@ func (s *Server) readShardFrom(ctx context.Context, t *placement.Table, osd clus
 			return nil, nil, fmt.Errorf("%s: %w", osd, err)
 		}
 	}
+	var err error
 	switch {
 	case resp.Status == proto.StatusNotFound:
-		return nil, nil, errShardNotFound
+		err = errShardNotFound
 	case resp.Status != proto.StatusOK:
-		return nil, nil, &shardError{osd: osd, status: resp.Status, msg: resp.Message}
+		err = &shardError{osd: osd, status: resp.Status, msg: resp.Message}
 	case len(resp.KVs) != 1:
-		return nil, nil, fmt.Errorf("%s sent no shard meta", osd)
+		err = fmt.Errorf("%s sent no shard meta", osd)
 	}
-	meta, err := pg.DecodeShardMeta(resp.KVs[0].Value)
+	var meta pg.ShardMeta
+	if err == nil {
+		if meta, err = pg.DecodeShardMeta(resp.KVs[0].Value); err != nil {
+			err = fmt.Errorf("%s: %w", osd, err)
+		}
+	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", osd, err)
+		resp.Release()
+		return nil, nil, err
 	}
-	return &meta, resp.Data, nil
+	return &meta, resp, nil
 }
 
 // planShards gives each position of the acting set its transaction and

@@ -82,7 +82,8 @@ func (s *Server) collFor(t *placement.Table, id clustermap.PGID) (string, *proto
 // of the object, Length bytes at Offset (none when Length is 0), and its
 // pg.ShardMeta in the reply's KVs; Size is the object's logical size.
 // With FlagPrevShard it reads the shard the newest write rolls back to
-// instead (NotFound if it rolls back to nothing). A shard whose meta does
+// instead (NotFound if it rolls back to nothing). Its bytes may be the
+// store's read cache's: the reply's Release hands them back. A shard whose meta does
 // not decode, or names another position, is answered StatusCorrupt, as
 // bytes failing their checksums are.
 func (s *Server) readShard(t *placement.Table, req *proto.Request) *proto.Response {
@@ -115,11 +116,11 @@ func (s *Server) readShard(t *placement.Table, req *proto.Request) *proto.Respon
 	r.Size = meta.Size
 	r.KVs = []proto.KV{{Key: []byte(shardMetaXattr), Value: meta.Encode()}}
 	if req.Length > 0 && !meta.Tombstone {
-		data, err := s.store.Read(coll, name, req.Offset, req.Length)
+		data, _, sums, release, err := s.store.ReadShared(coll, name, req.Offset, req.Length)
 		if err != nil {
 			return s.failErr(err)
 		}
-		r.Data = data
+		r.Data, r.Free, r.DataSums = data, release, sums
 	}
 	return r
 }
