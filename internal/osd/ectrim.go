@@ -138,14 +138,10 @@ func (s *Server) shardEntries(t *placement.Table, req *proto.Request) *proto.Res
 	if err != nil {
 		return s.fail(proto.StatusInvalid, "%s: %v", req.Op, err)
 	}
-	p, err := s.pg(req.PG)
-	if err != nil {
-		return s.failErr(err)
-	}
-	p.fence.RLock()
-	defer p.fence.RUnlock()
-	if e := s.view.Epoch(); pg.Admit(req.Epoch, e) == pg.Refuse {
-		return s.fail(proto.StatusWrongEpoch, "sender has map epoch %d, %s has %d", req.Epoch, s.id, e)
+	_, unlock, bad := s.fenceReplica(req)
+	defer unlock()
+	if bad != nil {
+		return bad
 	}
 	if err := s.applyShardEntries(coll, req.Op, es); err != nil {
 		if s.store.Err() != nil {

@@ -415,6 +415,22 @@ func freesSpace(op proto.Op) bool {
 
 var errIntervalChanged = errors.New("the PG's acting set changed")
 
+// fenceReplica takes the fence of req's PG for a change its primary sent,
+// and refuses the change if a newer map arrived while it waited: a newer
+// primary may already have listed this copy, so it must not change behind
+// it. unlock is never nil; call it also when refused.
+func (s *Server) fenceReplica(req *proto.Request) (p *pgState, unlock func(), bad *proto.Response) {
+	p, err := s.pg(req.PG)
+	if err != nil {
+		return nil, func() {}, s.failErr(err)
+	}
+	p.fence.RLock()
+	if e := s.view.Epoch(); pg.Admit(req.Epoch, e) == pg.Refuse {
+		return p, p.fence.RUnlock, s.fail(proto.StatusWrongEpoch, "sender has map epoch %d, %s has %d", req.Epoch, s.id, e)
+	}
+	return p, p.fence.RUnlock, nil
+}
+
 // applyLocal applies a client write to the primary's own copy, unless the
 // acting set changed since the PG went active: then a newer primary may have
 // listed this copy already, and the write must not land behind its back.
@@ -455,16 +471,10 @@ func (s *Server) applyReplica(t *placement.Table, req *proto.Request) *proto.Res
 			return s.fail(proto.StatusNoSpace, "%v", err)
 		}
 	}
-	p, err := s.pg(req.PG)
-	if err != nil {
-		return s.failErr(err)
-	}
-	p.fence.RLock()
-	defer p.fence.RUnlock()
-	if e := s.view.Epoch(); pg.Admit(req.Epoch, e) == pg.Refuse {
-		// A newer map arrived while this waited: a newer primary may
-		// already have listed this copy, so it must not change behind it.
-		return s.fail(proto.StatusWrongEpoch, "sender has map epoch %d, %s has %d", req.Epoch, s.id, e)
+	p, unlock, bad := s.fenceReplica(req)
+	defer unlock()
+	if bad != nil {
+		return bad
 	}
 	switch {
 	case req.Flags&proto.FlagShardWrite != 0:
