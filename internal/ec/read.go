@@ -25,6 +25,7 @@ var ErrUnreadable = errors.New("fewer than K shards of a stripe could be read")
 // shard holds from K others. bad lists the shards that failed, for repair.
 func (c *Codec) ReadRange(size, off int64, n int, read ReadShard) (out []byte, bad []int, err error) {
 	end := min(size, off+int64(n))
+	out = make([]byte, 0, max(0, end-off)) // one buffer, not one per append
 	failed := map[int]bool{}
 	for pos := off; pos < end; {
 		stripe, chunk, in := c.l.Locate(pos)
