@@ -1,5 +1,7 @@
 package ec
 
+import "fmt"
+
 // Whole objects. A shard holds exactly the bytes the format puts on it
 // and no padding: data shard i holds chunk i of every stripe, cut where
 // the object ends; a parity shard is as long as shard 0 (the bytes past
@@ -31,39 +33,33 @@ func (l Layout) Span(off, end int64) (from, to int64) {
 
 // EncodeObject cuts a whole object into its K+M shards, parity included.
 // The shards are new buffers; data is not kept.
+//
+// Reed-Solomon works byte by byte, and shard i holds chunk i of every
+// stripe one after the other, so coding the shards whole, padded with
+// zeros to the longest (shard 0), gives each stripe's parity at its place
+// in one call: no per-stripe buffers or calls, and the parity is written
+// where it stays.
 func (c *Codec) EncodeObject(data []byte) ([][]byte, error) {
 	l := c.l
 	size := int64(len(data))
+	n := l.ShardLen(size, 0)
 	shards := make([][]byte, l.K+l.M)
 	for i := range shards {
-		shards[i] = make([]byte, l.ShardLen(size, i))
+		shards[i] = make([]byte, n) // zero: the padding of the last stripe
 	}
-	stripes := (size + l.StripeBytes() - 1) / l.StripeBytes()
-	chunks := make([][]byte, l.K)
-	for s := int64(0); s < stripes; s++ {
-		base := s * l.StripeBytes()
-		at := s * int64(l.Unit)
-		n := min(int64(l.Unit), int64(len(shards[0]))-at) // shard 0's chunk is the stripe's longest
-		for i := range chunks {
+	for base, at := int64(0), int64(0); base < size; base, at = base+l.StripeBytes(), at+int64(l.Unit) {
+		for i := 0; i < l.K; i++ {
 			lo := min(size, base+int64(i)*int64(l.Unit))
-			hi := min(size, lo+n)
-			copy(shards[i][at:], data[lo:hi])
-			// The stripe's chunks, zero-padded to n (a shard's buffer
-			// past its own length holds nothing, so pad apart).
-			if hi-lo == n {
-				chunks[i] = shards[i][at : at+n]
-			} else {
-				chunks[i] = make([]byte, n)
-				copy(chunks[i], data[lo:hi])
-			}
+			copy(shards[i][at:], data[lo:min(size, lo+int64(l.Unit))])
 		}
-		parity, err := c.Encode(chunks)
-		if err != nil {
-			return nil, err
+	}
+	if n > 0 {
+		if err := c.rs.Encode(shards); err != nil {
+			return nil, fmt.Errorf("encode: %w", err)
 		}
-		for j, p := range parity {
-			copy(shards[l.K+j][at:], p)
-		}
+	}
+	for i := 0; i < l.K; i++ {
+		shards[i] = shards[i][:l.ShardLen(size, i)]
 	}
 	return shards, nil
 }

@@ -120,3 +120,58 @@ func FuzzEncodeObject(f *testing.F) {
 		}
 	})
 }
+
+// TestEncodeObjectParityPerStripe checks the parity EncodeObject codes
+// over whole shards against Encode of each stripe's chunks.
+func TestEncodeObjectParityPerStripe(t *testing.T) {
+	r := rand.New(rand.NewPCG(29, 2))
+	for _, l := range []Layout{{2, 1, 4096}, {4, 2, 8192}, {3, 3, 4096}} {
+		c, err := New(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj := make([]byte, 3*l.StripeBytes()+int64(l.Unit)+7)
+		for i := range obj {
+			obj[i] = byte(r.Uint32())
+		}
+		shards, err := c.EncodeObject(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for at := int64(0); at < int64(len(shards[0])); at += int64(l.Unit) {
+			chunks := make([][]byte, l.K)
+			for i := range chunks {
+				chunks[i] = make([]byte, l.Unit)
+				if at < int64(len(shards[i])) {
+					copy(chunks[i], shards[i][at:])
+				}
+			}
+			parity, err := c.Encode(chunks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for j, p := range parity {
+				got := shards[l.K+j][at:min(at+int64(l.Unit), int64(len(shards[l.K+j])))]
+				if !bytes.Equal(got, p[:len(got)]) {
+					t.Fatalf("%d+%d: parity %d of the stripe at shard offset %d differs", l.K, l.M, j, at)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkEncodeObject codes a 4 MiB object of a 2+1 pool with the
+// default stripe unit, as a put does.
+func BenchmarkEncodeObject(b *testing.B) {
+	c, err := New(Layout{K: 2, M: 1, Unit: 16 << 10})
+	if err != nil {
+		b.Fatal(err)
+	}
+	obj := make([]byte, 4<<20)
+	b.SetBytes(int64(len(obj)))
+	for range b.N {
+		if _, err := c.EncodeObject(obj); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

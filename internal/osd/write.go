@@ -322,10 +322,16 @@ func (s *Server) replicaFailed(ctx context.Context, pool *clustermap.Pool, p *pg
 // copied, and the handler keeps that frame until the last replica's frame is
 // written (a replica that times out may still have one queued when the
 // write returns). The data's block checksums, taken when it arrived, go
-// into the frame's sum instead of a pass over it.
-func (s *Server) shareTxn(r *proto.Request, req *proto.Request, txn *objstore.Txn) (*rpc.Shared, error) {
+// into the frame's sum instead of a pass over it. With heapData (an
+// erasure-coded write's shards: fresh buffers of the primary's that
+// nothing changes or hands back), large data is sent from where it lies
+// too, the garbage collector keeping it as long as a frame needs it.
+func (s *Server) shareTxn(r *proto.Request, req *proto.Request, txn *objstore.Txn, heapData bool) (*rpc.Shared, error) {
 	kept := false
 	buf, tparts := txn.AppendMarshalParts(bufpool.Get(txn.Size())[:0], func(data []byte) bool {
+		if heapData {
+			return true
+		}
 		if bufpool.Contains(req.Frame, data) {
 			kept = true
 			return true
