@@ -12,6 +12,7 @@
 //
 //	store.go       Options, Store, locks, ID allocation, failure
 //	open.go        Open (format, replay, orphans, counting) and Close
+//	storeid.go     the store's identity: an index and a data directory of one store
 //	apply.go       Apply: lock, run the ops, commit, what follows the commit
 //	objstate.go    each op on an object's working copy
 //	finalize.go    where new blocks go: direct, copy-on-write or journaled
@@ -50,6 +51,8 @@
 //	MetaDir/commitlog-0 .. commitlog-2   the commit log (commitlog.go), preallocated
 //	Dir/data/00 .. ff/  256 fan-out directories, created and synced at format
 //	Dir/data/ab/<16 hex digits of fileID>   one bulk data file per large object
+//	Dir/store-id        the store's identity, also in the index (storeid.go):
+//	                    Open refuses an index and a data directory of two stores
 //
 // Every block of a data file has two homes: slot A at its logical offset and
 // slot B at that offset plus 4 TiB (a sparse hole until used). Its checksum
@@ -62,6 +65,7 @@
 //
 //	0x00 "sb"                         -> format version (uvarint)
 //	0x00 "id"                         -> id high-water mark (ids are handed out in batches)
+//	0x00 "si"                         -> the store's id (hex), as Dir/store-id holds it
 //	'O' esc(coll) esc(name)           -> object record
 //	'A' objID(8) xattr-key            -> xattr value
 //	'M' objID(8) omap-key             -> omap value (OmapList = one range scan)

@@ -233,6 +233,9 @@ func (s *Store) start() error {
 	v, err := s.get(keySuperblock)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
+		if err := s.checkNoData(); err != nil {
+			return err
+		}
 		if err := s.format(); err != nil {
 			return err
 		}
@@ -251,6 +254,9 @@ func (s *Store) start() error {
 				return err
 			}
 		}
+	}
+	if err := s.checkIdentity(); err != nil {
+		return err
 	}
 	if v, err := s.get(keyIDHigh); err == nil && len(v) == 8 {
 		s.idHigh = binary.BigEndian.Uint64(v)
