@@ -25,6 +25,20 @@ import (
 // of such a pool yet); with it, bad profiles are refused with the reason,
 // a good one lands in the map with K+M shards and min_size K+1, and pool
 // ls says what it is.
+// createECPool creates pool name of erasure code profile with 8 PGs and
+// more pool create args, with erasure coding turned on for that command
+// alone, and returns it with the command's output.
+func (c *cluster) createECPool(t *testing.T, name, profile string, args ...string) (*client.Pool, string) {
+	t.Helper()
+	cmd := exec.Command(cairnBin, append([]string{"--conf", c.conf, "pool", "create", name, "--ec", profile, "--pg-num", "8"}, args...)...)
+	cmd.Env = append(os.Environ(), client.ExperimentalECEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("pool create %s --ec %s %s: %v\n%s", name, profile, strings.Join(args, " "), err, out)
+	}
+	return c.pool(name), string(out)
+}
+
 // TestECPool runs its data path.
 func checkECPools(t *testing.T, c *cluster) {
 	if _, err := c.cli(nil, "pool", "create", "ecp", "--ec", "2+1"); err == nil || !strings.Contains(err.Error(), "erasure-coded pools are experimental in this version") {
@@ -92,12 +106,7 @@ func checkECPools(t *testing.T, c *cluster) {
 func TestECPool(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, clusterOpts{})
-	cmd := exec.Command(cairnBin, "--conf", c.conf, "pool", "create", "ec21", "--ec", "2+1", "--pg-num", "8")
-	cmd.Env = append(os.Environ(), client.ExperimentalECEnv+"=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("pool create --ec 2+1: %v\n%s", err, out)
-	}
-	p := c.pool("ec21")
+	p, _ := c.createECPool(t, "ec21", "2+1")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	stripe := 2 * clustermap.ECDefaultUnit
@@ -206,12 +215,10 @@ func TestECPool(t *testing.T) {
 func TestECPoolRecovery(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, clusterOpts{})
-	cmd := exec.Command(cairnBin, "--conf", c.conf, "pool", "create", "ecr", "--ec", "2+1", "--pg-num", "8", "--min-size", "2")
-	cmd.Env = append(os.Environ(), client.ExperimentalECEnv+"=1")
-	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "writes go on without redundancy") {
-		t.Fatalf("pool create --ec 2+1 --min-size 2: %v\n%s", err, out)
+	p, out := c.createECPool(t, "ecr", "2+1", "--min-size", "2")
+	if !strings.Contains(out, "writes go on without redundancy") {
+		t.Fatalf("pool create --ec 2+1 --min-size 2 does not warn:\n%s", out)
 	}
-	p := c.pool("ecr")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	m := currentMap(t, c)

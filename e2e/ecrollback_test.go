@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -34,12 +33,7 @@ func TestECPutCutShort(t *testing.T) {
 	trigger := filepath.Join(t.TempDir(), "partial-put")
 	t.Setenv(osd.FailpointECPartialPut, trigger)
 	c := startCluster(t, clusterOpts{})
-	cmd := exec.Command(cairnBin, "--conf", c.conf, "pool", "create", "ecw", "--ec", "2+1", "--pg-num", "8", "--min-size", "2")
-	cmd.Env = append(os.Environ(), client.ExperimentalECEnv+"=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("pool create: %v\n%s", err, out)
-	}
-	p := c.pool("ecw")
+	p, _ := c.createECPool(t, "ecw", "2+1", "--min-size", "2")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	m := currentMap(t, c)

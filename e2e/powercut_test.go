@@ -385,13 +385,9 @@ const pcECPool = "pcec"
 
 // ecPool creates pcECPool and waits for the cluster to be healthy again.
 func (pc *pcCluster) ecPool() *client.Pool {
-	cmd := exec.Command(cairnBin, "--conf", pc.c.conf, "pool", "create", pcECPool, "--ec", "2+1", "--pg-num", "8", "--min-size", "2")
-	cmd.Env = append(os.Environ(), client.ExperimentalECEnv+"=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		pc.t.Fatalf("pool create %s: %v\n%s", pcECPool, err, out)
-	}
+	p, _ := pc.c.createECPool(pc.t, pcECPool, "2+1", "--min-size", "2")
 	pc.waitHealthy()
-	return pc.c.pool(pcECPool)
+	return p
 }
 
 // rolledBack counts the shards the OSDs' logs say peering rolled back.
