@@ -183,45 +183,53 @@ func startCluster(t testing.TB, o clusterOpts) *cluster {
 	return c
 }
 
+// devArgs is the cairn dev command line of the cluster and its options.
+func (c *cluster) devArgs() []string {
+	args := []string{"dev", "--dir", c.dir,
+		"--hosts", fmt.Sprint(c.hosts), "--osds-per-host", fmt.Sprint(c.perHost),
+		"--etcd-port", fmt.Sprint(c.etcdPort), "--osd-port", fmt.Sprint(c.osdPort), "--lease-ttl", c.leaseTTL.String(),
+		"--nbd-port", fmt.Sprint(c.nbdPort), "--s3-port", fmt.Sprint(c.s3Port), "--metrics-port", fmt.Sprint(c.metricsPort),
+		"--dashboard-port", fmt.Sprint(c.dashPort)}
+	if c.opts.s3GCGrace > 0 {
+		args = append(args, "--s3-gc-grace", c.opts.s3GCGrace.String())
+	}
+	if c.opts.s3IntentTimeout > 0 {
+		args = append(args, "--s3-intent-timeout", c.opts.s3IntentTimeout.String())
+	}
+	if c.opts.s3IndexShardKeys > 0 {
+		args = append(args, "--s3-index-shard-keys", fmt.Sprint(c.opts.s3IndexShardKeys))
+	}
+	if c.opts.s3DataPool != "" {
+		args = append(args, "--s3-data-pool", c.opts.s3DataPool)
+	}
+	if c.opts.s3DataEC != "" {
+		args = append(args, "--s3-data-ec", c.opts.s3DataEC)
+	}
+	if c.opts.tls {
+		args = append(args, "--tls")
+	}
+	if len(c.opts.external) > 0 {
+		args = append(args, "--etcd-endpoints", strings.Join(c.opts.external, ","))
+	}
+	if c.opts.ipv6 {
+		args = append(args, "--ipv6")
+	}
+	if c.opts.downOut > 0 {
+		args = append(args, "--down-out", c.opts.downOut.String())
+	}
+	if !c.opts.autoRestart {
+		args = append(args, "--restart=false")
+	}
+	return args
+}
+
 func (c *cluster) start() {
 	t := c.t
 	t.Helper()
 	c.out = &bytes.Buffer{}
-	c.cmd = exec.Command(cairnBin, "dev", "--dir", c.dir,
-		"--hosts", fmt.Sprint(c.hosts), "--osds-per-host", fmt.Sprint(c.perHost),
-		"--etcd-port", fmt.Sprint(c.etcdPort), "--osd-port", fmt.Sprint(c.osdPort), "--lease-ttl", c.leaseTTL.String(),
-		"--nbd-port", fmt.Sprint(c.nbdPort), "--s3-port", fmt.Sprint(c.s3Port), "--metrics-port", fmt.Sprint(c.metricsPort),
-		"--dashboard-port", fmt.Sprint(c.dashPort))
-	if c.opts.s3GCGrace > 0 {
-		c.cmd.Args = append(c.cmd.Args, "--s3-gc-grace", c.opts.s3GCGrace.String())
-	}
-	if c.opts.s3IntentTimeout > 0 {
-		c.cmd.Args = append(c.cmd.Args, "--s3-intent-timeout", c.opts.s3IntentTimeout.String())
-	}
-	if c.opts.s3IndexShardKeys > 0 {
-		c.cmd.Args = append(c.cmd.Args, "--s3-index-shard-keys", fmt.Sprint(c.opts.s3IndexShardKeys))
-	}
-	if c.opts.s3DataPool != "" {
-		c.cmd.Args = append(c.cmd.Args, "--s3-data-pool", c.opts.s3DataPool)
-	}
+	c.cmd = exec.Command(cairnBin, c.devArgs()...)
 	if c.opts.s3DataEC != "" {
-		c.cmd.Args = append(c.cmd.Args, "--s3-data-ec", c.opts.s3DataEC)
 		c.cmd.Env = append(os.Environ(), client.ExperimentalECEnv+"=1")
-	}
-	if c.opts.tls {
-		c.cmd.Args = append(c.cmd.Args, "--tls")
-	}
-	if len(c.opts.external) > 0 {
-		c.cmd.Args = append(c.cmd.Args, "--etcd-endpoints", strings.Join(c.opts.external, ","))
-	}
-	if c.opts.ipv6 {
-		c.cmd.Args = append(c.cmd.Args, "--ipv6")
-	}
-	if c.opts.downOut > 0 {
-		c.cmd.Args = append(c.cmd.Args, "--down-out", c.opts.downOut.String())
-	}
-	if !c.opts.autoRestart {
-		c.cmd.Args = append(c.cmd.Args, "--restart=false")
 	}
 	pr, pw, err := os.Pipe()
 	if err != nil {

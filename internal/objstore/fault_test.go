@@ -269,9 +269,7 @@ func TestRealENOSPC(t *testing.T) {
 		err := s.Apply(&tx)
 		if errors.Is(err, ErrNoSpace) {
 			t.Logf("4 KiB write %d into a hole: %v", filled, err)
-			// Past the object's end (the writes extend it) the read is
-			// short: the refused write must neither fill the block nor
-			// extend the object.
+			// Neither the block filled nor the object extended.
 			if b := mustRead(t, s, "c", "0", off, 4096); len(bytes.Trim(b, "\x00")) != 0 {
 				t.Fatal("a refused 4 KiB write into a hole changed it")
 			}
