@@ -12,13 +12,13 @@
 // in the code, so a stripe that grows needs no rewrite of its parity
 // beyond the delta of its new bytes.
 //
-// The OSD's write path cuts whole objects into shards (EncodeObject, in
-// object.go); partial writes, to come, will run Plan, then Writes for each
-// stripe: the bytes each shard must put, or XOR in, reading through a
-// callback the old bytes a stripe needs. Its read path puts the data
-// shards' spans together (Assemble) when they all answer, and otherwise
-// runs ReadRange, which reads the data shards and rebuilds, from any K,
-// the bytes of one that fails.
+// The OSD's write path cuts whole objects into shards (EncodeObjectInto, in
+// object.go, into the OSD's pooled buffers); partial writes, to come, will
+// run Plan, then Writes for each stripe: the bytes each shard must put, or
+// XOR in, reading through a callback the old bytes a stripe needs. Its read
+// path puts the data shards' spans together (Assemble) when they all
+// answer, and otherwise runs ReadRange, which reads the data shards and
+// rebuilds, from any K, the bytes of one that fails.
 //
 // Use it for the numbers of erasure coding; it does no IO. Which shard
 // version stands after a failure is internal/pg's (DecideShards), where

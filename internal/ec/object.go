@@ -40,12 +40,22 @@ func (l Layout) Span(off, end int64) (from, to int64) {
 // in one call: no per-stripe buffers or calls, and the parity is written
 // where it stays.
 func (c *Codec) EncodeObject(data []byte) ([][]byte, error) {
+	return c.EncodeObjectInto(data, func(n int) []byte { return make([]byte, n) })
+}
+
+// EncodeObjectInto is EncodeObject with the shards in buffers from get,
+// which returns n bytes of any content (a pool's): every byte of each
+// shard is written here, the padding of a short last stripe zeroed. Shard
+// i is a prefix of the i-th buffer get returned, so a caller can hand the
+// buffers back by their capacity once it is done with the shards. On
+// error, the shards made so far are returned with it, for the same.
+func (c *Codec) EncodeObjectInto(data []byte, get func(n int) []byte) ([][]byte, error) {
 	l := c.l
 	size := int64(len(data))
 	n := l.ShardLen(size, 0)
 	shards := make([][]byte, l.K+l.M)
 	for i := range shards {
-		shards[i] = make([]byte, n) // zero: the padding of the last stripe
+		shards[i] = get(int(n))
 	}
 	for base, at := int64(0), int64(0); base < size; base, at = base+l.StripeBytes(), at+int64(l.Unit) {
 		for i := 0; i < l.K; i++ {
@@ -53,9 +63,15 @@ func (c *Codec) EncodeObject(data []byte) ([][]byte, error) {
 			copy(shards[i][at:], data[lo:min(size, lo+int64(l.Unit))])
 		}
 	}
+	for i := 0; i < l.K; i++ {
+		// A data shard's bytes are a prefix of it (only the last stripe
+		// is short); the rest is the padding Reed-Solomon codes over.
+		clear(shards[i][l.ShardLen(size, i):])
+	}
 	if n > 0 {
+		// Encode overwrites the parity shards whole.
 		if err := c.rs.Encode(shards); err != nil {
-			return nil, fmt.Errorf("encode: %w", err)
+			return shards, fmt.Errorf("encode: %w", err)
 		}
 	}
 	for i := 0; i < l.K; i++ {

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
+	"github.com/cairn-storage/cairn/internal/bufpool"
 	"github.com/cairn-storage/cairn/internal/clustermap"
 	"github.com/cairn-storage/cairn/internal/ec"
 	"github.com/cairn-storage/cairn/internal/objstore"
@@ -278,6 +280,48 @@ func (s *Server) planShards(pool *clustermap.Pool, req *proto.Request, w *writeP
 	return nil
 }
 
+// shardBufs are the pooled buffers a put's shards were coded into
+// (ec.Codec.EncodeObjectInto). They go back to the pool once nothing can
+// read them, counted by holds: the write holds them until ecWrite returns,
+// by which time replicate has drained every sender (no goroutine of the
+// write calls a member any more), this OSD's own shard transaction is
+// applied or never will be (objstore keeps no data past Apply), and a
+// member sent the write again after a map change got its own copy
+// (Txn.Marshal); each member's shared encoding (shareTxn) holds them
+// until its last frame is written or dropped, which can be after the write
+// returned (a member that timed out may still have one queued). A
+// transaction's data never outlives it otherwise: the rollback state a
+// position keeps is read back from its store.
+type shardBufs struct {
+	bufs [][]byte
+	refs atomic.Int32
+}
+
+func newShardBufs(shards [][]byte) *shardBufs {
+	b := &shardBufs{bufs: shards}
+	b.refs.Store(1)
+	return b
+}
+
+func (b *shardBufs) hold() {
+	if b.refs.Add(1) <= 1 {
+		panic("osd: shard buffers held after they went back to the pool")
+	}
+}
+
+// done drops a hold; the last hands the buffers back.
+func (b *shardBufs) done() {
+	switch n := b.refs.Add(-1); {
+	case n == 0:
+		for _, buf := range b.bufs {
+			bufpool.Put(buf)
+		}
+		b.bufs = nil
+	case n < 0:
+		panic("osd: shard buffers handed back more often than held")
+	}
+}
+
 // ecWrite runs a put or delete of an erasure-coded object: the primary
 // encodes it and sends each position of the acting set its shard in a
 // transaction of its own (replicate), and answers once every one of them
@@ -322,7 +366,10 @@ func (s *Server) ecWrite(ctx context.Context, pool *clustermap.Pool, c *ec.Codec
 	var shards [][]byte
 	if req.Op == proto.OpPut {
 		var err error
-		if shards, err = c.EncodeObject(req.Data); err != nil {
+		shards, err = c.EncodeObjectInto(req.Data, bufpool.Get)
+		w.bufs = newShardBufs(shards)
+		defer w.bufs.done() // the write's own hold: see shardBufs
+		if err != nil {
 			return s.fail(proto.StatusInvalid, "%v", err)
 		}
 	}

@@ -67,7 +67,7 @@ func (s *Server) startFanout(ctx context.Context, req *proto.Request, w *writePl
 		sh := one
 		if sh == nil {
 			var err error
-			if sh, err = s.shareTxn(f.request(t, r, nil), req, w.txnFor(r), w.shards != nil); err != nil {
+			if sh, err = s.shareTxn(f.request(t, r, nil), req, w.txnFor(r), w.bufs); err != nil {
 				f.drain()
 				f.release()
 				return nil, err

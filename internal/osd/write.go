@@ -169,6 +169,8 @@ type writePlan struct {
 	// member keeps to roll it back: ecrollback.go).
 	shards     map[clustermap.OSDID]*objstore.Txn
 	shardMetas map[clustermap.OSDID]pg.ShardMeta
+	// bufs holds the pooled buffers of a put's shards (ecserve.go).
+	bufs *shardBufs
 }
 
 // txnFor is the transaction member osd applies.
@@ -322,14 +324,14 @@ func (s *Server) replicaFailed(ctx context.Context, pool *clustermap.Pool, p *pg
 // copied, and the handler keeps that frame until the last replica's frame is
 // written (a replica that times out may still have one queued when the
 // write returns). The data's block checksums, taken when it arrived, go
-// into the frame's sum instead of a pass over it. With heapData (an
-// erasure-coded write's shards: fresh buffers of the primary's that
-// nothing changes or hands back), large data is sent from where it lies
-// too, the garbage collector keeping it as long as a frame needs it.
-func (s *Server) shareTxn(r *proto.Request, req *proto.Request, txn *objstore.Txn, heapData bool) (*rpc.Shared, error) {
+// into the frame's sum instead of a pass over it. With bufs (an
+// erasure-coded put's shards, coded into pooled buffers that nothing
+// changes), large data is sent from where it lies too, and the shared
+// encoding holds bufs until its last frame is written.
+func (s *Server) shareTxn(r *proto.Request, req *proto.Request, txn *objstore.Txn, bufs *shardBufs) (*rpc.Shared, error) {
 	kept := false
 	buf, tparts := txn.AppendMarshalParts(bufpool.Get(txn.Size())[:0], func(data []byte) bool {
-		if heapData {
+		if bufs != nil {
 			return true
 		}
 		if bufpool.Contains(req.Frame, data) {
@@ -346,10 +348,16 @@ func (s *Server) shareTxn(r *proto.Request, req *proto.Request, txn *objstore.Tx
 	if kept {
 		req.Kept = true
 	}
+	if bufs != nil {
+		bufs.hold()
+	}
 	return rpc.ShareParts(r, parts, func() {
 		bufpool.Put(buf)
 		if kept {
 			bufpool.Put(frame)
+		}
+		if bufs != nil {
+			bufs.done()
 		}
 	})
 }
