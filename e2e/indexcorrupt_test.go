@@ -51,21 +51,7 @@ func TestDamagedIndexRefusesToStart(t *testing.T) {
 	files := flipIndexBytes(t, filepath.Join(victim.Data, "meta"), 20)
 	logStart := fileSize(victim.Log)
 
-	c.restart("osd.1")
-	cmd := c.extra[len(c.extra)-1]
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Fatal("osd.1 on a damaged index exited without an error")
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("osd.1 on a damaged index still runs after 60 s:\n%s", logSince(victim.Log, logStart))
-	}
-	c.extra = c.extra[:len(c.extra)-1]
-	log := logSince(victim.Log, logStart)
-	t.Logf("osd.1 on its damaged index:\n%s", log)
+	log := restartRefused(t, c, "osd.1", "a damaged index", logStart)
 	named := false
 	for _, f := range files {
 		named = named || strings.Contains(log, filepath.Base(f))
@@ -82,6 +68,68 @@ func TestDamagedIndexRefusesToStart(t *testing.T) {
 		name := fmt.Sprintf("o%02d", i)
 		got, err := p.Get(ctx, name)
 		if err != nil || !bytes.Equal(got, payload(name, 0, 1000+i*3000)) {
+			t.Fatalf("%s with osd.1 refusing to start: %v", name, err)
+		}
+	}
+}
+
+// restartRefused restarts an OSD that must refuse to start (on what, as
+// the messages say), waits for it to exit with an error, and returns what
+// it logged from logStart on.
+func restartRefused(t *testing.T, c *cluster, name, on string, logStart int64) string {
+	t.Helper()
+	c.restart(name)
+	cmd := c.extra[len(c.extra)-1]
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatalf("%s on %s exited without an error", name, on)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%s on %s still runs after 60 s:\n%s", name, on, logSince(c.procs[name].Log, logStart))
+	}
+	c.extra = c.extra[:len(c.extra)-1]
+	log := logSince(c.procs[name].Log, logStart)
+	t.Logf("%s on %s:\n%s", name, on, log)
+	return log
+}
+
+// TestWipedMetaRefusesToStart wipes one OSD's index (its meta directory,
+// as a replaced or wiped flash device would) while it is down. Restarted,
+// the OSD refuses to open its data directory under the new, empty index,
+// saying why and what to do, and leaves its data files in place (an empty
+// index used to take them all for orphans and delete them); the cluster
+// keeps serving every object from the other copies.
+func TestWipedMetaRefusesToStart(t *testing.T) {
+	t.Parallel()
+	c, p := startWith40Objects(t)
+	victim := c.procs["osd.1"]
+	c.kill("osd.1")
+	dataFiles := func() []string {
+		f, _ := filepath.Glob(filepath.Join(victim.Data, "data", "*", "*"))
+		return f
+	}
+	before := dataFiles()
+	if len(before) == 0 {
+		t.Fatal("osd.1 holds no data files: the test needs objects larger than the inline limit on it")
+	}
+	if err := os.RemoveAll(filepath.Join(victim.Data, "meta")); err != nil {
+		t.Fatal(err)
+	}
+	log := restartRefused(t, c, "osd.1", "a wiped index", fileSize(victim.Log))
+	for _, want := range []string{"do not belong to one store", "meta device replaced or wiped", "empty both"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the refusal does not say %q:\n%s", want, log)
+		}
+	}
+	if after := dataFiles(); len(after) != len(before) {
+		t.Errorf("osd.1 had %d data files, %d after the refused start", len(before), len(after))
+	}
+	for i := 0; i < 40; i++ {
+		name := fmt.Sprintf("o%02d", i)
+		if got, err := p.Get(context.Background(), name); err != nil || !bytes.Equal(got, payload(name, 0, 1000+i*3000)) {
 			t.Fatalf("%s with osd.1 refusing to start: %v", name, err)
 		}
 	}

@@ -105,12 +105,14 @@ type Result struct {
 		Write4M Measure `json:"write_4m"`
 	} `json:"erasure"`
 	Bound struct {
-		// ReplicatedWriteUs = 2 × Net.RTT4K.P50us + Disk.SyncWrite4KQD1.P50us.
+		// ReplicatedWriteUs: two loopback round trips (Net.RTT4K) and one
+		// synced write (Disk.SyncWrite4KQD1), medians.
 		ReplicatedWriteUs float64 `json:"replicated_write_us"`
-		// SharedDiskWriteUs = 2 × Net.RTT4K.P50us + Disk.SyncWrite4KQD3.P50us:
-		// the same write when all its copies' OSDs share this disk.
+		// SharedDiskWriteUs: the same with the synced writes of
+		// Disk.SyncWrite4KQD3, when all its copies' OSDs share this disk.
 		SharedDiskWriteUs float64 `json:"replicated_write_shared_disk_us,omitempty"`
-		// ReadUs = Net.RTT4K.P50us + Disk.RandRead4KQD1.P50us.
+		// ReadUs: one loopback round trip and one random read
+		// (Disk.RandRead4KQD1), medians.
 		ReadUs float64 `json:"read_us"`
 		// MeasuredWriteUs = Replicated.Write4KQD1.P50us: the bound's work
 		// done by processes on this machine, their wake-ups included.
