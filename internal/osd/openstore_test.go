@@ -2,10 +2,13 @@ package osd
 
 import (
 	"context"
+	"errors"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -58,4 +61,27 @@ func TestOpenStoreWaitsForLock(t *testing.T) {
 		t.Fatalf("store not opened once the lock was released: %v", err)
 	}
 	st.Close()
+}
+
+// An OSD's listen waits while its port is in use (a predecessor's
+// connections), and fails with EADDRINUSE when it stays in use.
+func TestListenWaitsForPort(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := held.Addr().String()
+	if _, err := listen(context.Background(), addr, 100*time.Millisecond, func() {}); !errors.Is(err, syscall.EADDRINUSE) {
+		t.Fatalf("listen on a held port: %v, want EADDRINUSE after the wait", err)
+	}
+	waited := make(chan struct{}, 1)
+	go func() {
+		<-waited
+		held.Close()
+	}()
+	ln, err := listen(context.Background(), addr, 30*time.Second, func() { waited <- struct{}{} })
+	if err != nil {
+		t.Fatalf("listen once the port is free: %v", err)
+	}
+	ln.Close()
 }

@@ -167,7 +167,9 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("%s: open store: %w", id, err)
 	}
 	defer st.Close()
-	ln, err := net.Listen("tcp", o.Listen)
+	ln, err := listen(ctx, o.Listen, storeLockWait, func() {
+		o.Logf("%s: %s is in use (the connections of an OSD that just exited may hold it); waiting up to %v", id, o.Listen, storeLockWait)
+	})
 	if err != nil {
 		return fmt.Errorf("%s: listen on %s: %w", id, o.Listen, err)
 	}
@@ -557,21 +559,37 @@ const storeLockWait = 30 * time.Second
 // openStore opens the store, retrying while another process holds its
 // lock, for at most wait; waiting is called once, when it first does.
 func openStore(ctx context.Context, o objstore.Options, wait time.Duration, waiting func()) (*objstore.Store, error) {
+	st, err := whileBusy(ctx, wait, syscall.EAGAIN, func() (*objstore.Store, error) { return objstore.Open(o) }, waiting)
+	if errors.Is(err, syscall.EAGAIN) {
+		return nil, fmt.Errorf("the store in %s is still locked by another process after %v (is another OSD running on it?): %w", o.Dir, wait, err)
+	}
+	return st, err
+}
+
+// listen listens on addr, retrying while it is in use, for at most wait:
+// an OSD restarted right after it was killed finds its port held by its
+// predecessor's connections until the peers have closed their ends.
+// waiting is called once, when it first waits.
+func listen(ctx context.Context, addr string, wait time.Duration, waiting func()) (net.Listener, error) {
+	return whileBusy(ctx, wait, syscall.EADDRINUSE, func() (net.Listener, error) { return net.Listen("tcp", addr) }, waiting)
+}
+
+// whileBusy calls open until it returns anything but busy, or wait has
+// passed (then busy's error), or ctx ends; waiting is called once, at the
+// first busy.
+func whileBusy[T any](ctx context.Context, wait time.Duration, busy error, open func() (T, error), waiting func()) (T, error) {
 	deadline := time.Now().Add(wait)
 	for first := true; ; first = false {
-		st, err := objstore.Open(o)
-		if err == nil || !errors.Is(err, syscall.EAGAIN) {
-			return st, err
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("the store in %s is still locked by another process after %v (is another OSD running on it?): %w", o.Dir, wait, err)
+		v, err := open()
+		if err == nil || !errors.Is(err, busy) || time.Now().After(deadline) {
+			return v, err
 		}
 		if first {
 			waiting()
 		}
 		select {
 		case <-ctx.Done():
-			return nil, err
+			return v, err
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
