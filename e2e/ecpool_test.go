@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -201,8 +202,15 @@ func TestECPool(t *testing.T) {
 	if log, err := os.ReadFile(c.procs[pos[0].String()].Log); err != nil || !strings.Contains(string(log), `object "big": shards at positions [1] failed`) {
 		t.Fatalf("%s's log does not show the read of big rebuilt without position 1 (%v)", pos[0], err)
 	}
-	if out, err := c.cli(nil, "status"); err != nil || strings.Contains(string(out), "HEALTH_OK") {
+	// Status and pool ls say what the 2+1 pool can lose: one host by
+	// design, nothing more now in the PGs that had a shard on the victim.
+	if out, err := c.cli(nil, "status"); err != nil || strings.Contains(string(out), "HEALTH_OK") ||
+		!regexp.MustCompile(`ec21 +ec 2\+1 +can lose 1 host +now: \d+ of \d+ pg\(s\) can lose only 0 more OSD\(s\)`).Match(out) ||
+		!strings.Contains(string(out), "down to their last copy, or their last K shards") {
 		t.Fatalf("status with a position of an erasure-coded pool down: %v\n%s", err, out)
+	}
+	if out, err := c.cli(nil, "pool", "ls"); err != nil || !regexp.MustCompile(`ec21 +ec 2\+1 .* 1 host +\d+ of \d+ pg\(s\) can lose only 0 more OSD\(s\) +67% +\d`).Match(out) {
+		t.Fatalf("pool ls with a position of an erasure-coded pool down: %v\n%s", err, out)
 	}
 }
 

@@ -5,12 +5,15 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cairn-storage/cairn/client"
+	"github.com/cairn-storage/cairn/internal/health"
 	"github.com/cairn-storage/cairn/internal/s3gw"
 	"github.com/cairn-storage/cairn/internal/volume"
 )
@@ -62,7 +65,7 @@ func poolCmd(g *globals) *cobra.Command {
 	create.Flags().StringVar(&stripeUnit, "stripe-unit", "16K", "bytes of each chunk of an erasure-coded stripe: a multiple of 4K up to 1M")
 	ls := &cobra.Command{
 		Use:   "ls",
-		Short: "list pools",
+		Short: "list pools: what each keeps, what it can lose by design and now, and the user data that still fits (MAX AVAIL)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.dial(cmd.Context())
@@ -74,24 +77,61 @@ func poolCmd(g *globals) *cobra.Command {
 			if g.json {
 				return g.printJSON(pools)
 			}
-			tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tKIND\tSIZE\tMIN_SIZE\tPGS\tCLASS\tFAILURE_DOMAIN")
-			for _, p := range pools {
-				class := p.Class
-				if class == "" {
-					class = "any"
-				}
-				kind := "replicated"
-				if p.EC != "" {
-					kind = "ec " + p.EC
-				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", p.ID, p.Name, kind, p.Size, p.MinSize, p.PGNum, class, p.FailureDomain)
+			red, err := poolRedundancy(cmd.Context(), g)
+			if err != nil {
+				return err
 			}
-			return tw.Flush()
+			return printPools(g.out, pools, red)
 		},
 	}
 	cmd.AddCommand(create, ls, poolRmCmd(g))
 	return cmd
+}
+
+// poolRedundancy reads what each pool can lose and hold, by name.
+func poolRedundancy(ctx context.Context, g *globals) (map[string]health.PoolRedundancy, error) {
+	ms, _, err := g.meta(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer ms.Close()
+	m, _, err := ms.Map(ctx)
+	if err != nil {
+		return nil, err
+	}
+	stats, err := ms.Stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]health.PoolRedundancy{}
+	for _, r := range health.Compute(m, stats, nil, time.Now()).Redundancy {
+		out[r.Name] = r
+	}
+	return out, nil
+}
+
+// printPools is the table of `cairn pool ls`.
+func printPools(w io.Writer, pools []client.PoolInfo, red map[string]health.PoolRedundancy) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tKIND\tSIZE\tMIN_SIZE\tPGS\tCLASS\tFAILURE_DOMAIN\tCAN LOSE\tNOW\tUSABLE\tMAX AVAIL")
+	for _, p := range pools {
+		class := p.Class
+		if class == "" {
+			class = "any"
+		}
+		kind := "replicated"
+		if p.EC != "" {
+			kind = "ec " + p.EC
+		}
+		r := red[p.Name]
+		avail := "-"
+		if r.MaxAvail > 0 {
+			avail = humanBytes(r.MaxAvail)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%.0f%%\t%s\n", p.ID, p.Name, kind, p.Size, p.MinSize, p.PGNum, class, p.FailureDomain,
+			strings.TrimPrefix(r.Design(), "can lose "), r.Now(), r.UsablePct, avail)
+	}
+	return tw.Flush()
 }
 
 // poolRmCmd is `cairn pool rm`, which asks before it deletes data.

@@ -110,6 +110,7 @@ func printStatus(w io.Writer, st health.Status) {
 	fmt.Fprintf(w, "  etcd:   %s\n", strings.Join(st.Etcd, ", "))
 	fmt.Fprintf(w, "  osds:   %d total, %d up, %d in\n", st.OSDs, st.OSDsUp, st.OSDsIn)
 	fmt.Fprintf(w, "  pools:  %d pools, %d pgs, %d active+clean\n", st.Pools, st.PGs, st.PGsOK)
+	printRedundancy(w, st.Redundancy)
 	if len(st.PGStates) > 0 {
 		keys := make([]string, 0, len(st.PGStates))
 		for k := range st.PGStates {
@@ -144,6 +145,20 @@ func printStatus(w io.Writer, st health.Status) {
 		}
 		tw.Flush()
 	}
+}
+
+// printRedundancy shows each pool's protection: what it survives by
+// design, what it can lose now, and the user data that still fits.
+func printRedundancy(w io.Writer, pools []health.PoolRedundancy) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, p := range pools {
+		avail := "-"
+		if p.MaxAvail > 0 {
+			avail = humanBytes(p.MaxAvail) + " free"
+		}
+		fmt.Fprintf(tw, "    %s\t%s\t%s\tnow: %s\t%s\n", p.Name, p.Kind, p.Design(), p.Now(), avail)
+	}
+	tw.Flush()
 }
 
 // printGateways lists the running gateways, one a line.

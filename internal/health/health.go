@@ -54,6 +54,8 @@ type Status struct {
 	Unsynced     int64   `json:"unsynced_bytes"`
 	DrainOSD     string  `json:"drain_osd,omitempty"`
 	DrainSeconds float64 `json:"drain_seconds,omitempty"`
+	// Redundancy says, pool by pool, what it can lose by design and now.
+	Redundancy []PoolRedundancy `json:"pools_redundancy"`
 	// PGStates counts PGs by the state their primaries report.
 	PGStates map[string]int `json:"pg_states,omitempty"`
 	Work     []Work         `json:"work,omitempty"`
@@ -79,7 +81,7 @@ func Compute(m *clustermap.Map, stats map[clustermap.OSDID]report.OSDStats, repo
 	st := &Status{FSID: m.FSID, Epoch: uint64(m.Epoch), Health: OK, OSDs: len(m.OSDs), Pools: len(m.Pools)}
 	t := placement.NewTable(m)
 	st.osdChecks(m, now)
-	st.placementChecks(m, t)
+	st.placementChecks(m, t, stats)
 	st.primaryChecks(m, t, stats, now)
 	st.drainSummary(stats)
 	st.spaceChecks(m, stats)
@@ -131,19 +133,24 @@ func (st *Status) osdChecks(m *clustermap.Map, now time.Time) {
 }
 
 // placementChecks reports, per pool, the PGs the map leaves with too few
-// copies up or too few failure domains.
-func (st *Status) placementChecks(m *clustermap.Map, t *placement.Table) {
-	lastCopy := map[clustermap.OSDID][]string{} // the PGs each OSD holds the only copy up of
+// copies or shards up or too few failure domains, and what each pool can
+// lose now.
+func (st *Status) placementChecks(m *clustermap.Map, t *placement.Table, stats map[clustermap.OSDID]report.OSDStats) {
+	lastCopy := map[clustermap.OSDID][]string{} // the PGs that lose data if this OSD fails
 	for i := range m.Pools {
 		p := &m.Pools[i]
+		red := newPoolRedundancy(m, p, stats)
 		var degraded, inactive, undersized []string
 		for seed := uint32(0); seed < p.PGNum; seed++ {
 			pg := clustermap.PGID{Pool: p.ID, Seed: seed}
 			st.PGs++
 			placed := t.Place(p, pg)
 			acting := t.Acting(p, pg)
-			if len(acting) == 1 && p.Size > 1 {
-				lastCopy[acting[0]] = append(lastCopy[acting[0]], pg.String())
+			red.countPG(p, len(acting))
+			if spare(p, len(acting)) == 0 && p.Tolerates() > 0 {
+				for _, o := range acting {
+					lastCopy[o] = append(lastCopy[o], pg.String())
+				}
 			}
 			switch {
 			case len(acting) < p.MinSize:
@@ -156,14 +163,15 @@ func (st *Status) placementChecks(m *clustermap.Map, t *placement.Table) {
 				st.PGsOK++
 			}
 		}
+		st.Redundancy = append(st.Redundancy, red)
 		if len(inactive) > 0 {
 			st.add(Check{Code: "PG_INACTIVE", Severity: Err,
-				Summary: fmt.Sprintf("pool %q: %d pg(s) have fewer than min_size %d copies up: their writes are blocked until an OSD returns", p.Name, len(inactive), p.MinSize),
+				Summary: fmt.Sprintf("pool %q: %d pg(s) have fewer than min_size %d %s up: their writes are blocked until an OSD returns", p.Name, len(inactive), p.MinSize, p.Unit()),
 				Detail:  clip(inactive)})
 		}
 		if len(degraded) > 0 {
 			st.add(Check{Code: "PG_DEGRADED", Severity: Warn,
-				Summary: fmt.Sprintf("pool %q: %d pg(s) degraded: fewer than %d copies up, data is at risk until the OSDs return", p.Name, len(degraded), p.Size),
+				Summary: fmt.Sprintf("pool %q: %d pg(s) degraded: fewer than %d %s up, data is at risk until the OSDs return", p.Name, len(degraded), p.Size, p.Unit()),
 				Detail:  clip(degraded)})
 		}
 		if len(undersized) > 0 {
@@ -175,12 +183,13 @@ func (st *Status) placementChecks(m *clustermap.Map, t *placement.Table) {
 	st.lastCopyCheck(m, lastCopy)
 }
 
-// risk says how many more failures a PG with these copies up can take:
-// until its writes stop, and until its data is lost, and on which OSDs.
+// risk says how many more failures a PG with these copies or shards up
+// can take: until its writes stop, and until its data is lost, and on
+// which OSDs.
 func risk(acting []clustermap.OSDID, p *clustermap.Pool) string {
-	up := fmt.Sprintf("%d of %d copies up", len(acting), p.Size)
+	up := fmt.Sprintf("%d of %d %s up", len(acting), p.Size, p.Unit())
 	if len(acting) == 0 {
-		return up + ": no copy is reachable"
+		return up + ": none is reachable"
 	}
 	on := make([]string, len(acting))
 	for i, o := range acting {
@@ -188,29 +197,41 @@ func risk(acting []clustermap.OSDID, p *clustermap.Pool) string {
 	}
 	where := strings.Join(on, ", ")
 	if len(acting) < p.MinSize {
-		return fmt.Sprintf("%s, on %s: writes wait for another copy; %s", up, where, lossAfter(len(acting)))
+		return fmt.Sprintf("%s, on %s: writes wait for another; %s", up, where, lossAfter(p, len(acting)))
 	}
-	return fmt.Sprintf("%s, on %s: writes stop after %d more failure(s) among them; %s", up, where, len(acting)-p.MinSize+1, lossAfter(len(acting)))
+	return fmt.Sprintf("%s, on %s: writes stop after %d more failure(s) among them; %s", up, where, len(acting)-p.MinSize+1, lossAfter(p, len(acting)))
 }
 
-func lossAfter(copies int) string {
-	if copies == 1 {
+// lossAfter says how many of a PG's up OSDs must fail to lose its data.
+func lossAfter(p *clustermap.Pool, up int) string {
+	s := spare(p, up)
+	switch {
+	case s < 0:
+		return fmt.Sprintf("its data cannot be read until %d more shard(s) return (any %d of %d rebuild it)", need(p)-up, need(p), p.Size)
+	case s == 0 && up == 1:
 		return "its data is lost if that OSD fails"
+	case s == 0:
+		return "its data is lost if any of them fails"
+	case s+1 == up:
+		return fmt.Sprintf("its data is lost only if all %d fail", up)
 	}
-	return fmt.Sprintf("its data is lost only if all %d fail", copies)
+	return fmt.Sprintf("its data is lost if %d of them fail", s+1)
 }
 
 // lastCopyCheck names the OSDs whose failure now would lose data: those
-// holding the only copy up of some PG, most PGs first.
+// holding the only copy up of a replicated PG, or one of the last K
+// shards up of an erasure-coded one, most PGs first.
 func (st *Status) lastCopyCheck(m *clustermap.Map, lastCopy map[clustermap.OSDID][]string) {
 	if len(lastCopy) == 0 {
 		return
 	}
 	ids := make([]clustermap.OSDID, 0, len(lastCopy))
-	total := 0
-	for o, pgs := range lastCopy {
+	pgs := map[string]bool{}
+	for o, l := range lastCopy {
 		ids = append(ids, o)
-		total += len(pgs)
+		for _, pg := range l {
+			pgs[pg] = true
+		}
 	}
 	sort.Slice(ids, func(a, b int) bool {
 		if na, nb := len(lastCopy[ids[a]]), len(lastCopy[ids[b]]); na != nb {
@@ -224,12 +245,12 @@ func (st *Status) lastCopyCheck(m *clustermap.Map, lastCopy map[clustermap.OSDID
 		if osd, ok := m.OSD(o); ok {
 			host = osd.Host
 		}
-		pgs := lastCopy[o]
-		detail = append(detail, fmt.Sprintf("%s on host %s holds the only copy up of %d pg(s) (%s): keep it running until the other copies return or recovery ends",
-			o, host, len(pgs), strings.Join(clip(pgs), ", ")))
+		l := lastCopy[o]
+		detail = append(detail, fmt.Sprintf("%s on host %s: %d pg(s) lose data if it fails (%s): keep it running until the other copies return or recovery ends",
+			o, host, len(l), strings.Join(clip(l), ", ")))
 	}
 	st.add(Check{Code: "PG_LAST_COPY", Severity: Err,
-		Summary: fmt.Sprintf("%d pg(s) have a single copy up: one more failure among %d OSD(s) loses their data; bring the down OSDs back", total, len(ids)),
+		Summary: fmt.Sprintf("%d pg(s) are down to their last copy, or their last K shards: one more failure among %d OSD(s) loses their data; bring the down OSDs back", len(pgs), len(ids)),
 		Detail:  clip(detail)})
 }
 

@@ -158,14 +158,14 @@ func TestStatusInactiveIsError(t *testing.T) {
 	// Every PG is down to the copy on osd.4 or osd.5: status names both,
 	// most PGs first, and their counts add up to every PG.
 	c := find(st, "PG_LAST_COPY")
-	if c == nil || c.Severity != Err || len(c.Detail) != 2 || !strings.HasPrefix(c.Summary, "64 pg(s) have a single copy up: one more failure among 2 OSD(s)") {
+	if c == nil || c.Severity != Err || len(c.Detail) != 2 || !strings.HasPrefix(c.Summary, "64 pg(s) are down to their last copy, or their last K shards: one more failure among 2 OSD(s)") {
 		t.Fatalf("PG_LAST_COPY: %+v", c)
 	}
 	sum := 0
 	for i, line := range c.Detail {
 		var id, n int
 		var host string
-		if _, err := fmt.Sscanf(line, "osd.%d on host %s holds the only copy up of %d pg(s)", &id, &host, &n); err != nil || (id != 4 && id != 5) || host != "h3" {
+		if _, err := fmt.Sscanf(line, "osd.%d on host %s %d pg(s) lose data if it fails", &id, &host, &n); err != nil || (id != 4 && id != 5) || host != "h3:" {
 			t.Fatalf("PG_LAST_COPY detail %q: %v", line, err)
 		}
 		if i > 0 && n > sum {
@@ -352,5 +352,114 @@ func TestStatusECPool(t *testing.T) {
 	m.OSDs[0].Up = false
 	if st := Compute(m, primaryStats(m, "active+clean"), nil, time.Now()); st.Health == OK || find(st, "PG_DEGRADED") == nil {
 		t.Fatalf("an erasure-coded pool with an OSD down: %+v", st)
+	}
+}
+
+// ecMap is testMap with an erasure-coded 2+1 pool beside the 3-copy one,
+// one shard per host.
+func ecMap() *clustermap.Map {
+	m := testMap()
+	m.Pools = append(m.Pools, clustermap.Pool{ID: 2, Name: "ec", Size: 3, MinSize: 2, PGNum: 32, FailureDomain: clustermap.DomainHost,
+		EC: &clustermap.ECProfile{K: 2, M: 1, StripeUnit: clustermap.ECDefaultUnit}})
+	return m
+}
+
+func redundancyOf(t *testing.T, st Status, pool string) PoolRedundancy {
+	t.Helper()
+	for _, r := range st.Redundancy {
+		if r.Name == pool {
+			return r
+		}
+	}
+	t.Fatalf("no redundancy line for pool %q: %+v", pool, st.Redundancy)
+	return PoolRedundancy{}
+}
+
+// A host down leaves a 3-copy PG one failure to spare but a 2+1 PG none:
+// status says so per pool, names the 2+1 PGs as down to their last K
+// shards, and words their risk in shards.
+func TestStatusRedundancyErasureCoded(t *testing.T) {
+	m := ecMap()
+	st := Compute(m, nil, nil, time.Now())
+	rep, ec := redundancyOf(t, st, "default"), redundancyOf(t, st, "ec")
+	if rep.Kind != "3 copies" || rep.CanLose != 2 || rep.CanLoseNow != 2 || rep.Now() != "full redundancy" || rep.Design() != "can lose 2 hosts" {
+		t.Fatalf("healthy 3-copy pool: %+v %q", rep, rep.Now())
+	}
+	if ec.Kind != "ec 2+1" || ec.CanLose != 1 || ec.CanLoseNow != 1 || ec.PGs != 32 || ec.Design() != "can lose 1 host" || int(ec.UsablePct) != 66 {
+		t.Fatalf("healthy 2+1 pool: %+v", ec)
+	}
+	for _, id := range []clustermap.OSDID{2, 3} { // host h2
+		o, _ := m.OSD(id)
+		o.Up = false
+	}
+	st = Compute(m, nil, nil, time.Now())
+	rep, ec = redundancyOf(t, st, "default"), redundancyOf(t, st, "ec")
+	if rep.CanLoseNow != 1 || rep.PGsAtNow != 64 || ec.CanLoseNow != 0 || ec.PGsAtNow != 32 {
+		t.Fatalf("a host down: 3 copies %+v, 2+1 %+v", rep, ec)
+	}
+	if got := ec.Now(); got != "32 of 32 pg(s) can lose only 0 more OSD(s)" {
+		t.Fatalf("2+1 pool now: %q", got)
+	}
+	c := find(st, "PG_LAST_COPY")
+	if c == nil || !strings.HasPrefix(c.Summary, "32 pg(s) are down to their last copy, or their last K shards: one more failure among 4 OSD(s)") {
+		t.Fatalf("a host down: the 2+1 pgs (only) have nothing to spare: %+v", c)
+	}
+	var degradedEC *Check
+	for i := range st.Checks {
+		if st.Checks[i].Code == "PG_DEGRADED" && strings.Contains(st.Checks[i].Summary, `pool "ec"`) {
+			degradedEC = &st.Checks[i]
+		}
+	}
+	if degradedEC == nil || !strings.Contains(degradedEC.Summary, "fewer than 3 shards up") ||
+		!strings.Contains(degradedEC.Detail[0], "2 of 3 shards up, on osd.") || !strings.Contains(degradedEC.Detail[0], "its data is lost if any of them fails") {
+		t.Fatalf("degraded 2+1 pgs must word their risk in shards: %+v", degradedEC)
+	}
+	for _, id := range []clustermap.OSDID{0, 1} { // and host h1
+		o, _ := m.OSD(id)
+		o.Up = false
+	}
+	st = Compute(m, nil, nil, time.Now())
+	ec = redundancyOf(t, st, "ec")
+	in := find(st, "PG_INACTIVE")
+	if ec.CanLoseNow != -1 || ec.Now() != "32 pg(s) unreadable until OSDs return" || in == nil {
+		t.Fatalf("two hosts of three down: %+v %+v", ec, in)
+	}
+	for _, d := range find(st, "PG_INACTIVE").Detail {
+		if strings.HasPrefix(d, "2.") && !strings.Contains(d, "1 of 3 shards up") || strings.HasPrefix(d, "2.") && !strings.Contains(d, "cannot be read until 1 more shard(s) return (any 2 of 3 rebuild it)") {
+			t.Fatalf("unreadable 2+1 pg: %q", d)
+		}
+	}
+}
+
+// MaxAvail is what fits before the fullest OSD, for its share of the
+// data, is full, times the share of raw space that holds data.
+func TestPoolMaxAvail(t *testing.T) {
+	m := ecMap()
+	o, _ := m.OSD(5)
+	o.Weight = 2 // gets twice the data of each other OSD
+	const gib = int64(1) << 30
+	stats := map[clustermap.OSDID]report.OSDStats{}
+	for id := clustermap.OSDID(0); id < 6; id++ {
+		stats[id] = report.OSDStats{TotalBytes: 100 * gib, FreeBytes: 60 * gib}
+	}
+	s := stats[5]
+	s.FreeBytes = 40 * gib // room for its double share: 40 - 5 (the full ratio's margin) = 35
+	stats[5] = s
+	st := Compute(m, stats, nil, time.Now())
+	room := 35 * float64(gib) * 7 / 2 // osd.5 bounds: 35 GiB for 2/7 of the data
+	for _, c := range []struct {
+		pool string
+		want float64
+	}{{"default", room / 3}, {"ec", room * 2 / 3}} {
+		got := float64(redundancyOf(t, st, c.pool).MaxAvail)
+		if got < c.want*0.999 || got > c.want*1.001 {
+			t.Fatalf("pool %s: max avail %.0f, want %.0f", c.pool, got, c.want)
+		}
+	}
+	// An OSD out takes no data and does not bound the others.
+	o.In = false
+	st = Compute(m, stats, nil, time.Now())
+	if got, want := float64(redundancyOf(t, st, "default").MaxAvail), 55*float64(gib)*5/3; got < want*0.999 || got > want*1.001 {
+		t.Fatalf("osd.5 out: max avail %.0f, want %.0f", got, want)
 	}
 }
