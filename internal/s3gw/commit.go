@@ -28,11 +28,23 @@ type change struct {
 // is evaluated against exactly the value it replaces. It returns the
 // entry it replaced.
 func (g *Gateway) update(ctx context.Context, b *bucketRec, key string, guards []Cond, decide func(old *Entry) (change, error)) (*Entry, error) {
+	return g.updateAhead(ctx, b, key, nil, guards, decide)
+}
+
+// updateAhead is update whose first try decides on ahead, a read of the
+// key's entry started earlier (nil: none), if it read the shard the key is
+// in now. The commit's guard that the key still holds what was read makes
+// an early read as safe as one made just before the commit.
+func (g *Gateway) updateAhead(ctx context.Context, b *bucketRec, key string, ahead *entryRead, guards []Cond, decide func(old *Entry) (change, error)) (*Entry, error) {
 	home, start := b.shard(key), g.now()
 	for try := 0; try < maxCommitTries; try++ {
 		r := b.rangeOf(key)
 		shard := shardObject(b.ID, r.N)
-		old, txn, exists, err := g.prepare(ctx, shard, r, key, guards, decide)
+		read := ahead.take(shard)
+		if read == nil {
+			read = g.readKey(ctx, shard, key)
+		}
+		old, txn, exists, err := g.prepare(read, r, key, guards, decide)
 		if err != nil || txn == nil {
 			return old, err
 		}
@@ -74,10 +86,54 @@ func (g *Gateway) update(ctx context.Context, b *bucketRec, key string, guards [
 	return nil, ErrSlowDown.with("Too many concurrent writes to this key; retry.")
 }
 
-// prepare reads key's entry from shard r, lets decide choose the change and
-// builds its guarded transaction; a nil transaction means nothing to do.
-func (g *Gateway) prepare(ctx context.Context, shard string, r shardRange, key string, guards []Cond, decide func(old *Entry) (change, error)) (old *Entry, txn *Txn, exists bool, err error) {
+// entryRead is a read of one key of an index shard, which may still be
+// running: a write starts it before storing its data, so that the commit
+// after the data needs no read of its own.
+type entryRead struct {
+	shard string
+	done  chan struct{}
+	vals  map[string][]byte
+	err   error
+	taken bool
+}
+
+// readKey reads key from shard now.
+func (g *Gateway) readKey(ctx context.Context, shard, key string) *entryRead {
 	vals, err := g.cfg.Store.OmapGet(ctx, shard, key)
+	rd := &entryRead{shard: shard, done: make(chan struct{}), vals: vals, err: err}
+	close(rd.done)
+	return rd
+}
+
+// readAhead starts reading key's entry in the background.
+func (g *Gateway) readAhead(ctx context.Context, b *bucketRec, key string) *entryRead {
+	rd := &entryRead{shard: shardObject(b.ID, b.rangeOf(key).N), done: make(chan struct{})}
+	go func() {
+		defer close(rd.done)
+		rd.vals, rd.err = g.cfg.Store.OmapGet(ctx, rd.shard, key)
+	}()
+	return rd
+}
+
+// take waits for the read and returns it if it read shard and did not
+// fail (a failed early read is made again), once: a retry reads anew.
+func (rd *entryRead) take(shard string) *entryRead {
+	if rd == nil {
+		return nil
+	}
+	<-rd.done
+	if rd.taken || rd.shard != shard || rd.err != nil {
+		return nil
+	}
+	rd.taken = true
+	return rd
+}
+
+// prepare lets decide choose the change from key's entry as read from
+// shard r and builds its guarded transaction; a nil transaction means
+// nothing to do.
+func (g *Gateway) prepare(read *entryRead, r shardRange, key string, guards []Cond, decide func(old *Entry) (change, error)) (old *Entry, txn *Txn, exists bool, err error) {
+	vals, err := read.vals, read.err
 	if errors.Is(err, ErrNotFound) {
 		return nil, nil, false, ErrNoSuchBucket
 	}

@@ -108,6 +108,7 @@ func (rq *request) putObject() error {
 			return err
 		}
 	}
+	ahead := rq.g.readAhead(rq.ctx, b, rq.key)
 	s, err := rq.storeBody(b, rq.auth.Body, size, in.hashes())
 	if err != nil {
 		return err
@@ -119,7 +120,7 @@ func (rq *request) putObject() error {
 	}
 	e := &Entry{Size: size, ETag: hex.EncodeToString(md5sum), MTime: rq.g.now().UTC(), Headers: std, Meta: meta,
 		Checksum: Checksum{Alg: in.alg, Sum: sum}, Stripe: stripeSize, Parts: []Part{{DataID: s.dataID, Size: size, MD5: md5sum}}}
-	_, err = rq.g.update(rq.ctx, b, rq.key, []Cond{s.guard}, func(old *Entry) (change, error) {
+	_, err = rq.g.updateAhead(rq.ctx, b, rq.key, ahead, []Cond{s.guard}, func(old *Entry) (change, error) {
 		if err := conds.evalWrite(old); err != nil {
 			return change{}, err
 		}

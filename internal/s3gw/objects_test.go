@@ -10,8 +10,10 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -391,5 +393,66 @@ func TestChunkedTrailerOverTLS(t *testing.T) {
 	b, err := io.ReadAll(got.Body)
 	if err != nil || !bytes.Equal(b, data) || got.ChecksumCRC32C == nil || out.ChecksumCRC32C == nil || *got.ChecksumCRC32C != *out.ChecksumCRC32C {
 		t.Fatalf("GET after a chunked PUT: %d bytes, %v; checksums %v %v", len(b), err, got.ChecksumCRC32C, out.ChecksumCRC32C)
+	}
+}
+
+// readAheadStore holds every data write until the index entry of the
+// object being written has been read: a PUT that reads the entry only
+// after storing its data never gets past it.
+type readAheadStore struct {
+	*MemStore
+	key   string
+	read  chan struct{}
+	once  sync.Once
+	ahead atomic.Bool  // the data write found the entry read already
+	reads atomic.Int32 // of the entry
+}
+
+func (s *readAheadStore) OmapGet(ctx context.Context, name string, keys ...string) (map[string][]byte, error) {
+	if slices.Contains(keys, s.key) {
+		s.reads.Add(1)
+		s.once.Do(func() { close(s.read) })
+	}
+	return s.MemStore.OmapGet(ctx, name, keys...)
+}
+
+func (s *readAheadStore) Put(ctx context.Context, name string, data []byte) error {
+	if strings.HasPrefix(name, "s3d.") {
+		select {
+		case <-s.read:
+			s.ahead.Store(true)
+		case <-time.After(2 * time.Second):
+		}
+	}
+	return s.MemStore.Put(ctx, name, data)
+}
+
+// A PUT reads the entry it replaces while it stores the data, and its
+// commit decides on that read: the commit costs one round trip to the
+// index, not two.
+func TestPutReadsEntryAhead(t *testing.T) {
+	st := &readAheadStore{MemStore: NewMemStore(), key: "k", read: make(chan struct{})}
+	env := newEnvWith(t, false, func(c *Config) { c.Store = st })
+	env.mkBucket(env.alice, "bkt")
+	ctx := context.Background()
+	for i, data := range [][]byte{[]byte("first"), []byte("second")} {
+		if _, err := env.alice.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String("k"), Body: bytes.NewReader(data)}); err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+		if !st.ahead.Load() || st.reads.Load() != 1 {
+			t.Fatalf("put %d: entry read before the data write: %v; reads of the entry: %d, want 1", i, st.ahead.Load(), st.reads.Load())
+		}
+		got, err := env.alice.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("bkt"), Key: aws.String("k")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(got.Body)
+		got.Body.Close()
+		if !bytes.Equal(body, data) {
+			t.Fatalf("get after put %d: %q", i, body)
+		}
+		st.read, st.once = make(chan struct{}), sync.Once{}
+		st.ahead.Store(false)
+		st.reads.Store(0)
 	}
 }
