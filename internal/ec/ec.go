@@ -13,9 +13,11 @@
 // beyond the delta of its new bytes.
 //
 // The OSD's write path cuts whole objects into shards (EncodeObjectInto, in
-// object.go, into the OSD's pooled buffers); partial writes, to come, will
-// run Plan, then Writes for each stripe: the bytes each shard must put, or
-// XOR in, reading through a callback the old bytes a stripe needs. Its read
+// object.go, into the OSD's pooled buffers); a write at an offset or a
+// truncate runs WriteAt or Truncate (update.go), which run Plan, then
+// Writes for each stripe, reading through a ReadShard the old bytes a
+// stripe needs, and give each shard plain bytes to put and its new
+// length. Its read
 // path puts the data shards' spans together (Assemble) when they all
 // answer, and otherwise runs ReadRange, which reads the data shards and
 // rebuilds, from any K, the bytes of one that fails.
