@@ -28,9 +28,6 @@ func (p *Pool) do(ctx context.Context, req *proto.Request) (*proto.Response, err
 // replacing what it held (xattrs and omap are kept). Objects larger than
 // MaxChunk are written in pieces; each piece is durable when acknowledged.
 func (p *Pool) Put(ctx context.Context, name string, data []byte) error {
-	if err := p.wholeFits(name, len(data)); err != nil {
-		return err
-	}
 	first := data
 	if len(first) > MaxChunk {
 		first = first[:MaxChunk]
@@ -59,17 +56,6 @@ func (p *Pool) PutNew(ctx context.Context, name string, data []byte) error {
 
 // PutReader stores the content of r as the object (streamed in MaxChunk pieces).
 func (p *Pool) PutReader(ctx context.Context, name string, r io.Reader) (int64, error) {
-	if p.erasure() {
-		// One request, or nothing: read one byte more than it carries.
-		data, err := io.ReadAll(io.LimitReader(r, MaxChunk+1))
-		if err != nil {
-			return 0, err
-		}
-		if err := p.Put(ctx, name, data); err != nil {
-			return 0, err
-		}
-		return int64(len(data)), nil
-	}
 	buf := make([]byte, MaxChunk)
 	var off int64
 	for first := true; ; first = false {
@@ -359,21 +345,4 @@ func (p *Pool) listPG(ctx context.Context, seed uint32, prefix string, fn func(n
 		}
 		after = string(resp.Data)
 	}
-}
-
-// erasure reports whether the pool is erasure-coded now.
-func (p *Pool) erasure() bool {
-	pool, ok := p.c.view.Map().Pool(p.id)
-	return ok && pool.Erasure()
-}
-
-// wholeFits refuses, before anything is written, an object an
-// erasure-coded pool cannot take in one request: such pools take
-// whole-object writes only, so a larger put would leave its first piece
-// as the object.
-func (p *Pool) wholeFits(name string, n int) error {
-	if n > MaxChunk && p.erasure() {
-		return fmt.Errorf("put %s/%s: %w: %d bytes; erasure-coded pools take whole-object writes only for now, of at most %d bytes (one request)", p.name, name, ErrInvalid, n, MaxChunk)
-	}
-	return nil
 }

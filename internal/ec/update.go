@@ -27,8 +27,12 @@ type ShardUpdate struct {
 // WriteAt returns what each shard of an object of size bytes must do for
 // data to be written at off (the object grows to off+len(data) if that is
 // past its end, with zeros in any hole). read reads the shards as they
-// stand; only bytes below a shard's length are asked for.
+// stand; only bytes below a shard's length are asked for. An empty write
+// changes nothing (it does not move the object's end).
 func (c *Codec) WriteAt(size, off int64, data []byte, read ReadShard) ([]ShardUpdate, error) {
+	if len(data) == 0 {
+		return c.update(size, size, size, nil, read)
+	}
 	return c.update(size, max(size, off+int64(len(data))), off, data, read)
 }
 

@@ -146,13 +146,50 @@ func (s *Server) keepRollBack(coll, name string, next pg.ShardMeta, txn *objstor
 }
 
 // applyShardWrite applies a client write's transaction to this OSD's
-// shard of name, with its rollback state and its meta.
-func (s *Server) applyShardWrite(coll, name string, meta pg.ShardMeta, txn *objstore.Txn) error {
+// shard of name, with its rollback state and its meta. A partial write
+// (a write at an offset, a truncate) changes bytes of the shard as it
+// stands, so it first checks that the shard holds the version the write
+// replaces (expectShard). The rollback state is the same as a put's: the
+// whole old shard is kept.
+func (s *Server) applyShardWrite(coll, name string, meta pg.ShardMeta, txn *objstore.Txn, partial bool) error {
 	defer s.shards.lockAll(s.seed, coll, []string{name})()
+	if partial {
+		if err := s.expectShard(coll, name, meta); err != nil {
+			return err
+		}
+	}
 	if err := s.keepRollBack(coll, name, meta, txn); err != nil {
 		return err
 	}
 	return s.apply(txn)
+}
+
+// errShardVersion: a partial write found its shard at another version
+// than the one it replaces. The shard refuses it and the primary has the
+// position rebuilt (it is marked missing).
+var errShardVersion = errors.New("the shard is not at the version the write replaces")
+
+// expectShard checks that name's shard holds next.Prev, the version a
+// partial write replaces (zero: no shard, or a tombstone), or already
+// holds next.Ver (the write sent again). A shard whose meta is damaged
+// holds no version. The caller holds the shard's lock.
+func (s *Server) expectShard(coll, name string, next pg.ShardMeta) error {
+	old, found, err := s.shardMeta(coll, name)
+	switch {
+	case err != nil && !objstore.IsCorruption(err) && !errors.Is(err, pg.ErrBadShardMeta):
+		return err
+	case err != nil:
+		return fmt.Errorf("%w (%s): %v", errShardVersion, next.Prev, err)
+	case found && old.Ver == next.Ver:
+		return nil
+	case next.Prev == (pg.EVersion{}) && (!found || old.Tombstone):
+		return nil
+	case found && !old.Tombstone && old.Ver == next.Prev:
+		return nil
+	case !found:
+		return fmt.Errorf("%w (%s): it holds none", errShardVersion, next.Prev)
+	}
+	return fmt.Errorf("%w (%s): it holds %s (tombstone: %v)", errShardVersion, next.Prev, old.Ver, old.Tombstone)
 }
 
 // rollBackTxn adds to txn the rollback of name's shard as entry e says:

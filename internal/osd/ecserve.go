@@ -18,13 +18,13 @@ import (
 	"github.com/cairn-storage/cairn/internal/proto"
 )
 
-// The primary's side of erasure-coded pools, first slice: whole-object
-// writes (put, delete) and reads (whole, ranges, stat, listing). Every
-// other op is refused by name (refuseEC) rather than run on one shard as
-// if it were the object.
+// The primary's side of erasure-coded pools: whole-object writes (put,
+// delete), writes at an offset and truncates (ecpartial.go), and reads
+// (whole, ranges, stat, listing). Every other op is refused by name
+// (refuseEC) rather than run on one shard as if it were the object.
 
-// msgWholeOnly is what a refused partial write says.
-const msgWholeOnly = "erasure-coded pools take whole-object writes only for now (put and delete)"
+// msgDataOnly is what a refused op says.
+const msgDataOnly = "erasure-coded pools take object data only for now (put, write at an offset, truncate, delete)"
 
 // refuseEC refuses the requests erasure-coded pools do not serve yet.
 func (s *Server) refuseEC(pool *clustermap.Pool, req *proto.Request) *proto.Response {
@@ -32,13 +32,13 @@ func (s *Server) refuseEC(pool *clustermap.Pool, req *proto.Request) *proto.Resp
 		return s.fail(proto.StatusInvalid, "pool %q is erasure-coded (%s): snapshots of erasure-coded pools are not built yet", pool.Name, pool.EC)
 	}
 	switch req.Op {
-	case proto.OpPut, proto.OpDelete, proto.OpRead, proto.OpStat, proto.OpList:
+	case proto.OpPut, proto.OpWrite, proto.OpTruncate, proto.OpDelete, proto.OpRead, proto.OpStat, proto.OpList:
 		return nil
 	case proto.OpScrub:
 		return s.fail(proto.StatusInvalid, "pool %q is erasure-coded (%s): scrub of erasure-coded pools is not built yet", pool.Name, pool.EC)
 	}
 	if isWrite(req.Op) {
-		return s.fail(proto.StatusInvalid, "pool %q is erasure-coded (%s): %s refused: %s", pool.Name, pool.EC, req.Op, msgWholeOnly)
+		return s.fail(proto.StatusInvalid, "pool %q is erasure-coded (%s): %s refused: %s", pool.Name, pool.EC, req.Op, msgDataOnly)
 	}
 	return s.fail(proto.StatusInvalid, "pool %q is erasure-coded (%s): %s refused: erasure-coded pools keep no xattrs or omap yet", pool.Name, pool.EC, req.Op)
 }
@@ -58,10 +58,15 @@ func (s *Server) serveEC(ctx context.Context, pool *clustermap.Pool, p *pgState,
 		return s.fail(proto.StatusInvalid, "%v", err)
 	}
 	l := s.lock(req.PG, req.Object)
-	if req.Op == proto.OpPut || req.Op == proto.OpDelete {
+	switch req.Op {
+	case proto.OpPut, proto.OpDelete:
 		l.Lock()
 		defer l.Unlock()
 		return s.ecWrite(ctx, pool, c, p, req)
+	case proto.OpWrite, proto.OpTruncate:
+		l.Lock()
+		defer l.Unlock()
+		return s.ecPartialWrite(ctx, pool, c, p, req)
 	}
 	l.RLock()
 	defer l.RUnlock()
@@ -332,14 +337,8 @@ func (b *shardBufs) done() {
 // that does not. The caller holds the object's lock.
 func (s *Server) ecWrite(ctx context.Context, pool *clustermap.Pool, c *ec.Codec, p *pgState, req *proto.Request) *proto.Response {
 	t := s.view.Table()
-	if !p.activeFor(t.Acting(pool, req.PG)) {
-		return s.fail(proto.StatusUnavailable, "pg %s is peering again; retry", req.PG)
-	}
-	if p.isUnfound(req.Object) {
-		return s.fail(proto.StatusUnavailable, "pg %s: object %q is unfound: no version of it is on %d positions that hold every write; it takes no writes until they return", req.PG, req.Object, pool.EC.K)
-	}
-	if err := s.ensureObject(ctx, req.PG, p, req.Object, ensureAll); err != nil {
-		return s.fail(proto.StatusUnavailable, "pg %s: rebuilding the shards of %q before writing it: %v", req.PG, req.Object, err)
+	if bad := s.ecWriteReady(ctx, t, pool, p, req); bad != nil {
+		return bad
 	}
 	if req.Op == proto.OpDelete || req.Flags&proto.FlagExclusive != 0 {
 		o, bad := s.ecLookup(ctx, pool, p, req.PG, req.Object)
@@ -377,6 +376,31 @@ func (s *Server) ecWrite(ctx context.Context, pool *clustermap.Pool, c *ec.Codec
 	if bad := s.planShards(pool, req, w, shards); bad != nil {
 		return bad
 	}
+	return s.ecCommit(ctx, pool, p, req, w)
+}
+
+// ecWriteReady checks that an erasure-coded object may be written now
+// and brings every position that lacks it up to date first, so every
+// shard a write replaces holds the version that stands: what a position
+// keeps to roll back is never a version that does not. The caller holds
+// the object's lock.
+func (s *Server) ecWriteReady(ctx context.Context, t *placement.Table, pool *clustermap.Pool, p *pgState, req *proto.Request) *proto.Response {
+	if !p.activeFor(t.Acting(pool, req.PG)) {
+		return s.fail(proto.StatusUnavailable, "pg %s is peering again; retry", req.PG)
+	}
+	if p.isUnfound(req.Object) {
+		return s.fail(proto.StatusUnavailable, "pg %s: object %q is unfound: no version of it is on %d positions that hold every write; it takes no writes until they return", req.PG, req.Object, pool.EC.K)
+	}
+	if err := s.ensureObject(ctx, req.PG, p, req.Object, ensureAll); err != nil {
+		return s.fail(proto.StatusUnavailable, "pg %s: rebuilding the shards of %q before writing it: %v", req.PG, req.Object, err)
+	}
+	return nil
+}
+
+// ecCommit sends each position its shard transaction of w and answers
+// once every one has it durable; then it queues the trim of the write's
+// rollback state.
+func (s *Server) ecCommit(ctx context.Context, pool *clustermap.Pool, p *pgState, req *proto.Request, w *writePlan) *proto.Response {
 	if ecPartialPut(s, req, w) {
 		return s.fail(proto.StatusUnavailable, "failpoint")
 	}

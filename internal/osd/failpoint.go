@@ -11,8 +11,9 @@ import (
 
 // FailpointECPartialPut names the environment variable of a failpoint for
 // tests of erasure-coded writes cut short. Unset (always, outside tests)
-// it does nothing. Set to a file's path, the first OSD whose put to an
-// erasure-coded pool finds that file takes it (renames it, so one put of
+// it does nothing. Set to a file's path, the first OSD whose put (or
+// write at an offset, or truncate) to an erasure-coded pool finds that
+// file takes it (renames it, so one put of
 // the whole cluster fires), applies the put only to the first N positions
 // of the acting set, N being the file's content (its own position
 // first), and exits at once with failpointExit, as a primary that crashes
@@ -26,7 +27,7 @@ var partialPutFile = os.Getenv(FailpointECPartialPut)
 
 // ecPartialPut fires the failpoint for write w if it is set and armed.
 func ecPartialPut(s *Server, req *proto.Request, w *writePlan) bool {
-	if partialPutFile == "" || req.Op != proto.OpPut {
+	if partialPutFile == "" || req.Op != proto.OpPut && req.Op != proto.OpWrite && req.Op != proto.OpTruncate {
 		return false
 	}
 	fired := partialPutFile + ".fired"
@@ -45,7 +46,7 @@ func ecPartialPut(s *Server, req *proto.Request, w *writePlan) bool {
 			break
 		}
 		if o == s.id {
-			if s.applyShardWrite(shardColl(req.PG, w.shardMetas[o].Position), req.Object, w.shardMetas[o], w.txn) == nil {
+			if s.applyShardWrite(shardColl(req.PG, w.shardMetas[o].Position), req.Object, w.shardMetas[o], w.txn, w.partial) == nil {
 				reached++
 			}
 			continue
@@ -58,7 +59,7 @@ func ecPartialPut(s *Server, req *proto.Request, w *writePlan) bool {
 			reached++
 		}
 	}
-	s.logf("%s: failpoint %s: put of %q in pg %s applied on %d position(s) of %d, exiting", s.id, FailpointECPartialPut, req.Object, req.PG, reached, len(w.acting))
+	s.logf("%s: failpoint %s: %s of %q in pg %s applied on %d position(s) of %d, exiting", s.id, FailpointECPartialPut, req.Op, req.Object, req.PG, reached, len(w.acting))
 	os.Exit(failpointExit)
 	return true
 }

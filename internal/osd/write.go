@@ -171,6 +171,9 @@ type writePlan struct {
 	shardMetas map[clustermap.OSDID]pg.ShardMeta
 	// bufs holds the pooled buffers of a put's shards (ecserve.go).
 	bufs *shardBufs
+	// partial: the shard writes change part of each shard, which must
+	// hold the version they replace (proto.FlagShardPartial).
+	partial bool
 }
 
 // txnFor is the transaction member osd applies.
@@ -263,6 +266,10 @@ func (s *Server) replicate(ctx context.Context, pool *clustermap.Pool, p *pgStat
 		if errors.Is(err, errIntervalChanged) {
 			return s.fail(proto.StatusUnavailable, "pg %s changed before the write applied; retry", req.PG)
 		}
+		if errors.Is(err, errShardVersion) {
+			p.markMissing(s.id, req.Object, w.interval)
+			return s.fail(proto.StatusUnavailable, "pg %s: %s's shard of %q: %v; it is rebuilt first when the write is sent again", req.PG, s.id, req.Object, err)
+		}
 		return s.failErr(err)
 	}
 	f.collect()
@@ -285,6 +292,12 @@ func (s *Server) replicate(ctx context.Context, pool *clustermap.Pool, p *pgStat
 // if it was sent again (its new answer comes through f.results), else the
 // response that fails the write.
 func (s *Server) replicaFailed(ctx context.Context, pool *clustermap.Pool, p *pgState, req *proto.Request, w *writePlan, f *fanout, res replicaResult, deadline time.Time) *proto.Response {
+	if res.err == nil && res.resp.Status == proto.StatusPrecondition {
+		// A partial shard write found the shard at another version: the
+		// position is rebuilt before the write is sent again.
+		p.markMissing(res.osd, req.Object, w.interval)
+		return s.fail(proto.StatusUnavailable, "member %s: %s; it is rebuilt first when the write is sent again", res.osd, res.resp.Message)
+	}
 	if res.err == nil {
 		switch res.resp.Status {
 		case proto.StatusNoSpace, proto.StatusInvalid, proto.StatusIOError:
@@ -455,7 +468,7 @@ func (s *Server) applyLocal(p *pgState, pool *clustermap.Pool, req *proto.Reques
 		return errIntervalChanged
 	}
 	if m, ok := w.shardMetas[s.id]; ok {
-		return s.applyShardWrite(shardColl(req.PG, m.Position), req.Object, m, w.txn)
+		return s.applyShardWrite(shardColl(req.PG, m.Position), req.Object, m, w.txn, w.partial)
 	}
 	return s.apply(w.txn)
 }
@@ -532,7 +545,11 @@ func (s *Server) applyShardReplica(t *placement.Table, req *proto.Request, txn *
 	if err != nil || meta.Position != pos {
 		return s.fail(proto.StatusInvalid, "shard write of %q: its meta is malformed or names another position than %d", req.Object, pos)
 	}
-	if err := s.applyShardWrite(coll, req.Object, meta, txn); err != nil {
+	err = s.applyShardWrite(coll, req.Object, meta, txn, req.Flags&proto.FlagShardPartial != 0)
+	if errors.Is(err, errShardVersion) {
+		return s.fail(proto.StatusPrecondition, "%s: shard %d of %q: %v", s.id, pos, req.Object, err)
+	}
+	if err != nil {
 		return s.failErr(err)
 	}
 	return nil

@@ -110,6 +110,12 @@ const (
 	// FlagPrevShard: OpReadReplica of an erasure-coded PG reads the
 	// shard the receiver's newest write rolls back to, and its meta.
 	FlagPrevShard
+	// FlagShardPartial: with FlagShardWrite, the write changes part of
+	// the shard (a write at an offset, a truncate): the meta's Prev is
+	// the version the receiver's shard must hold (zero: none, or a
+	// tombstone), and a shard at another version refuses it with
+	// StatusPrecondition, so bytes are never written over a stale shard.
+	FlagShardPartial
 )
 
 // Keys of an OpScrub reply (decimal values).

@@ -25,7 +25,7 @@ type ecPools struct {
 	m  map[string]*MemStore
 }
 
-var errECOmap = errors.New("erasure-coded pools take whole-object writes only for now")
+var errECOmap = errors.New("erasure-coded pools take object data only for now")
 
 func newECPools(names ...string) *ecPools {
 	p := &ecPools{m: map[string]*MemStore{}}

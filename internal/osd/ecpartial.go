@@ -1,0 +1,219 @@
+package osd
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cairn-storage/cairn/internal/clustermap"
+	"github.com/cairn-storage/cairn/internal/ec"
+	"github.com/cairn-storage/cairn/internal/objstore"
+	"github.com/cairn-storage/cairn/internal/pg"
+	"github.com/cairn-storage/cairn/internal/placement"
+	"github.com/cairn-storage/cairn/internal/proto"
+)
+
+// Partial writes of erasure-coded objects: a write at an offset
+// (OpWrite) and a truncate (OpTruncate). Under the object's lock the
+// primary decides the version that stands (ecLookup, as reads do) and has
+// every position of the acting set that does not hold it rebuilt first;
+// it then reads what the change needs of the stripes it touches (the data
+// shards' old bytes, and the old parity for a delta: shardReads, which
+// rebuilds a data shard that cannot be read from the others), and works
+// out each shard's new bytes and length (ec.Codec.WriteAt, Truncate).
+// Each position gets only its part: plain bytes at offsets (never a delta
+// to apply, so a resend lands once), its new length, and the meta of the
+// new version, whose Prev is the version the write replaces
+// (proto.FlagShardPartial): a position at another version refuses it
+// (expectShard) and is rebuilt before the write is sent again, so no
+// bytes are ever written over a stale shard. Each position keeps what it
+// needs to roll back in the same transaction, as a put does (the whole
+// old shard: keepRollBack), so trims, rollbacks and peering are a put's.
+
+// maxPartialEnd bounds where a write or truncate may leave an object's
+// end, so offsets never overflow the shard arithmetic.
+const maxPartialEnd = 1 << 50
+
+// ecPartialWrite runs a write at an offset or a truncate of an
+// erasure-coded object. The caller holds the object's lock.
+func (s *Server) ecPartialWrite(ctx context.Context, pool *clustermap.Pool, c *ec.Codec, p *pgState, req *proto.Request) *proto.Response {
+	end := req.Offset
+	if req.Op == proto.OpWrite {
+		end += uint64(len(req.Data))
+	}
+	if req.Offset > maxPartialEnd || end > maxPartialEnd {
+		return s.fail(proto.StatusInvalid, "%s of %q at %d: past the largest object an erasure-coded pool holds (%d bytes)", req.Op, req.Object, req.Offset, uint64(maxPartialEnd))
+	}
+	t := s.view.Table()
+	if bad := s.ecWriteReady(ctx, t, pool, p, req); bad != nil {
+		return bad
+	}
+	p.mu.Lock()
+	w := &writePlan{t: t, interval: p.prim.Epoch, writeSet: p.prim.WriteSet, acting: p.prim.Acting, partial: true}
+	p.mu.Unlock()
+	o, bad := s.ecStanding(ctx, pool, p, req, w.interval)
+	if bad != nil {
+		return bad
+	}
+	if req.Op == proto.OpWrite || int64(req.Offset) > o.sizeNow() {
+		if bad := s.refuseFull(req, w.writeSet); bad != nil {
+			return bad
+		}
+	}
+	if len(w.acting) < pool.MinSize {
+		return s.belowMinSize(pool, req, w)
+	}
+	ups, newSize, err := s.partialUpdates(ctx, c, o, req)
+	if err != nil {
+		return s.fail(proto.StatusUnavailable, "pg %s: reading the stripes of %q that the %s changes: %v", req.PG, req.Object, req.Op, err)
+	}
+	w.ver = p.nextVersion()
+	if bad := s.planPartial(pool, req, w, o, ups, newSize); bad != nil {
+		return bad
+	}
+	return s.ecCommit(ctx, pool, p, req, w)
+}
+
+// sizeNow is the object's size as the version that stands has it (0 if
+// it is absent).
+func (o *ecObject) sizeNow() int64 {
+	if !o.exists() {
+		return 0
+	}
+	return o.size
+}
+
+// lagging returns the positions with an OSD whose shard does not hold the
+// version that stands (or, for an absent object, holds a shard that is
+// not a tombstone).
+func (o *ecObject) lagging() []int {
+	var out []int
+	for i, osd := range o.osds {
+		if osd == placement.NoOSD {
+			continue
+		}
+		m := o.metas[i]
+		ok := m != nil && !m.Tombstone && m.Ver == o.plan.Ver
+		if !o.exists() {
+			ok = m == nil || m.Tombstone
+		}
+		if !ok {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// ecStanding decides the version of req's object that stands and makes
+// sure every position of the acting set holds it: one that does not (a
+// write it refused, a rollback it keeps) is marked missing and rebuilt,
+// once; a position still lagging then fails the write, to be retried.
+func (s *Server) ecStanding(ctx context.Context, pool *clustermap.Pool, p *pgState, req *proto.Request, interval clustermap.Epoch) (*ecObject, *proto.Response) {
+	for try := 0; ; try++ {
+		o, bad := s.ecLookup(ctx, pool, p, req.PG, req.Object)
+		if bad != nil {
+			return nil, bad
+		}
+		lag := o.lagging()
+		if len(lag) == 0 {
+			return o, nil
+		}
+		if try > 0 {
+			return nil, s.fail(proto.StatusUnavailable, "pg %s: positions %v do not hold version %s of %q after they were rebuilt; retry", req.PG, lag, o.plan.Ver, req.Object)
+		}
+		for _, i := range lag {
+			p.markMissing(o.osds[i], req.Object, interval)
+		}
+		if err := s.ensureObject(ctx, req.PG, p, req.Object, ensureAll); err != nil {
+			return nil, s.fail(proto.StatusUnavailable, "pg %s: rebuilding the shards of %q at positions %v before writing it: %v", req.PG, req.Object, lag, err)
+		}
+	}
+}
+
+// partialUpdates reads what req needs of the object's touched stripes and
+// returns each shard's update, and the object's size afterwards.
+func (s *Server) partialUpdates(ctx context.Context, c *ec.Codec, o *ecObject, req *proto.Request) ([]ec.ShardUpdate, int64, error) {
+	l := c.Layout()
+	size, off := o.sizeNow(), int64(req.Offset)
+	lo, hi := off, off+int64(len(req.Data))
+	if req.Op == proto.OpTruncate {
+		hi = min(size, (off/l.StripeBytes()+1)*l.StripeBytes()) // the stripe a cut lands in
+	}
+	rd := &shardReads{s: s, ctx: ctx, o: o, l: l, id: req.PG, name: req.Object, bufs: map[int][]byte{}, errs: map[int]error{}}
+	rd.from, rd.to = l.Span(lo, hi)
+	if size > 0 && hi > lo {
+		rd.prefetch(partialReads(l, l.Plan(size, lo, int(hi-lo)), lo, hi))
+	}
+	if req.Op == proto.OpTruncate {
+		ups, err := c.Truncate(size, off, rd.read)
+		return ups, off, err
+	}
+	ups, err := c.WriteAt(size, off, req.Data, rd.read)
+	if len(req.Data) == 0 {
+		return ups, size, err
+	}
+	return ups, max(size, hi), err
+}
+
+// partialReads returns the shards a write's stripes read, to fetch at
+// once: the data shards it touches and the parity shards for a delta,
+// every data shard for a reread.
+func partialReads(l ec.Layout, work []ec.StripeWork, lo, hi int64) []int {
+	var delta, reread bool
+	for _, w := range work {
+		delta = delta || w.Kind == ec.Delta
+		reread = reread || w.Kind == ec.Reread
+	}
+	out := dataChunks(l, lo, hi)
+	if reread {
+		out = out[:0]
+		for i := 0; i < l.K; i++ {
+			out = append(out, i)
+		}
+	}
+	if delta {
+		for j := l.K; j < l.K+l.M; j++ {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// planPartial gives each position of the acting set its transaction and
+// the meta of its shard: its writes, its new length if the object's size
+// changes, and the version the write replaces as the meta's Prev. A write
+// that creates the object (or writes over a delete's tombstone) starts
+// every shard empty.
+func (s *Server) planPartial(pool *clustermap.Pool, req *proto.Request, w *writePlan, o *ecObject, ups []ec.ShardUpdate, newSize int64) *proto.Response {
+	meta := pg.ShardMeta{Ver: pg.EVersion{Epoch: uint64(w.interval), Version: w.ver}, Size: uint64(newSize), CanRollBack: true}
+	if o.exists() {
+		meta.Prev = o.plan.Ver
+	}
+	_, osds := w.t.Positions(pool, req.PG)
+	w.shards = make(map[clustermap.OSDID]*objstore.Txn, len(osds))
+	w.shardMetas = make(map[clustermap.OSDID]pg.ShardMeta, len(osds))
+	for i, osd := range osds {
+		if osd == placement.NoOSD {
+			continue
+		}
+		coll, txn := shardColl(req.PG, i), &objstore.Txn{}
+		if !o.exists() {
+			txn.Put(coll, req.Object, nil)
+		}
+		for _, sw := range ups[i].Writes {
+			txn.Write(coll, req.Object, uint64(sw.Off), sw.Data)
+		}
+		if !o.exists() || newSize != o.size {
+			txn.Truncate(coll, req.Object, uint64(ups[i].Len))
+		}
+		txn.SetXattr(coll, req.Object, versionXattr, meta.Ver.Encode())
+		if err := txn.Validate(); err != nil {
+			return s.fail(proto.StatusInvalid, "%v", err)
+		}
+		meta.Position = i
+		w.shards[osd], w.shardMetas[osd] = txn, meta
+	}
+	if w.txn = w.shards[s.id]; w.txn == nil {
+		panic(fmt.Sprintf("%s writes pg %s as its primary but holds no position of it", s.id, req.PG))
+	}
+	return nil
+}

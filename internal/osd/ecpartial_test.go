@@ -1,0 +1,106 @@
+package osd
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/cairn-storage/cairn/internal/objstore"
+	"github.com/cairn-storage/cairn/internal/pg"
+	"github.com/cairn-storage/cairn/internal/proto"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// partialShard applies a partial shard write as a member does: bytes at
+// off, then the shard's new length (if newLen ≥ 0), at version ver
+// replacing version prev (0: none).
+func partialShard(s *Server, name string, ver, prev uint64, off int64, data []byte, newLen int64) error {
+	m := pg.ShardMeta{Ver: pg.EVersion{Epoch: 1, Version: ver}, CanRollBack: true}
+	if prev != 0 {
+		m.Prev = pg.EVersion{Epoch: 1, Version: prev}
+	}
+	txn := &objstore.Txn{}
+	if prev == 0 {
+		txn.Put(testShardColl, name, nil)
+	}
+	txn.Write(testShardColl, name, uint64(off), data)
+	if newLen >= 0 {
+		txn.Truncate(testShardColl, name, uint64(newLen))
+	}
+	txn.SetXattr(testShardColl, name, versionXattr, m.Ver.Encode())
+	return s.applyShardWrite(testShardColl, name, m, txn, true)
+}
+
+// A partial write of a shard keeps, in its own transaction, the whole
+// shard it replaces: a rollback restores the old bytes (and length), a
+// trim drops them. A partial write whose shard is not at the version it
+// replaces is refused and changes nothing; one sent again lands once.
+func TestPartialShardWriteRollBack(t *testing.T) {
+	s := shardTestServer(t, vfs.NewMem())
+	writeShard(t, s, "o", 1, []byte("one-two-three"), false)
+	if err := s.applyShardEntries(testShardColl, proto.OpShardTrim, []proto.ShardEntry{entry("o", 1, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	wantShard(t, s, "o", 1, 0, false, []byte("one-two-three"), nil)
+
+	for range 2 { // the second is the same write sent again
+		if err := partialShard(s, "o", 2, 1, 4, []byte("TWO"), -1); err != nil {
+			t.Fatal(err)
+		}
+		wantShard(t, s, "o", 2, 1, true, []byte("one-TWO-three"), []byte("one-two-three"))
+	}
+	for what, err := range map[string]error{
+		"expecting an older version": partialShard(s, "o", 3, 1, 0, []byte("X"), -1),
+		"expecting no shard":         partialShard(s, "o", 3, 0, 0, []byte("X"), -1),
+	} {
+		if !errors.Is(err, errShardVersion) {
+			t.Fatalf("a partial write %s: %v", what, err)
+		}
+		wantShard(t, s, "o", 2, 1, true, []byte("one-TWO-three"), []byte("one-two-three"))
+	}
+
+	if err := s.applyShardEntries(testShardColl, proto.OpShardRollBack, []proto.ShardEntry{entry("o", 2, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	wantShard(t, s, "o", 1, 0, false, []byte("one-two-three"), nil)
+
+	// Growing, with a hole: zeros between the old end and the write.
+	if err := partialShard(s, "o", 3, 1, 16, []byte("four"), 24); err != nil {
+		t.Fatal(err)
+	}
+	grown := append([]byte("one-two-three\x00\x00\x00four"), make([]byte, 4)...)
+	wantShard(t, s, "o", 3, 1, true, grown, []byte("one-two-three"))
+	if err := s.applyShardEntries(testShardColl, proto.OpShardTrim, []proto.ShardEntry{entry("o", 3, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	wantShard(t, s, "o", 3, 0, false, grown, nil)
+	// Cut, then rolled back: the old length comes back.
+	if err := partialShard(s, "o", 4, 3, 2, []byte("!"), 3); err != nil {
+		t.Fatal(err)
+	}
+	wantShard(t, s, "o", 4, 3, true, []byte("on!"), grown)
+	if err := s.applyShardEntries(testShardColl, proto.OpShardRollBack, []proto.ShardEntry{entry("o", 4, 3)}); err != nil {
+		t.Fatal(err)
+	}
+	wantShard(t, s, "o", 3, 0, false, grown, nil)
+
+	// A partial write that creates the shard rolls back to absent.
+	if err := partialShard(s, "n", 5, 0, 3, []byte("x"), 5); err != nil {
+		t.Fatal(err)
+	}
+	wantShard(t, s, "n", 5, 0, true, []byte("\x00\x00\x00x\x00"), nil)
+	if err := s.applyShardEntries(testShardColl, proto.OpShardRollBack, []proto.ShardEntry{entry("n", 5, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.store.Stat(testShardColl, "n"); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("a partial create rolled back is still there: %v", err)
+	}
+	// Over a delete's tombstone, as over no shard.
+	writeShard(t, s, "o", 6, nil, true)
+	if err := partialShard(s, "o", 7, 0, 0, []byte("new"), -1); err != nil {
+		t.Fatalf("a partial write over a tombstone: %v", err)
+	}
+	if got, err := s.store.Read(testShardColl, "o", 0, 0); err != nil || !bytes.Equal(got, []byte("new")) {
+		t.Fatalf("over a tombstone: %q, %v", got, err)
+	}
+}
