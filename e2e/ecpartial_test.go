@@ -126,44 +126,61 @@ func TestECPartialWrites(t *testing.T) {
 	m.check(victim.String() + " down")
 }
 
-// TestECPartialWriteCutShort: a write at an offset to a 2+1 pool cut
-// short by its primary's crash (osd.FailpointECPartialPut), applied on
-// the primary's own position only, is rolled back by peering once that
-// OSD is back: the acknowledged bytes read back, whole and by range, and
-// the object takes partial writes again.
+// TestECPartialWriteCutShort: on a 2+1 pool with min_size 2, one
+// position down, writes at an offset go on (acknowledged by the two
+// others); then one cut short by its primary's crash
+// (osd.FailpointECPartialPut) reaches only the primary's own position,
+// leaving the PG with too few positions to peer without it. Once the
+// primary is back, peering rolls its shard back (the whole shard it
+// kept), and the acknowledged bytes read back, whole and by range, with
+// the third position still down and once it is back and rebuilt; the
+// object takes partial writes again, and on every position's disk its
+// shard ends at one version, of the object's size, keeping nothing.
 func TestECPartialWriteCutShort(t *testing.T) {
 	trigger := filepath.Join(t.TempDir(), "partial-write")
 	t.Setenv(osd.FailpointECPartialPut, trigger)
 	c := startCluster(t, clusterOpts{})
-	p, _ := c.createECPool(t, "ecwc", "2+1")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	p, _ := c.createECPool(t, "ecwc", "2+1", "--min-size", "2")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	m := &ecModel{t: t, ctx: ctx, p: p, objs: map[string][]byte{}}
 	stripe := 2 * clustermap.ECDefaultUnit
 	m.put("w", payload("w", 0, 2*stripe+999))
-	m.writeAt("w", 100, payload("w", 1, 3000)) // acknowledged
+	m2 := currentMap(t, c)
+	pool, _ := m2.PoolByName("ecwc")
+	id := placement.PGOf(pool, "w")
+	_, pos := placement.NewTable(m2).Positions(pool, id)
+	primary, stale := pos[0], pos[2]
 
+	c.kill(stale.String())
+	c.waitStatus(20*time.Second, stale.String()+" down", func(_ map[string]any, raw string) bool {
+		return strings.Contains(raw, "OSD_DOWN") && strings.Contains(raw, stale.String()+" on host")
+	})
+	m.writeAt("w", 100, payload("w", 1, 3000))        // acknowledged by positions 0 and 1
+	m.writeAt("w", 2*stripe+900, payload("w", 2, 50)) // growing
 	if err := os.WriteFile(trigger, []byte("1"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
-	err := p.WriteAt(wctx, "w", 50, payload("w", 2, stripe))
+	err := p.WriteAt(wctx, "w", 50, payload("w", 3, stripe+7))
 	wcancel()
 	if err == nil {
 		t.Fatal("the write the failpoint cuts short was acknowledged")
 	}
-	m2 := currentMap(t, c)
-	pool, _ := m2.PoolByName("ecwc")
-	_, pos := placement.NewTable(m2).Positions(pool, placement.PGOf(pool, "w"))
-	primary := pos[0]
 	if log, _ := os.ReadFile(c.procs[primary.String()].Log); !strings.Contains(string(log), "failpoint "+osd.FailpointECPartialPut) {
 		t.Fatalf("%s did not fire the failpoint (write: %v)", primary, err)
 	}
 	c.restart(primary.String())
-	m.check("the primary back")
+	m.check("the primary back, " + stale.String() + " still down")
 	if log, _ := os.ReadFile(c.procs[primary.String()].Log); !strings.Contains(string(log), "rolled back 1 shard(s)") {
 		t.Fatalf("%s's log does not show the partial write rolled back", primary)
 	}
+	c.restart(stale.String())
+	c.waitHealthy(40*time.Second, "with every position back")
+	m.check("every position back")
 	m.writeAt("w", 7, []byte("after the rollback"))
 	m.check("written again")
+	time.Sleep(time.Second) // the trims of the last writes
+	c.stop()
+	checkShardsOnDisk(t, c, id.String(), pos, "w", len(m.objs["w"]))
 }
