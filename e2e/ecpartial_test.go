@@ -113,6 +113,14 @@ func TestECPartialWrites(t *testing.T) {
 	m.put("big", payload("big", 0, 1<<20+3))
 	m.writeAt("big", 1<<19+11, payload("big", 1, 4096))
 	m.check("written")
+	// Every shard is whole and at its version: no read had to rebuild
+	// around one (a shard of the wrong length or version would be served
+	// around, silently but for this log line).
+	for name, proc := range c.procs {
+		if log, _ := os.ReadFile(proc.Log); bytes.Contains(log, []byte("shards at positions")) {
+			t.Fatalf("%s rebuilt a read around a shard with every OSD up:\n%s", name, log)
+		}
+	}
 
 	m2 := currentMap(t, c)
 	pool, _ := m2.PoolByName("ecpw")

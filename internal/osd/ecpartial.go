@@ -3,6 +3,7 @@ package osd
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/cairn-storage/cairn/internal/clustermap"
 	"github.com/cairn-storage/cairn/internal/ec"
@@ -136,13 +137,12 @@ func (s *Server) partialUpdates(ctx context.Context, c *ec.Codec, o *ecObject, r
 	size, off := o.sizeNow(), int64(req.Offset)
 	lo, hi := off, off+int64(len(req.Data))
 	if req.Op == proto.OpTruncate {
-		hi = min(size, (off/l.StripeBytes()+1)*l.StripeBytes()) // the stripe a cut lands in
+		hi = lo // as ec.Codec.Truncate: a cut inside a stripe zeroes the rest of it
+		if off < size && off%l.StripeBytes() != 0 {
+			hi = min(size, (off/l.StripeBytes()+1)*l.StripeBytes())
+		}
 	}
-	rd := &shardReads{s: s, ctx: ctx, o: o, l: l, id: req.PG, name: req.Object, bufs: map[int][]byte{}, errs: map[int]error{}}
-	rd.from, rd.to = l.Span(lo, hi)
-	if size > 0 && hi > lo {
-		rd.prefetch(partialReads(l, l.Plan(size, lo, int(hi-lo)), lo, hi))
-	}
+	rd := s.readStripes(ctx, l, o, req, l.Plan(size, lo, int(hi-lo)))
 	if req.Op == proto.OpTruncate {
 		ups, err := c.Truncate(size, off, rd.read)
 		return ups, off, err
@@ -154,26 +154,61 @@ func (s *Server) partialUpdates(ctx context.Context, c *ec.Codec, o *ecObject, r
 	return ups, max(size, hi), err
 }
 
-// partialReads returns the shards a write's stripes read, to fetch at
-// once: the data shards it touches and the parity shards for a delta,
-// every data shard for a reread.
-func partialReads(l ec.Layout, work []ec.StripeWork, lo, hi int64) []int {
-	var delta, reread bool
+// stripeReads serves a partial write's reads of the stripes it does not
+// rewrite whole (at most its first and last), each shard's chunk of such
+// a stripe read once, all at once.
+type stripeReads struct {
+	unit int64
+	by   map[int64]*shardReads // by stripe
+}
+
+// readStripes fetches, in parallel, what the stripes of work read.
+func (s *Server) readStripes(ctx context.Context, l ec.Layout, o *ecObject, req *proto.Request, work []ec.StripeWork) *stripeReads {
+	r := &stripeReads{unit: int64(l.Unit), by: map[int64]*shardReads{}}
+	var wg sync.WaitGroup
 	for _, w := range work {
-		delta = delta || w.Kind == ec.Delta
-		reread = reread || w.Kind == ec.Reread
+		if w.Kind == ec.Full || !o.exists() {
+			continue // nothing to read: bytes past the end read as zeros
+		}
+		rd := &shardReads{s: s, ctx: ctx, o: o, l: l, id: req.PG, name: req.Object, bufs: map[int][]byte{}, errs: map[int]error{}}
+		rd.from, rd.to = w.Stripe*r.unit, (w.Stripe+1)*r.unit
+		r.by[w.Stripe] = rd
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rd.prefetch(stripeShards(l, w))
+		}()
 	}
-	out := dataChunks(l, lo, hi)
-	if reread {
-		out = out[:0]
+	wg.Wait()
+	return r
+}
+
+// read is the ec.ReadShard of the write: a read lies in one chunk, so in
+// one stripe.
+func (r *stripeReads) read(i int, off int64, n int) ([]byte, error) {
+	rd := r.by[off/r.unit]
+	if rd == nil {
+		return nil, fmt.Errorf("shard %d: [%d, +%d) lies in a stripe the write does not read", i, off, n)
+	}
+	return rd.read(i, off, n)
+}
+
+// stripeShards returns the shards a stripe's work reads: the data shards
+// it touches and the parity shards for a delta, every data shard for a
+// reread (a shard missing here is read when first needed).
+func stripeShards(l ec.Layout, w ec.StripeWork) []int {
+	var out []int
+	if w.Kind == ec.Reread {
 		for i := 0; i < l.K; i++ {
 			out = append(out, i)
 		}
+		return out
 	}
-	if delta {
-		for j := l.K; j < l.K+l.M; j++ {
-			out = append(out, j)
-		}
+	for _, r := range w.Ranges {
+		out = append(out, r.Chunk)
+	}
+	for j := l.K; j < l.K+l.M; j++ {
+		out = append(out, j)
 	}
 	return out
 }
