@@ -51,9 +51,12 @@ func (s *Server) ecPartialWrite(ctx context.Context, pool *clustermap.Pool, c *e
 	p.mu.Lock()
 	w := &writePlan{t: t, interval: p.prim.Epoch, writeSet: p.prim.WriteSet, acting: p.prim.Acting, partial: true}
 	p.mu.Unlock()
-	o, bad := s.ecStanding(ctx, pool, p, req, w.interval)
-	if bad != nil {
-		return bad
+	o, rd := s.partialFast(ctx, t, pool, c.Layout(), p, req)
+	if o == nil {
+		var bad *proto.Response
+		if o, bad = s.ecStanding(ctx, pool, p, req, w.interval); bad != nil {
+			return bad
+		}
 	}
 	if req.Op == proto.OpWrite || int64(req.Offset) > o.sizeNow() {
 		if bad := s.refuseFull(req, w.writeSet); bad != nil {
@@ -63,7 +66,7 @@ func (s *Server) ecPartialWrite(ctx context.Context, pool *clustermap.Pool, c *e
 	if len(w.acting) < pool.MinSize {
 		return s.belowMinSize(pool, req, w)
 	}
-	ups, newSize, err := s.partialUpdates(ctx, c, o, req)
+	ups, newSize, err := s.partialUpdates(ctx, c, o, req, rd)
 	if err != nil {
 		return s.fail(proto.StatusUnavailable, "pg %s: reading the stripes of %q that the %s changes: %v", req.PG, req.Object, req.Op, err)
 	}
@@ -130,9 +133,10 @@ func (s *Server) ecStanding(ctx context.Context, pool *clustermap.Pool, p *pgSta
 	}
 }
 
-// partialUpdates reads what req needs of the object's touched stripes and
-// returns each shard's update, and the object's size afterwards.
-func (s *Server) partialUpdates(ctx context.Context, c *ec.Codec, o *ecObject, req *proto.Request) ([]ec.ShardUpdate, int64, error) {
+// partialUpdates reads what req needs of the object's touched stripes
+// (unless rd, from the fast path, holds them already) and returns each
+// shard's update, and the object's size afterwards.
+func (s *Server) partialUpdates(ctx context.Context, c *ec.Codec, o *ecObject, req *proto.Request, rd *stripeReads) ([]ec.ShardUpdate, int64, error) {
 	l := c.Layout()
 	size, off := o.sizeNow(), int64(req.Offset)
 	lo, hi := off, off+int64(len(req.Data))
@@ -142,7 +146,9 @@ func (s *Server) partialUpdates(ctx context.Context, c *ec.Codec, o *ecObject, r
 			hi = min(size, (off/l.StripeBytes()+1)*l.StripeBytes())
 		}
 	}
-	rd := s.readStripes(ctx, l, o, req, l.Plan(size, lo, int(hi-lo)))
+	if rd == nil {
+		rd = s.readStripes(ctx, l, o, req, l.Plan(size, lo, int(hi-lo)))
+	}
 	if req.Op == proto.OpTruncate {
 		ups, err := c.Truncate(size, off, rd.read)
 		return ups, off, err

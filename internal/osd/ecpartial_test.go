@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/cairn-storage/cairn/internal/ec"
 	"github.com/cairn-storage/cairn/internal/objstore"
 	"github.com/cairn-storage/cairn/internal/pg"
 	"github.com/cairn-storage/cairn/internal/proto"
@@ -102,5 +103,37 @@ func TestPartialShardWriteRollBack(t *testing.T) {
 	}
 	if got, err := s.store.Read(testShardColl, "o", 0, 0); err != nil || !bytes.Equal(got, []byte("new")) {
 		t.Fatalf("over a tombstone: %q, %v", got, err)
+	}
+}
+
+// partialStripe finds the one stripe a small write or truncate reads (the
+// one it does not rewrite whole), and sends a write that reads two
+// stripes to the slow path.
+func TestPartialStripe(t *testing.T) {
+	l := ec.Layout{K: 2, M: 1, Unit: 4096} // stripes of 8 KiB
+	w := func(off, n int) *proto.Request {
+		return &proto.Request{Op: proto.OpWrite, Offset: uint64(off), Data: make([]byte, n)}
+	}
+	for _, tc := range []struct {
+		what   string
+		req    *proto.Request
+		stripe int64
+		reads  bool
+		ok     bool
+	}{
+		{"inside a chunk", w(100, 10), 0, true, true},
+		{"a whole stripe", w(8192, 8192), 0, false, true},
+		{"two whole stripes", w(0, 16384), 0, false, true},
+		{"a whole stripe and the head of the next", w(8192, 8192+5), 2, true, true},
+		{"the tail of a stripe and a whole one", w(8000, 192+8192), 0, true, true},
+		{"the tail of one stripe and the head of the next", w(8000, 300), 0, false, false},
+		{"empty", w(100, 0), 0, false, true},
+		{"a cut inside a stripe", &proto.Request{Op: proto.OpTruncate, Offset: 9000}, 1, true, true},
+		{"a cut at a stripe's edge", &proto.Request{Op: proto.OpTruncate, Offset: 16384}, 2, false, true},
+	} {
+		stripe, reads, ok := partialStripe(l, tc.req)
+		if ok != tc.ok || reads != tc.reads || reads && stripe != tc.stripe {
+			t.Errorf("%s: stripe %d, reads %v, ok %v; want %d, %v, %v", tc.what, stripe, reads, ok, tc.stripe, tc.reads, tc.ok)
+		}
 	}
 }
