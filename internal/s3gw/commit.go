@@ -15,8 +15,9 @@ const maxCommitTries = 32
 // change is what an update decides for a key: the new entry (nil: remove
 // the key), and bookkeeping that commits in the same transaction.
 type change struct {
-	entry *Entry
-	extra func(t *Txn)
+	entry  *Entry
+	inline []byte // the data of an entry with Inline set
+	extra  func(t *Txn)
 }
 
 // update reads key's entry from its shard, lets decide choose the change
@@ -161,10 +162,16 @@ func (g *Gateway) prepare(read *entryRead, r shardRange, key string, guards []Co
 	}
 	if ch.entry != nil {
 		t.Set[key] = ch.entry.encode()
+		if ch.entry.Inline != "" {
+			t.Set[inlineKey(key)] = append([]byte(ch.entry.Inline), ch.inline...)
+		}
 	} else if exists {
 		t.Rm = append(t.Rm, key)
 	} else if ch.extra == nil {
 		return nil, nil, false, nil // nothing to remove, nothing else to do
+	}
+	if exists && old.Inline != "" && (ch.entry == nil || ch.entry.Inline == "") {
+		t.Rm = append(t.Rm, inlineKey(key))
 	}
 	if ch.extra != nil {
 		ch.extra(&t)

@@ -73,8 +73,13 @@ func (g *Gateway) writeData(ctx context.Context, loc dataLoc, dataID string, bod
 	if firstErr != nil {
 		return firstErr
 	}
-	// Reading to the end makes the body check what protects it (the
-	// payload's SHA-256, the final chunk signature, the trailers).
+	return bodyEnd(body, size)
+}
+
+// bodyEnd reads a body to its end once its size bytes are read: that
+// makes it check what protects it (the payload's SHA-256, the final chunk
+// signature, the trailers), and finds a body longer than declared.
+func bodyEnd(body io.Reader, size uint64) error {
 	var one [1]byte
 	switch n, err := io.ReadFull(body, one[:]); {
 	case n > 0:
@@ -83,6 +88,19 @@ func (g *Gateway) writeData(ctx context.Context, loc dataLoc, dataID string, bod
 		return bodyErr(err)
 	}
 	return nil
+}
+
+// readSmall reads a body of size bytes (at most inlineMax) whole, through
+// hashes.
+func readSmall(body io.Reader, size uint64, hashes []hash.Hash) ([]byte, error) {
+	data := make([]byte, size)
+	if _, err := io.ReadFull(body, data); err != nil {
+		return nil, bodyErr(err)
+	}
+	for _, h := range hashes {
+		h.Write(data)
+	}
+	return data, bodyEnd(body, size)
 }
 
 // bodyErr names a failure reading the client's body.
@@ -153,8 +171,15 @@ func pieces(bucketID string, e *Entry, off, length uint64) []piece {
 
 // streamData writes [off, off+length) of an entry's data, which is in
 // loc, to w, fetching up to readAhead stripes in parallel and sending them
-// in order.
+// in order; inline data as readEntry loaded it.
 func (g *Gateway) streamData(ctx context.Context, w io.Writer, loc dataLoc, e *Entry, off, length uint64) error {
+	if e.Inline != "" {
+		if uint64(len(e.inline)) != e.Size || off+length > e.Size {
+			return fmt.Errorf("s3: inline data of %d bytes not loaded for [%d, +%d)", e.Size, off, length)
+		}
+		_, err := w.Write(e.inline[off : off+length])
+		return err
+	}
 	st, err := g.dataStore(loc.pool)
 	if err != nil {
 		return err

@@ -104,7 +104,7 @@ func TestDataPoolRouting(t *testing.T) {
 	env.mkBucket(env.alice, "new")
 	big := randBytes(2*stripeSize+7, 2)
 	env.put("new", "big", big)
-	old2 := randBytes(10, 3)
+	old2 := randBytes(inlineMax+10, 3)
 	env.put("old", "o2", old2)
 	if n, m := stripesOf(t, env, ec, "new"), stripesOf(t, env, env.store, "new"); n != 3 || m != 0 {
 		t.Fatalf("bucket new: %d stripes in its data pool, %d in the gateway's; want 3 and 0", n, m)
@@ -245,12 +245,16 @@ func TestDataPoolMissing(t *testing.T) {
 	}
 	env.gw.cfg.DataPool = "ec"
 	env.mkBucket(env.alice, "bk2")
-	env.put("bk2", "k", []byte("data"))
+	env.put("bk2", "k", randBytes(inlineMax+1, 1))
+	env.put("bk2", "small", []byte("data")) // inline: in the index's pool
 	pools.remove("ec")
 	_, err = env.alice.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("bk2"), Key: aws.String("k")})
 	wantMessage(t, "GET from a removed data pool", err, "InternalError", `"ec"`)
-	_, err = env.alice.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bk2"), Key: aws.String("k2"), Body: strings.NewReader("x")})
+	_, err = env.alice.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bk2"), Key: aws.String("k2"), Body: strings.NewReader(strings.Repeat("x", inlineMax+1))})
 	wantMessage(t, "PUT into a removed data pool", err, "InternalError", `"ec"`)
+	if got := env.get("bk2", "small"); string(got) != "data" {
+		t.Fatalf("GET of an inline object with the data pool removed: %q", got)
+	}
 	// The removed pool took the data of k with it: the collector drops
 	// its records instead of failing on them for ever.
 	if _, err := env.alice.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("bk2"), Key: aws.String("k")}); err != nil {

@@ -23,7 +23,18 @@ type Entry struct {
 	UploadID string // set when the object was completed from a multipart upload
 	Stripe   uint32 // stripe size of its data objects
 	Parts    []Part // the data: one for a plain PUT, one per part for multipart
+	// Inline marks an object whose data lives in the index shard itself,
+	// under inlineKey, prefixed with this id (a random one per write); it
+	// has no parts. readEntry loads the data into inline.
+	Inline string
+	inline []byte
 }
+
+// inlineMax is the largest object whose data lives in its index shard: a
+// small PUT is then one commit and a small GET one read, where an object
+// with data objects costs three round trips to write and two to read.
+// Larger objects would grow the shards, which splits copy whole.
+const inlineMax = 16 << 10
 
 // StdHeaders are the standard headers S3 stores with an object.
 type StdHeaders struct {
@@ -50,7 +61,12 @@ type Part struct {
 	Checksum []byte // of Entry.Checksum.Alg (multipart), or nil
 }
 
-const entryVersion = 1
+// Entries are written in version 1, or 2 when the data is inline (2
+// adds the Inline id), so that only gateways that know inline data see it.
+const (
+	entryVersion       = 1
+	entryVersionInline = 2
+)
 
 // Limits of a record: more than S3 allows, so a decoder bounds its work.
 const (
@@ -60,7 +76,11 @@ const (
 
 func (e *Entry) encode() []byte {
 	w := &enc{b: make([]byte, 0, 128+len(e.Parts)*48)}
-	w.b = append(w.b, entryVersion)
+	if e.Inline != "" {
+		w.b = append(w.b, entryVersionInline)
+	} else {
+		w.b = append(w.b, entryVersion)
+	}
 	w.uvarint(e.Size)
 	w.str(e.ETag)
 	w.varint(e.MTime.UnixNano())
@@ -85,6 +105,9 @@ func (e *Entry) encode() []byte {
 		w.bytes(p.MD5)
 		w.bytes(p.Checksum)
 	}
+	if e.Inline != "" {
+		w.str(e.Inline)
+	}
 	return w.b
 }
 
@@ -92,7 +115,8 @@ func (e *Entry) encode() []byte {
 // panic (FuzzDecodeEntry).
 func decodeEntry(b []byte) (*Entry, error) {
 	d := &dec{b: b}
-	if v := d.byte1(); d.err == nil && v != entryVersion {
+	v := d.byte1()
+	if d.err == nil && v != entryVersion && v != entryVersionInline {
 		return nil, fmt.Errorf("%w: version %d", errCorruptRecord, v)
 	}
 	e := &Entry{}
@@ -124,6 +148,11 @@ func decodeEntry(b []byte) (*Entry, error) {
 			p.Checksum = d.bytes()
 		}
 	}
+	if v == entryVersionInline {
+		if e.Inline = d.str(); e.Inline == "" && d.err == nil {
+			return nil, fmt.Errorf("%w: inline data without an id", errCorruptRecord)
+		}
+	}
 	if d.err != nil {
 		return nil, d.err
 	}
@@ -140,6 +169,12 @@ func decodeEntry(b []byte) (*Entry, error) {
 // parts add up to the size, a stripe size that makes progress, a valid
 // checksum algorithm of the right length.
 func (e *Entry) check() error {
+	if e.Inline != "" {
+		if len(e.Parts) != 0 || e.Size > inlineMax {
+			return fmt.Errorf("%w: inline data of %d bytes with %d parts", errCorruptRecord, e.Size, len(e.Parts))
+		}
+		return e.checkSum()
+	}
 	var total uint64
 	for _, p := range e.Parts {
 		if total+p.Size < total {
@@ -153,6 +188,11 @@ func (e *Entry) check() error {
 	if e.Stripe == 0 && e.Size > 0 {
 		return fmt.Errorf("%w: stripe size 0", errCorruptRecord)
 	}
+	return e.checkSum()
+}
+
+// checkSum verifies the checksum's algorithm and length.
+func (e *Entry) checkSum() error {
 	if a := e.Checksum.Alg; a != 0 && (a.Size() == 0 || len(e.Checksum.Sum) != 0 && len(e.Checksum.Sum) != a.Size()) {
 		return fmt.Errorf("%w: checksum %d of %d bytes", errCorruptRecord, a, len(e.Checksum.Sum))
 	}

@@ -37,6 +37,7 @@ func TestEntryRoundTrip(t *testing.T) {
 func FuzzDecodeEntry(f *testing.F) {
 	f.Add(sampleEntry().encode())
 	f.Add((&Entry{}).encode())
+	f.Add((&Entry{Size: 3, ETag: "e", Inline: "0123456789abcdef"}).encode())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := decodeEntry(b)
 		if err != nil {

@@ -21,7 +21,7 @@ func TestSpaceComesBack(t *testing.T) {
 	env.mkBucket(env.alice, "gcb")
 	data := randBytes(stripeSize+1, 5)
 	env.put("gcb", "a", data)
-	env.put("gcb", "a", data[:10]) // overwrite: 2 stripes to reclaim
+	env.put("gcb", "a", data[:inlineMax+10]) // overwrite: 2 stripes to reclaim
 	env.put("gcb", "b", data)
 	if _, err := env.alice.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("gcb"), Key: aws.String("b")}); err != nil {
 		t.Fatal(err)
@@ -38,7 +38,7 @@ func TestSpaceComesBack(t *testing.T) {
 	if err != nil || st.Data != 2 || countData(env.store) != 1 {
 		t.Fatalf("after the grace: collected %+v, %v; %d data objects left, want 1", st, err, countData(env.store))
 	}
-	if got := env.get("gcb", "a"); string(got) != string(data[:10]) {
+	if got := env.get("gcb", "a"); string(got) != string(data[:inlineMax+10]) {
 		t.Fatalf("the live object after collection: %q", got)
 	}
 
@@ -96,7 +96,7 @@ func TestReclaimedIntentFailsCommit(t *testing.T) {
 		}
 		return nil
 	}
-	_, err := env.alice.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("gcb"), Key: aws.String("slow"), Body: strings.NewReader("data")})
+	_, err := env.alice.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("gcb"), Key: aws.String("slow"), Body: strings.NewReader(strings.Repeat("d", inlineMax+1))})
 	wantCode(t, "PUT whose intent was reclaimed", err, "InternalError")
 	_, err = env.alice.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("gcb"), Key: aws.String("slow")})
 	if err == nil {
@@ -112,9 +112,9 @@ func TestBucketStats(t *testing.T) {
 	ctx := context.Background()
 	env.mkBucket(env.alice, "st1")
 	env.mkBucket(env.bob, "st2")
-	env.put("st1", "a", []byte("12345"))
-	env.put("st1", "b/c", []byte("678"))
-	env.put("st1", "a", []byte("1")) // replaces: one GC record
+	env.put("st1", "a", make([]byte, inlineMax+1)) // in a data object
+	env.put("st1", "b/c", []byte("678"))           // inline
+	env.put("st1", "a", []byte("1"))               // replaces: one GC record
 	if _, err := env.alice.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("st1"), Key: aws.String("m")}); err != nil {
 		t.Fatal(err)
 	}

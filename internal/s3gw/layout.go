@@ -25,6 +25,7 @@ import (
 //	0x00 "u" 0x00 <key> 0x00 <upload id> → uploadRec: a multipart upload in progress
 //	0x00 "q" 0x00 <upload id> 0x00 <part, 5 digits> → partRec
 //	0x00 "q" 0x00 <upload id> 0x00 "seal" → the token of a Complete or Abort in progress
+//	0x00 "i" 0x00 <key>                  → <Entry.Inline id> <data>: the data of a small object
 const (
 	registryObject = "s3.buckets"
 	keyOpen        = "\x00open"
@@ -34,7 +35,11 @@ const (
 	prefixUpload   = "\x00u\x00"
 	prefixPart     = "\x00q\x00"
 	prefixDead     = "\x00d\x00"
+	prefixInline   = "\x00i\x00"
 )
+
+// inlineKey is where the data of key's entry lives when it is inline.
+func inlineKey(key string) string { return prefixInline + key }
 
 var openValue = []byte("1")
 

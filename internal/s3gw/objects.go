@@ -1,9 +1,11 @@
 package s3gw
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"hash"
 	"io"
 	"net/http"
@@ -109,7 +111,28 @@ func (rq *request) putObject() error {
 		}
 	}
 	ahead := rq.g.readAhead(rq.ctx, b, rq.key)
-	s, err := rq.storeBody(b, rq.auth.Body, size, in.hashes())
+	e := &Entry{Size: size, Headers: std, Meta: meta}
+	if size <= inlineMax {
+		err = rq.putInline(b, e, ahead, in, conds)
+	} else {
+		err = rq.putStriped(b, e, ahead, in, conds)
+	}
+	if err != nil {
+		return err
+	}
+	h := rq.w.Header()
+	h.Set("ETag", `"`+e.ETag+`"`)
+	if in.given {
+		checksumHeaders(h, e.Checksum)
+	}
+	rq.w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+// putStriped stores a PUT's body as new data objects under an intent and
+// then commits e, which names them.
+func (rq *request) putStriped(b *bucketRec, e *Entry, ahead *entryRead, in *integrity, conds conditions) error {
+	s, err := rq.storeBody(b, rq.auth.Body, e.Size, in.hashes())
 	if err != nil {
 		return err
 	}
@@ -118,8 +141,8 @@ func (rq *request) putObject() error {
 		s.cleanup()
 		return err
 	}
-	e := &Entry{Size: size, ETag: hex.EncodeToString(md5sum), MTime: rq.g.now().UTC(), Headers: std, Meta: meta,
-		Checksum: Checksum{Alg: in.alg, Sum: sum}, Stripe: stripeSize, Parts: []Part{{DataID: s.dataID, Size: size, MD5: md5sum}}}
+	e.ETag, e.Checksum, e.MTime = hex.EncodeToString(md5sum), Checksum{Alg: in.alg, Sum: sum}, rq.g.now().UTC()
+	e.Stripe, e.Parts = stripeSize, []Part{{DataID: s.dataID, Size: e.Size, MD5: md5sum}}
 	_, err = rq.g.updateAhead(rq.ctx, b, rq.key, ahead, []Cond{s.guard}, func(old *Entry) (change, error) {
 		if err := conds.evalWrite(old); err != nil {
 			return change{}, err
@@ -130,13 +153,29 @@ func (rq *request) putObject() error {
 		s.cleanup()
 		return commitGuardErr(err, s.guard)
 	}
-	h := rq.w.Header()
-	h.Set("ETag", `"`+e.ETag+`"`)
-	if in.given {
-		checksumHeaders(h, e.Checksum)
-	}
-	rq.w.WriteHeader(http.StatusOK)
 	return nil
+}
+
+// putInline commits a small PUT's body with its entry, in its index
+// shard: nothing is written before the commit, so nothing needs an intent.
+func (rq *request) putInline(b *bucketRec, e *Entry, ahead *entryRead, in *integrity, conds conditions) error {
+	data, err := readSmall(rq.auth.Body, e.Size, in.hashes())
+	if err != nil {
+		return err
+	}
+	md5sum, sum, err := in.verify(rq)
+	if err != nil {
+		return err
+	}
+	e.ETag, e.Checksum, e.MTime = hex.EncodeToString(md5sum), Checksum{Alg: in.alg, Sum: sum}, rq.g.now().UTC()
+	e.Inline = newID()
+	_, err = rq.g.updateAhead(rq.ctx, b, rq.key, ahead, nil, func(old *Entry) (change, error) {
+		if err := conds.evalWrite(old); err != nil {
+			return change{}, err
+		}
+		return change{entry: e, inline: data}, nil
+	})
+	return err
 }
 
 // checkWrite evaluates a write's conditions on the key's entry now.
@@ -148,17 +187,33 @@ func (rq *request) checkWrite(b *bucketRec, conds conditions) error {
 	return conds.evalWrite(e)
 }
 
-// readEntry returns key's entry: ErrNoSuchKey if there is none.
+// readEntry returns key's entry, with its data if that is inline (read
+// in the same round trip): ErrNoSuchKey if there is none.
 func (g *Gateway) readEntry(ctx context.Context, b *bucketRec, key string) (*Entry, error) {
-	vals, _, err := g.readIndex(ctx, b, key, key)
-	if err != nil {
-		return nil, err
+	for try := 0; ; try++ {
+		vals, _, err := g.readIndex(ctx, b, key, key, inlineKey(key))
+		if err != nil {
+			return nil, err
+		}
+		raw, ok := vals[key]
+		if !ok {
+			return nil, ErrNoSuchKey
+		}
+		e, err := decodeEntry(raw)
+		if err != nil || e.Inline == "" {
+			return e, err
+		}
+		// The two keys change in one transaction, but a read may fall
+		// between them: the id says whether the data is this entry's.
+		data, ok := bytes.CutPrefix(vals[inlineKey(key)], []byte(e.Inline))
+		if ok && uint64(len(data)) == e.Size {
+			e.inline = data
+			return e, nil
+		}
+		if try == maxCommitTries {
+			return nil, fmt.Errorf("%w: the inline data of %q is not its entry's", errCorruptRecord, key)
+		}
 	}
-	raw, ok := vals[key]
-	if !ok {
-		return nil, ErrNoSuchKey
-	}
-	return decodeEntry(raw)
 }
 
 // responseOverrides are the query parameters of a GET that set headers

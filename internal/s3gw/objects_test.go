@@ -435,7 +435,7 @@ func TestPutReadsEntryAhead(t *testing.T) {
 	env := newEnvWith(t, false, func(c *Config) { c.Store = st })
 	env.mkBucket(env.alice, "bkt")
 	ctx := context.Background()
-	for i, data := range [][]byte{[]byte("first"), []byte("second")} {
+	for i, data := range [][]byte{randBytes(inlineMax+1, 1), randBytes(inlineMax+2, 2)} {
 		if _, err := env.alice.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String("k"), Body: bytes.NewReader(data)}); err != nil {
 			t.Fatalf("put %d: %v", i, err)
 		}

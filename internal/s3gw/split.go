@@ -198,11 +198,14 @@ func (g *Gateway) openMoved(ctx context.Context, dst string) error {
 	return err
 }
 
-// copyMoved copies the keys of src from at on, the multipart uploads of
-// those keys and their parts into dst, each page guarded on dst not being
+// copyMoved copies the keys of src from at on, their inline data, the
+// multipart uploads of those keys and their parts into dst, each page guarded on dst not being
 // open yet.
 func (g *Gateway) copyMoved(ctx context.Context, src, dst, at string) error {
 	if err := g.copyRange(ctx, src, dst, at, afterMarker); err != nil {
+		return err
+	}
+	if err := g.copyRange(ctx, src, dst, inlineKey(at), prefixInline+afterMarker); err != nil {
 		return err
 	}
 	ups, err := g.listAll(ctx, src, prefixUpload+at, prefixUpload+"\xff")
@@ -311,6 +314,7 @@ func (g *Gateway) trimMoved(ctx context.Context, src, dst string, st shardState)
 	guard := []Cond{{Key: keyOpen, Value: st.encode()}}
 	steps := []Txn{
 		{If: guard, RmFrom: st.at, RmTo: afterMarker}, // every key from at: keys are UTF-8, without 0xFF
+		{If: guard, RmFrom: inlineKey(st.at), RmTo: prefixInline + afterMarker},
 		{If: guard, RmFrom: prefixUpload + st.at, RmTo: prefixUpload + "\xff"},
 	}
 	ups, err := g.listAll(ctx, dst, prefixUpload, prefixUpload+"\xff")
