@@ -34,6 +34,7 @@ type applyCtx struct {
 	// written twice and large aligned data can serve as its own blocks.
 	inPlace bool
 	pos     commitPos // where the journal records went
+	wb      []wbChange // W keys the batch sets or deletes (writeback.go)
 }
 
 // Apply applies t atomically; when it returns nil the transaction is durable.
@@ -54,6 +55,9 @@ func (s *Store) Apply(t *Txn) error {
 		return err
 	}
 	s.pace.admit(int64(t.bytes), s.kickCheckpoint)
+	if s.wb.on.Load() && mayWriteBack(t) {
+		s.wb.pace.admit(int64(t.bytes), s.wb.kickDestage)
+	}
 	defer s.lockObjects(t)()
 
 	a := &applyCtx{s: s, batch: s.db.NewBatch(), objs: map[string]*objState{}, now: time.Now().UnixNano(),
@@ -67,6 +71,11 @@ func (s *Store) Apply(t *Txn) error {
 	}
 	if err == nil {
 		err = a.syncDirect()
+	}
+	if err == nil && len(a.wb) > 0 {
+		// Until afterCommit has noted the W changes (see writeback.go).
+		s.wb.guard.RLock()
+		defer s.wb.guard.RUnlock()
 	}
 	if err == nil {
 		if err = a.commit(); errors.Is(err, errCommitLog) {
@@ -216,6 +225,14 @@ func (a *applyCtx) abort() {
 
 func (a *applyCtx) afterCommit() {
 	s := a.s
+	if len(a.wb) > 0 {
+		s.wb.note(a.wb)
+		for _, c := range a.wb {
+			if c.kind == wbSet {
+				s.wb.written.Add(blockSize)
+			}
+		}
+	}
 	for _, p := range a.punches {
 		if injectIO != nil && injectIO(ioPunch, s.filePath(p.fileID)) != nil {
 			continue // as punchHole ignores a failed punch

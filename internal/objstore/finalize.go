@@ -158,6 +158,7 @@ func (a *applyCtx) layOut(st *objState, fid uint64, ext []uint64, journaled bool
 			return err
 		}
 		a.punches = append(a.punches, punch{fileID: fid, off: s.phys(ext[0], inB), n: len(buf)})
+		a.dropWB(fid, ext)
 		s.cowWrites.Add(1)
 	default:
 		return a.journalExtent(st, fid, ext, buf, fresh)
@@ -170,6 +171,11 @@ func (a *applyCtx) layOut(st *objState, fid uint64, ext []uint64, journaled bool
 // committed state uses them) go to the page cache now.
 func (a *applyCtx) journalExtent(st *objState, fid uint64, ext []uint64, buf []byte, fresh bool) error {
 	s := a.s
+	if s.wb.on.Load() {
+		a.writeBack(st, fid, ext, buf)
+		return nil
+	}
+	a.dropWB(fid, ext) // journaled now, so the blocks' W keys must go
 	// Deferred: each block is rewritten where it lives (fresh
 	// ones in slot A), by one journal record per same-slot run.
 	for k := 0; k < len(ext); {
@@ -208,6 +214,33 @@ func (a *applyCtx) journalExtent(st *objState, fid uint64, ext []uint64, buf []b
 		a.deferred = append(a.deferred, deferredWrite{seq: seq, fileID: fid, off: off, data: part, written: fresh})
 	}
 	return nil
+}
+
+// writeBack puts the blocks ext, whose content is buf, into the write-back
+// area (writeback.go): one W key each, in the batch. They keep their slot,
+// which the destager writes them to.
+func (a *applyCtx) writeBack(st *objState, fid uint64, ext []uint64, buf []byte) {
+	shard := shardOf(st.coll, st.name)
+	for k, b := range ext {
+		setSlots(st, ext[k:k+1], liveInB(st, b))
+		a.batch.Set(wbKey(fid, b), buf[k*blockSize:(k+1)*blockSize], nil)
+		a.wb = append(a.wb, wbChange{kind: wbSet, fileID: fid, block: b, shard: shard})
+	}
+}
+
+// dropWB deletes the W keys of the blocks ext that have one: they are
+// written elsewhere by this transaction, so the keys' older content must
+// not stay authoritative.
+func (a *applyCtx) dropWB(fid uint64, ext []uint64) {
+	if !a.s.wb.hasFile(fid) {
+		return
+	}
+	for _, b := range ext {
+		if a.s.wb.holds(fid, b) {
+			a.batch.Delete(wbKey(fid, b), nil)
+			a.wb = append(a.wb, wbChange{kind: wbDel, fileID: fid, block: b})
+		}
+	}
 }
 
 // dirtyBlocks returns the blocks of dirty in ascending order. A large write

@@ -296,16 +296,68 @@ func TestModelRandomized(t *testing.T) {
 	for _, seed := range seeds {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			t.Logf("seed %d (rerun with OBJSTORE_SEED=%d)", seed, seed)
-			runModel(t, seed, steps)
+			runModel(t, seed, steps, 0)
 		})
 	}
 }
 
-func runModel(t *testing.T, seed int64, steps int) {
+// TestModelWriteback runs the model with a small write-back area: the
+// destager runs both on its own and at random steps, back-pressure holds
+// writers, the area is turned off (drained) and on again, and the store
+// is reopened after clean closes and power losses with blocks in the area.
+func TestModelWriteback(t *testing.T) {
+	defer func(d time.Duration) { wbIdlePause = d }(wbIdlePause)
+	// Long enough that blocks stay in the area across reads and reopens;
+	// the area is small enough that writers fill it and are held.
+	wbIdlePause = 200 * time.Millisecond
+	seeds := []int64{1, 2, time.Now().UnixNano()}
+	if env := os.Getenv("OBJSTORE_SEED"); env != "" {
+		v, _ := strconv.ParseInt(env, 10, 64)
+		seeds = []int64{v}
+	}
+	for _, seed := range seeds {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Logf("seed %d (rerun with OBJSTORE_SEED=%d)", seed, seed)
+			runModel(t, seed, 250, 48<<10)
+		})
+	}
+}
+
+// openModel opens the model's store, with a write-back area of wb bytes.
+func openModel(t *testing.T, fs vfs.FS, wb int64) *Store {
+	t.Helper()
+	s, err := Open(Options{Dir: "/osd", FS: fs, ReserveBytes: -1, DataCacheBytes: 2 << 20, WritebackBytes: wb})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	return s
+}
+
+// modelWriteback runs, at some steps of a model with a write-back area, a
+// destage pass or a switch of the area off or on.
+func modelWriteback(t *testing.T, r *rand.Rand, s *Store, step int) {
+	switch r.Intn(12) {
+	case 0:
+		if _, err := s.destagePass(); err != nil {
+			t.Fatalf("step %d destage: %v", step, err)
+		}
+	case 1:
+		on := !s.Writeback().On
+		if err := s.SetWriteback(on); err != nil {
+			t.Fatal(err)
+		}
+		if !on && r.Intn(2) == 0 && !s.waitDrained(10*time.Second) {
+			t.Fatalf("step %d: the area did not drain: %+v", step, s.Writeback())
+		}
+	}
+}
+
+func runModel(t *testing.T, seed int64, steps int, wb int64) {
 	r := rand.New(rand.NewSource(seed))
 	fs := vfs.NewCrashableMem()
-	s := openMem(t, fs)
+	s := openModel(t, fs, wb)
 	cow, hits := int64(0), int64(0)
+	var wbWritten, wbDestaged int64
 	defer func() {
 		t.Logf("%d copy-on-write overwrites", cow+s.cowWrites.Load())
 		s.Close()
@@ -321,6 +373,8 @@ func runModel(t *testing.T, seed int64, steps int) {
 			}
 			cow += s.cowWrites.Load()
 			hits += s.idx.hits.Load()
+			wbWritten += s.wb.written.Load()
+			wbDestaged += s.wb.destaged.Load()
 			if r.Intn(2) == 0 {
 				// Power loss instead of a clean shutdown: every Apply so far
 				// was acknowledged, so the recovered store must match exactly.
@@ -334,7 +388,7 @@ func runModel(t *testing.T, seed int64, steps int) {
 			} else if err := s.Close(); err != nil {
 				t.Fatalf("step %d close: %v", step, err)
 			}
-			s = openMem(t, fs)
+			s = openModel(t, fs, wb)
 		case 1, 2, 3, 4: // (often, so that large overwrites find no pending journal records and copy on write)
 			if os.Getenv("OBJSTORE_TRACE") != "" {
 				t.Logf("step %d: checkpoint", step)
@@ -342,6 +396,9 @@ func runModel(t *testing.T, seed int64, steps int) {
 			if err := s.checkpoint(); err != nil {
 				t.Fatalf("checkpoint: %v", err)
 			}
+		}
+		if wb > 0 {
+			modelWriteback(t, r, s, step)
 		}
 		var tx Txn
 		var ops []op
@@ -370,6 +427,15 @@ func runModel(t *testing.T, seed int64, steps int) {
 	}
 	if hits+s.idx.hits.Load() == 0 {
 		t.Fatal("the index cache never answered a lookup")
+	}
+	if wb > 0 {
+		st := s.Writeback()
+		wbWritten += st.Written
+		wbDestaged += st.Destaged
+		t.Logf("write-back area: %d bytes written, %d destaged; at the end %+v", wbWritten, wbDestaged, st)
+		if wbWritten == 0 || wbDestaged == 0 {
+			t.Error("the write-back area was not used, or never destaged")
+		}
 	}
 }
 

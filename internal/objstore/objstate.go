@@ -324,6 +324,10 @@ func (a *applyCtx) truncate(st *objState, size uint64) error {
 	}
 	if size < st.rec.size {
 		first := nblocks(size) // first block wholly past the new end
+		if fid := st.rec.fileID; !st.newFile && a.s.wb.hasFile(fid) {
+			a.batch.DeleteRange(wbKey(fid, first), wbKey(fid+1, 0), nil)
+			a.wb = append(a.wb, wbChange{kind: wbCut, fileID: fid, block: first})
+		}
 		if size%blockSize != 0 {
 			b := size / blockSize
 			blk, err := a.block(st, b)
@@ -372,6 +376,10 @@ func (a *applyCtx) truncate(st *objState, size uint64) error {
 // dropData forgets the object's content (keeping identity, xattrs and omap).
 func (a *applyCtx) dropData(st *objState) {
 	if !st.rec.inline && !st.newFile {
+		if fid := st.rec.fileID; a.s.wb.hasFile(fid) {
+			a.batch.DeleteRange(wbKey(fid, 0), wbKey(fid+1, 0), nil)
+			a.wb = append(a.wb, wbChange{kind: wbDrop, fileID: fid})
+		}
 		a.clearRange(csumKey(st.rec.fileID, 0), csumKey(st.rec.fileID+1, 0), false)
 		a.batch.Delete(idKey(tagFileRef, st.rec.fileID, nil), nil)
 		a.delFiles = append(a.delFiles, st.rec.fileID)
@@ -458,6 +466,11 @@ func (a *applyCtx) block(st *objState, b uint64) ([]byte, error) {
 	}
 	if !ch.present(b % chunkBlocks) {
 		return blk, nil
+	}
+	if a.s.wb.holds(st.rec.fileID, b) {
+		if ok, err := a.s.readWB(st.coll, st.name, st.rec.fileID, b, blk, ch.crc[b%chunkBlocks]); ok || err != nil {
+			return blk, err
+		}
 	}
 	df, err := a.s.openFile(st.rec.fileID)
 	if err != nil {

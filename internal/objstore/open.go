@@ -59,6 +59,7 @@ func Open(o Options) (*Store, error) {
 		return nil, err
 	}
 	go s.checkpointer()
+	go s.destager()
 	s.rm = newRemover(s.fs, s.spaceFreed)
 	opened = true
 	if o.ReserveDataCache {
@@ -102,6 +103,7 @@ func newStore(o Options, realFS bool) *Store {
 		closing:  make(chan struct{}),
 		failedCh: make(chan struct{}),
 		ckDone:   make(chan struct{}),
+		wb:       newWriteback(o.WritebackBytes),
 	}
 	s.ckDropCond = sync.NewCond(&s.ckDropMu)
 	s.directIO.Store(realFS)
@@ -267,10 +269,16 @@ func (s *Store) start() error {
 	if err := s.replayJournal(); err != nil {
 		return err
 	}
+	if err := s.loadWriteback(); err != nil {
+		return err
+	}
 	if err := s.removeOrphans(); err != nil {
 		return err
 	}
-	return s.countObjects()
+	if err := s.countObjects(); err != nil {
+		return err
+	}
+	return s.dropOrphanWB()
 }
 
 func (s *Store) format() error {
@@ -443,6 +451,9 @@ func (s *Store) countObjects() error {
 		case n == filterMaxKeys:
 			hashes = nil // too many objects for a filter: see filterMaxKeys
 		}
+		if len(v) >= recHeaderLen && v[1]&recFlagInline == 0 && len(s.wb.files) > 0 {
+			s.wb.ownedBy(binary.BigEndian.Uint64(v[26:]), it.Key())
+		}
 		n++
 	}
 	s.objects.Store(n)
@@ -466,6 +477,8 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closing)
 		s.pace.stop()
+		s.wb.pace.stop()
+		<-s.wb.done
 		<-s.ckDone
 		done, e := s.syncJournal()
 		s.ckDrops.Wait()

@@ -37,6 +37,10 @@ var (
 // paces writers by it (see the top of this file).
 type pacer struct {
 	maxHigh int64 // the largest high watermark: what the commit log holds without waiting
+	// fixedLow, if set, makes the watermarks fixed at fixedLow and maxHigh
+	// instead of following the measured rate: the write-back area's pacer
+	// (writeback.go), whose high watermark is the area's size.
+	fixedLow int64
 
 	backlog atomic.Int64 // bytes applied and not yet synced, the running checkpoint's included
 	low     atomic.Int64 // below it writes pass without taking mu
@@ -59,6 +63,9 @@ func newPacer(maxHigh int64) *pacer {
 
 // watermarks returns the low and high watermarks. Called with mu held.
 func (p *pacer) watermarks() (low, high int64) {
+	if p.fixedLow > 0 {
+		return p.fixedLow, p.maxHigh
+	}
 	high = p.maxHigh
 	if p.rate > 0 {
 		high = min(high, max(minPaceHigh, int64(p.rate*checkpointTarget.Seconds())))

@@ -151,10 +151,12 @@ func (s *Store) readBlocks(coll, name string, fileID, fb, lb uint64, buf []byte,
 		return c.crc[b%chunkBlocks], true
 	}
 	inB := func(b uint64) bool { return chunks[b/chunkBlocks].inB(b % chunkBlocks) }
+	wset := s.wb.blocksIn(fileID, fb, lb) // blocks whose W key overrides the file
 	var df *dataFile
 	defer func() { s.releaseFile(df) }()
 	for b := fb; b <= lb; {
-		if _, ok := present(b); !ok {
+		want, ok := present(b)
+		if !ok {
 			clear(buf[(b-fb)*blockSize : (b-fb+1)*blockSize]) // buf may be recycled
 			if sums != nil {
 				sums[b-fb] = zeroBlockCRC
@@ -162,10 +164,24 @@ func (s *Store) readBlocks(coll, name string, fileID, fb, lb uint64, buf []byte,
 			b++
 			continue
 		}
+		if wset[b] {
+			ok, err := s.readWB(coll, name, fileID, b, buf[(b-fb)*blockSize:(b-fb+1)*blockSize], want)
+			if err != nil {
+				return err
+			}
+			if ok {
+				if sums != nil {
+					sums[b-fb] = want
+				}
+				b++
+				continue
+			}
+			// Destaged since blocksIn: the file holds it now.
+		}
 		// One file read per run of present blocks in the same slot.
 		e := b
 		for e+1 <= lb {
-			if _, ok := present(e + 1); !ok || inB(e+1) != inB(b) {
+			if _, ok := present(e + 1); !ok || inB(e+1) != inB(b) || wset[e+1] {
 				break
 			}
 			e++
@@ -194,6 +210,24 @@ func (s *Store) readBlocks(coll, name string, fileID, fb, lb uint64, buf []byte,
 		b = e + 1
 	}
 	return nil
+}
+
+// readWB fills dst with block b of file fileID from its W key (see
+// writeback.go), checked against want. false: the key is gone (the
+// destager deleted it after syncing the block into the file).
+func (s *Store) readWB(coll, name string, fileID, b uint64, dst []byte, want uint32) (bool, error) {
+	v, err := s.get(wbKey(fileID, b))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if len(v) != blockSize || blockCRC(v) != want {
+		return false, &CorruptionError{Coll: coll, Name: name, Offset: b * blockSize, Detail: "write-back block checksum mismatch"}
+	}
+	copy(dst, v)
+	return true, nil
 }
 
 // loadChunks returns the checksum chunks first..last of a data file that

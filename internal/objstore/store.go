@@ -36,6 +36,11 @@ type Options struct {
 	// (readcache.go, Reserving): an OSD's store does, so that filling its
 	// cache costs no page faults on the read path.
 	ReserveDataCache bool
+	// WritebackBytes sizes the write-back area on the meta device
+	// (writeback.go): small overwrites stay there, durable, until the
+	// destager moves them to the data disk. 0: none, deferred writes go
+	// through the journal to the data disk within a checkpoint.
+	WritebackBytes int64
 }
 
 // DefaultDataCacheBytes is the read cache of large reads one store keeps at
@@ -133,6 +138,7 @@ type Store struct {
 	space   [2]spaceEntry
 
 	pace     *pacer // holds writers back while checkpoints fall behind (pacer.go)
+	wb       *writeback // the write-back area (writeback.go); never nil
 	ckMu     sync.Mutex
 	applied  []appliedJ
 	ckBytes  int64
@@ -233,6 +239,9 @@ func (s *Store) fail(err error) {
 	}
 	if s.pace != nil {
 		s.pace.stop() // no checkpoint will lower its backlog now
+	}
+	if s.wb != nil {
+		s.wb.pace.stop() // nor will the destager lower the area's
 	}
 }
 
