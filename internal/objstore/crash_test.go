@@ -123,7 +123,20 @@ func verifyCrash(t *testing.T, s *Store, acked []int) {
 }
 
 func TestCrashConsistency(t *testing.T) {
-	crashConsistency(t, 3*time.Millisecond, 0)
+	crashConsistency(t, 3*time.Millisecond, 0, 0)
+}
+
+// TestCrashConsistencyWriteback runs the crash workload with a small
+// write-back area: the 4 KiB overwrites go into it, the destager runs
+// often and writers are held when it is full, so the crash clones are
+// taken with blocks in the area and in every step of destaging.
+func TestCrashConsistencyWriteback(t *testing.T) {
+	defer func(d time.Duration) { wbIdlePause = d }(wbIdlePause)
+	wbIdlePause = 2 * time.Millisecond
+	s := crashConsistency(t, 3*time.Millisecond, 0, 24*blockSize)
+	if st := s.Writeback(); st.Written == 0 || st.Destaged == 0 {
+		t.Errorf("the workload did not go through the area: %+v", st)
+	}
 }
 
 // With a commit log of three 64 KiB segments and no timed checkpoints, the
@@ -133,7 +146,7 @@ func TestCrashConsistency(t *testing.T) {
 // segment early loses acknowledged overwrites in the crash clones.
 func TestCrashConsistencyHeldLog(t *testing.T) {
 	withLogSegment(t, 64<<10)
-	s := crashConsistency(t, time.Hour, 20<<10)
+	s := crashConsistency(t, time.Hour, 20<<10, 0)
 	if s.log.heldWaits.Load() == 0 || s.log.large.Load() == 0 {
 		t.Errorf("writers waited for held journal records %d times, large batches %d: the test wants both",
 			s.log.heldWaits.Load(), s.log.large.Load())
@@ -144,8 +157,9 @@ func TestCrashConsistencyHeldLog(t *testing.T) {
 
 // crashConsistency runs the crash workload with timed checkpoints every
 // interval and returns the closed store. With inline > 0 one more writer
-// puts objects of that size, which live in their index records.
-func crashConsistency(t *testing.T, interval time.Duration, inline int) *Store {
+// puts objects of that size, which live in their index records; wb sizes
+// the write-back area (0: none).
+func crashConsistency(t *testing.T, interval time.Duration, inline int, wb int64) *Store {
 	oldInterval := checkpointInterval
 	checkpointInterval = interval
 	defer func() { checkpointInterval = oldInterval }()
@@ -154,7 +168,7 @@ func crashConsistency(t *testing.T, interval time.Duration, inline int) *Store {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewSource(seed))
 	fs := vfs.NewCrashableMem()
-	s, err := Open(Options{Dir: "/osd", MetaDir: "/nvme/meta", FS: fs, ReserveBytes: -1})
+	s, err := Open(Options{Dir: "/osd", MetaDir: "/nvme/meta", FS: fs, ReserveBytes: -1, WritebackBytes: wb})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,6 +215,7 @@ func crashConsistency(t *testing.T, interval time.Duration, inline int) *Store {
 		}()
 	}
 	replayed := 0
+	var wbFound int64
 	check := func(pct int) {
 		snap := make([]int, crashWorkers)
 		for g := range snap {
@@ -212,7 +227,7 @@ func crashConsistency(t *testing.T, interval time.Duration, inline int) *Store {
 			cfg.RNG = randv2.New(randv2.NewPCG(uint64(rng.Int63()), 1))
 		}
 		clone := fs.CrashClone(cfg)
-		s2, err := Open(Options{Dir: "/osd", MetaDir: "/nvme/meta", FS: clone, ReserveBytes: -1})
+		s2, err := Open(Options{Dir: "/osd", MetaDir: "/nvme/meta", FS: clone, ReserveBytes: -1, WritebackBytes: wb})
 		if err != nil {
 			t.Fatalf("open crash clone (unsynced %d%%): %v", pct, err)
 		}
@@ -223,12 +238,14 @@ func crashConsistency(t *testing.T, interval time.Duration, inline int) *Store {
 			}
 		}
 		replayed += s2.replayed
-		t.Logf("crash clone (unsynced %d%%): acked %v, replayed %d journal records", pct, snap, s2.replayed)
+		wbFound += int64(s2.wbLoaded)
+		t.Logf("crash clone (unsynced %d%%): acked %v, replayed %d journal records, %d blocks in the write-back area",
+			pct, snap, s2.replayed, s2.wbLoaded)
 		if err := s2.Close(); err != nil {
 			t.Fatal(err)
 		}
 		// A second recovery of the recovered state must be a no-op.
-		s3, err := Open(Options{Dir: "/osd", MetaDir: "/nvme/meta", FS: clone, ReserveBytes: -1})
+		s3, err := Open(Options{Dir: "/osd", MetaDir: "/nvme/meta", FS: clone, ReserveBytes: -1, WritebackBytes: wb})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,8 +260,11 @@ func crashConsistency(t *testing.T, interval time.Duration, inline int) *Store {
 	wg.Wait()
 	check(0)
 	check(50)
-	if replayed == 0 {
+	if wb == 0 && replayed == 0 {
 		t.Error("no crash clone needed journal replay; the test did not exercise it")
+	}
+	if wb > 0 && wbFound == 0 {
+		t.Error("no crash clone had blocks in the write-back area; the test did not exercise it")
 	}
 	if s.cowWrites.Load() == 0 {
 		t.Error("no overwrite was copy-on-write; the test did not exercise it")

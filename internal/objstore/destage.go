@@ -54,7 +54,7 @@ type wbDone struct {
 
 func (s *Store) destager() {
 	defer close(s.wb.done)
-	t := time.NewTimer(0)
+	t := time.NewTimer(s.wb.pause())
 	defer t.Stop()
 	for {
 		select {
@@ -94,7 +94,7 @@ func (s *Store) destager() {
 // pause is how long the destager rests between passes: wbIdlePause below
 // the low watermark, falling linearly to nothing at the high one.
 func (wb *writeback) pause() time.Duration {
-	d, area := wb.dirty(), max(wb.area, 64*blockSize)
+	d, area := wb.dirty(), max(wb.area, wbMinArea)
 	low, high := area/4, area/4*3
 	switch {
 	case d == 0:

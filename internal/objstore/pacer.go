@@ -125,7 +125,9 @@ func (p *pacer) admit(n int64, kick func()) {
 		low, high := p.watermarks()
 		b := p.backlog.Load()
 		now := time.Now()
-		if b < low || (!slot.IsZero() && !now.Before(slot)) {
+		// A slot passed lets the writer go, except past a fixed high
+		// watermark: the write-back area's size is a bound.
+		if b < low || (!slot.IsZero() && !now.Before(slot) && (p.fixedLow == 0 || b < high)) {
 			break
 		}
 		if b >= high {

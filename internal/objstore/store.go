@@ -172,6 +172,7 @@ type Store struct {
 	filterSkips atomic.Int64              // lookups it answered (for tests)
 
 	replayed    int          // journal records replayed by Open (for tests and logs)
+	wbLoaded    int          // write-back blocks Open found (for tests)
 	logReplayed int          // commit-log batches replayed by Open (for tests)
 	cowWrites   atomic.Int64 // copy-on-write overwrites (for tests)
 	inPlace     atomic.Int64 // blocks written from the caller's buffer (for tests)

@@ -57,7 +57,12 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-const tagWriteback = 'W' // W fileID(8) block(8) -> 4 KiB block (writeback.go)
+const (
+	tagWriteback = 'W' // W fileID(8) block(8) -> 4 KiB block (writeback.go)
+	// wbMinArea is the least area the watermarks assume: an area of a few
+	// blocks would hold every writer at once.
+	wbMinArea = 16 * blockSize
+)
 
 // wbKey is the W key of block b of data file fileID.
 func wbKey(fileID, b uint64) []byte {
@@ -123,7 +128,7 @@ type writeback struct {
 func newWriteback(area int64) *writeback {
 	wb := &writeback{area: area, files: map[uint64]*wbFile{}, kick: make(chan struct{}, 1), done: make(chan struct{})}
 	wb.on.Store(area > 0)
-	high := max(area, 64*blockSize)
+	high := max(area, wbMinArea)
 	p := &pacer{maxHigh: high, fixedLow: high / 4 * 3}
 	p.cond = sync.NewCond(&p.mu)
 	p.low.Store(p.fixedLow)
@@ -366,6 +371,7 @@ func (s *Store) loadWriteback() error {
 		return err
 	}
 	s.wb.note(changes)
+	s.wbLoaded = len(changes)
 	return nil
 }
 
