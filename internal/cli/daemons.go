@@ -116,7 +116,7 @@ func monTLS(o *mon.Options, c *client.Config) error {
 func osdCmd(g *globals) *cobra.Command {
 	var o osd.Options
 	var id int
-	var class, debugListen string
+	var class, debugListen, writeback string
 	cmd := &cobra.Command{
 		Use:   "osd",
 		Short: "run an OSD daemon on one data directory (and the osd admin commands)",
@@ -132,6 +132,9 @@ func osdCmd(g *globals) *cobra.Command {
 			}
 			o.Conf, o.ID, o.Class, o.Logf = cfg, clustermap.OSDID(id), clustermap.DeviceClass(class), logger.Printf
 			o.WriteLoad = writes
+			if o.WritebackBytes, err = parseAreaSize(writeback); err != nil {
+				return err
+			}
 			if debugListen != "" {
 				if err := serveDebug(debugListen); err != nil {
 					return err
@@ -154,6 +157,7 @@ func osdCmd(g *globals) *cobra.Command {
 	f.Int64Var(&o.CacheBytes, "cache-size", 0, "bytes of index cache, half for object records and small objects' data, half for pebble's blocks (default 256 MiB)")
 	f.Int64Var(&o.DataCacheBytes, "data-cache-size", 0, "bytes of memory for repeated large reads (128 KiB to 4 MiB), outside the Go heap; negative: none (default 1 GiB, or a sixteenth of the machine's memory if less)")
 	f.BoolVar(&o.ReserveDataCache, "data-cache-reserve", true, "take the data cache's memory at start, faulted in at idle priority, and keep it; false: take it as reads fill the cache")
+	f.StringVar(&writeback, "writeback-size", "0", "size of the write-back area on the --meta-dir device, e.g. 8G: small overwrites stay there, durable, until they are moved to the data disk in sorted batches (0: none)")
 	f.StringVar(&debugListen, "debug-listen", "", "serve Go profiling (/debug/pprof) on this address, e.g. 127.0.0.1:6060")
 	f.StringVar(&o.MetricsListen, "metrics-listen", "", "serve Prometheus metrics at /metrics on this address, e.g. 127.0.0.1:9283")
 	f.IntVar(&o.RecoveryParallel, "recovery-parallel", 4, "objects recovery and backfill copy at once; fewer leaves more room for client IO")
@@ -274,4 +278,16 @@ func serveDebug(addr string) error {
 	}
 	go http.Serve(ln, nil)
 	return nil
+}
+
+// parseAreaSize parses --writeback-size: 0, or a size as parseBytes takes.
+func parseAreaSize(s string) (int64, error) {
+	if strings.TrimSpace(s) == "0" {
+		return 0, nil
+	}
+	n, err := parseBytes(s)
+	if err != nil {
+		return 0, fmt.Errorf("--writeback-size: %w", err)
+	}
+	return int64(n), nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cairn-storage/cairn/internal/health"
 	"github.com/cairn-storage/cairn/internal/objstore"
 )
 
@@ -42,5 +43,27 @@ func TestExplainIndexDamage(t *testing.T) {
 	other := errors.New("osd.4: listen: address in use")
 	if got := explainIndexDamage(other, 4, data, ""); got != other {
 		t.Errorf("an unrelated error changed: %v", got)
+	}
+}
+
+// The WRITEBACK and DESTAGE cells of osd df: dirty over the area's size,
+// "-" without an area; an area drained after it was turned off still
+// shows what it holds.
+func TestDFWritebackColumns(t *testing.T) {
+	for _, tc := range []struct {
+		r           health.DFRow
+		wb, destage string
+	}{
+		{health.DFRow{}, "-", "-"},
+		{health.DFRow{WritebackArea: 8 << 30, WritebackDirty: 1 << 30, DestageRate: 40 << 20}, humanBytes(1<<30) + "/" + humanBytes(8<<30), humanBytes(40<<20) + "/s"},
+		{health.DFRow{WritebackDirty: 4096}, humanBytes(4096) + "/" + humanBytes(0), "-"},
+	} {
+		wb, destage := writebackColumns(tc.r)
+		if wb != tc.wb || destage != tc.destage {
+			t.Errorf("%+v: %q %q, want %q %q", tc.r, wb, destage, tc.wb, tc.destage)
+		}
+	}
+	if line := dfLine(health.DFRow{Reported: true, WritebackArea: 1 << 20}); strings.Count(line, "\t") != strings.Count(dfHeader, "\t") {
+		t.Errorf("a row has %d cells, the header %d", strings.Count(line, "\t"), strings.Count(dfHeader, "\t"))
 	}
 }

@@ -41,3 +41,41 @@ func TestDevPassesCacheFlags(t *testing.T) {
 		}
 	}
 }
+
+// --writeback-size of cairn dev reaches each OSD as cairn osd's flag, and
+// cairn osd parses it into the store's area size; 0 and unset mean none,
+// and a bad size is refused with the flag's name.
+func TestDevPassesWritebackSize(t *testing.T) {
+	for _, tc := range []struct {
+		dev  string
+		args []string
+		want int64
+	}{
+		{"", nil, 0},
+		{"0", nil, 0},
+		{"64M", []string{"--writeback-size", "64M"}, 64 << 20},
+		{"8G", []string{"--writeback-size", "8G"}, 8 << 30},
+	} {
+		dev := devCmd(&globals{})
+		if err := dev.ParseFlags([]string{"--writeback-size=" + tc.dev}); err != nil {
+			t.Fatal(err)
+		}
+		o := devcluster.Options{DataCacheReserve: true}
+		o.WritebackSize, _ = dev.Flags().GetString("writeback-size")
+		got := o.OSDCacheArgs()
+		if !slices.Equal(got, tc.args) {
+			t.Errorf("cairn dev --writeback-size=%q gives its OSDs %q, want %q", tc.dev, got, tc.args)
+		}
+		osd := osdCmd(&globals{})
+		if err := osd.ParseFlags(got); err != nil {
+			t.Fatal(err)
+		}
+		s, _ := osd.Flags().GetString("writeback-size")
+		if n, err := parseAreaSize(s); err != nil || n != tc.want {
+			t.Errorf("cairn osd --writeback-size %q: %d, %v; want %d", s, n, err, tc.want)
+		}
+	}
+	if _, err := parseAreaSize("lots"); err == nil {
+		t.Error("--writeback-size lots was taken")
+	}
+}

@@ -14,7 +14,7 @@ import (
 func osdDFCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "df",
-		Short: "show each OSD's disk usage and the small writes not yet on its data disk (UNSYNCED), their SYNC RATE and time to DRAIN",
+		Short: "show each OSD's disk usage, the small writes not yet on its data disk (UNSYNCED), their SYNC RATE and time to DRAIN, and its write-back area (WRITEBACK: dirty/size, DESTAGE rate)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -45,7 +45,7 @@ func osdDFCmd(g *globals) *cobra.Command {
 	}
 }
 
-const dfHeader = "ID\tHOST\tCLASS\tSTATUS\tSIZE\tUSED\tAVAIL\t%USE\tOBJECTS\tUNSYNCED\tSYNC RATE\tDRAIN\t\n"
+const dfHeader = "ID\tHOST\tCLASS\tSTATUS\tSIZE\tUSED\tAVAIL\t%USE\tOBJECTS\tUNSYNCED\tSYNC RATE\tDRAIN\tWRITEBACK\tDESTAGE\t\n"
 
 // dfLine is a row of `cairn osd df`, tab-separated.
 func dfLine(r health.DFRow) string {
@@ -54,13 +54,28 @@ func dfLine(r health.DFRow) string {
 		status = "up"
 	}
 	if !r.Reported {
-		return fmt.Sprintf("%d\t%s\t%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t", r.ID, r.Host, r.Class, status)
+		return fmt.Sprintf("%d\t%s\t%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t", r.ID, r.Host, r.Class, status)
 	}
 	rate, drain := "-", "-"
 	if r.SyncRate > 0 {
 		rate = humanBytes(r.SyncRate) + "/s"
 		drain = (time.Duration(r.DrainSec * float64(time.Second))).Round(100 * time.Millisecond).String()
 	}
-	return fmt.Sprintf("%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%d\t%s\t%s\t%s\t", r.ID, r.Host, r.Class, status,
-		humanBytes(r.Size), humanBytes(r.Used), humanBytes(r.Avail), r.UsedPct, r.Objects, humanBytes(r.Unsynced), rate, drain)
+	wb, destage := writebackColumns(r)
+	return fmt.Sprintf("%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%d\t%s\t%s\t%s\t%s\t%s\t", r.ID, r.Host, r.Class, status,
+		humanBytes(r.Size), humanBytes(r.Used), humanBytes(r.Avail), r.UsedPct, r.Objects, humanBytes(r.Unsynced), rate, drain, wb, destage)
+}
+
+// writebackColumns are the WRITEBACK (dirty/area) and DESTAGE (rate)
+// cells of a row: "-" for an OSD without an area; an area being drained
+// after it was turned off shows its dirty bytes over no size.
+func writebackColumns(r health.DFRow) (wb, destage string) {
+	wb, destage = "-", "-"
+	if r.WritebackArea > 0 || r.WritebackDirty > 0 {
+		wb = humanBytes(r.WritebackDirty) + "/" + humanBytes(r.WritebackArea)
+	}
+	if r.DestageRate > 0 {
+		destage = humanBytes(r.DestageRate) + "/s"
+	}
+	return wb, destage
 }

@@ -55,6 +55,8 @@ type Options struct {
 	DataCacheSize    int64
 	DataCacheReserve bool
 	AutoRestart      bool
+	// WritebackSize is each OSD's --writeback-size ("" or "0": none).
+	WritebackSize string
 
 	// Self is the cairn binary every process runs (default: this one).
 	Self string
@@ -64,7 +66,8 @@ type Options struct {
 	Logf func(format string, args ...any)
 }
 
-// OSDCacheArgs are the data cache options, as flags of cairn osd.
+// OSDCacheArgs are the data cache and write-back area options, as flags
+// of cairn osd.
 func (o Options) OSDCacheArgs() []string {
 	var args []string
 	if o.DataCacheSize != 0 {
@@ -72,6 +75,9 @@ func (o Options) OSDCacheArgs() []string {
 	}
 	if !o.DataCacheReserve {
 		args = append(args, "--data-cache-reserve=false")
+	}
+	if o.WritebackSize != "" && o.WritebackSize != "0" {
+		args = append(args, "--writeback-size", o.WritebackSize)
 	}
 	return args
 }

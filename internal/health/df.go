@@ -23,7 +23,12 @@ type DFRow struct {
 	Unsynced int64   `json:"unsynced_bytes"`
 	SyncRate int64   `json:"sync_rate"`     // bytes a second, 0 until measured
 	DrainSec float64 `json:"drain_seconds"` // Unsynced at SyncRate
-	Reported bool    `json:"reported"`      // false: the OSD published no usage yet
+	// The write-back area: its size (0: none), the bytes in it not yet on
+	// the data disk, and the rate the destager moves them (0 until measured).
+	WritebackArea  int64 `json:"writeback_area_bytes"`
+	WritebackDirty int64 `json:"writeback_dirty_bytes"`
+	DestageRate    int64 `json:"destage_rate"`
+	Reported       bool  `json:"reported"` // false: the OSD published no usage yet
 }
 
 // DF lists every OSD of m, by ID, with what it last published.
@@ -38,6 +43,7 @@ func DF(m *clustermap.Map, stats map[clustermap.OSDID]report.OSDStats) []DFRow {
 				r.UsedPct = 100 * float64(s.UsedBytes) / float64(s.TotalBytes)
 			}
 			r.Unsynced, r.SyncRate, r.DrainSec = s.Unsynced, s.SyncRate, s.DrainSeconds()
+			r.WritebackArea, r.WritebackDirty, r.DestageRate = s.WritebackArea, s.WritebackDirty, s.DestageRate
 		}
 		rows = append(rows, r)
 	}

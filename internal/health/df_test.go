@@ -41,3 +41,17 @@ func TestDFAndDrain(t *testing.T) {
 		t.Fatalf("status: %d unsynced, longest drain %s %.1f s; want 8 MiB, osd.4 4 s", st.Unsynced, st.DrainOSD, st.DrainSeconds)
 	}
 }
+
+// osd df carries each OSD's write-back area as it published it.
+func TestDFWriteback(t *testing.T) {
+	stats := map[clustermap.OSDID]report.OSDStats{
+		1: {TotalBytes: 100, WritebackArea: 8 << 30, WritebackDirty: 3 << 30, DestageRate: 50 << 20},
+	}
+	rows := DF(testMap(), stats)
+	if r := rows[1]; r.WritebackArea != 8<<30 || r.WritebackDirty != 3<<30 || r.DestageRate != 50<<20 {
+		t.Fatalf("osd.1: %+v", r)
+	}
+	if r := rows[2]; r.WritebackArea != 0 || r.WritebackDirty != 0 {
+		t.Fatalf("osd.2 has no area: %+v", r)
+	}
+}

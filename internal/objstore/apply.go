@@ -33,7 +33,7 @@ type applyCtx struct {
 	// inPlace: the txn changes object data in one op, so no block is
 	// written twice and large aligned data can serve as its own blocks.
 	inPlace bool
-	pos     commitPos // where the journal records went
+	pos     commitPos  // where the journal records went
 	wb      []wbChange // W keys the batch sets or deletes (writeback.go)
 }
 

@@ -137,7 +137,7 @@ type Store struct {
 	spaceMu sync.Mutex
 	space   [2]spaceEntry
 
-	pace     *pacer // holds writers back while checkpoints fall behind (pacer.go)
+	pace     *pacer     // holds writers back while checkpoints fall behind (pacer.go)
 	wb       *writeback // the write-back area (writeback.go); never nil
 	ckMu     sync.Mutex
 	applied  []appliedJ

@@ -53,6 +53,9 @@ type Options struct {
 	CacheBytes       int64
 	DataCacheBytes   int64
 	ReserveDataCache bool
+	// WritebackBytes sizes the store's write-back area on the meta
+	// device (objstore.Options.WritebackBytes; 0: none).
+	WritebackBytes int64
 	// RecoveryParallel bounds the objects recovery copies at once (0: 4).
 	RecoveryParallel int
 	// ScrubInterval and DeepScrubInterval: how often each PG is scrubbed
@@ -160,7 +163,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	st, err := openStore(ctx, objstore.Options{Dir: o.DataDir, MetaDir: o.MetaDir, ReserveBytes: o.ReserveBytes, CacheBytes: o.CacheBytes, DataCacheBytes: o.DataCacheBytes, ReserveDataCache: o.ReserveDataCache}, storeLockWait, func() {
+	st, err := openStore(ctx, objstore.Options{Dir: o.DataDir, MetaDir: o.MetaDir, ReserveBytes: o.ReserveBytes, CacheBytes: o.CacheBytes, DataCacheBytes: o.DataCacheBytes, ReserveDataCache: o.ReserveDataCache, WritebackBytes: o.WritebackBytes}, storeLockWait, func() {
 		o.Logf("%s: the store in %s is locked by another process; waiting up to %v for it to exit", id, o.DataDir, storeLockWait)
 	})
 	if err != nil {
@@ -449,6 +452,7 @@ func (s *Server) publishStats(ctx context.Context, lease *meta.Lease) {
 		if u, err := s.store.Usage(); err == nil {
 			states, down, unfound := s.pgReport()
 			c := s.store.Counters()
+			wb := s.store.Writeback()
 			lease.PublishStats(ctx, meta.OSDStats{
 				TotalBytes: u.TotalBytes, FreeBytes: u.FreeBytes, UsedBytes: u.TotalBytes - u.FreeBytes,
 				UsedRatio: usedRatio(u), Filesystem: fs,
@@ -456,6 +460,7 @@ func (s *Server) publishStats(ctx context.Context, lease *meta.Lease) {
 				PGStates: states, DownPGs: down, UnfoundPGs: unfound, Work: s.workProgress(),
 				ClientIO: s.clientIO.snapshot(), Started: s.started,
 				Unsynced: c.Unsynced, SyncRate: c.SyncRate,
+				WritebackArea: wb.AreaBytes, WritebackDirty: wb.DirtyBytes, DestageRate: int64(wb.DestageRate),
 			})
 		}
 		select {

@@ -41,6 +41,13 @@ type OSDStats struct {
 	// move there (0 until measured). Unsynced/SyncRate is the time to drain.
 	Unsynced int64 `json:"unsynced_bytes,omitempty"`
 	SyncRate int64 `json:"sync_rate,omitempty"`
+	// WritebackArea is the size of the OSD's write-back area on its meta
+	// device (0: none), WritebackDirty the bytes of small writes it holds
+	// that are not yet on the data disk, DestageRate the bytes a second
+	// its destager moves there (0 until measured).
+	WritebackArea  int64 `json:"writeback_area_bytes,omitempty"`
+	WritebackDirty int64 `json:"writeback_dirty_bytes,omitempty"`
+	DestageRate    int64 `json:"destage_rate,omitempty"`
 }
 
 // DrainSeconds is how long the OSD's unsynced writes take to reach its
