@@ -8,10 +8,12 @@
 #
 #   hdd-only     data and metadata (index, commit log, journal) on the HDDs
 #   meta-flash   data on the HDDs, --meta-dir on flash (today's cairn)
+#   writeback    meta-flash plus a write-back area of WRITEBACK on the flash
+#                (--writeback-size): small writes stay there until destaged
 #
-# (The write-back area and Ceph with its DB on flash join the table as they
-# are built.) One table at the end, and the line
-# "meta-flash/hdd-only 4K randwrite QD16 ratio: X.XX". Everything it makes
+# (Ceph with its DB on flash joins the table when it is built.) One table at
+# the end, and the lines "meta-flash/hdd-only 4K randwrite QD16 ratio: X.XX"
+# and "write-back/hdd-only ...". Everything it makes
 # (loop devices, mounts, throttle rules, processes, files) is removed on exit.
 #
 #   sudo bench/tier.sh                  # about 45 minutes (the 10-minute runs)
@@ -25,7 +27,8 @@
 #   VOLUME=2G            volume size (the random writes' working set)
 #   HDD_IOPS=200 HDD_MBPS=150   the "HDD"'s limits (each direction)
 #   HDD_SIZE=8G          sparse file behind each loop device
-#   LAYOUTS="hdd-only meta-flash"   which layouts to run
+#   LAYOUTS="hdd-only meta-flash writeback"   which layouts to run
+#   WRITEBACK=4G         each OSD's write-back area (layout writeback)
 #   JOBS="qd16-uniform qd1-uniform qd16-zipf"   which 60-second jobs to run
 #   WORKDIR=/tmp/cairn-tier         (the daemons' logs stay in WORKDIR-logs)
 #   CAIRN_ETCD_PORT=24890 CAIRN_OSD_PORT=27890 CAIRN_NBD_PORT=20909
@@ -39,7 +42,8 @@ HDD_IOPS=${HDD_IOPS:-200}
 HDD_MBPS=${HDD_MBPS:-150}
 HDD_SIZE=${HDD_SIZE:-8G}
 WORKDIR=${WORKDIR:-/tmp/cairn-tier}
-LAYOUTS=${LAYOUTS:-hdd-only meta-flash}
+LAYOUTS=${LAYOUTS:-hdd-only meta-flash writeback}
+WRITEBACK=${WRITEBACK:-4G}
 JOBS=${JOBS:-qd16-uniform qd1-uniform qd16-zipf}
 CAIRN_ETCD_PORT=${CAIRN_ETCD_PORT:-24890}
 CAIRN_OSD_PORT=${CAIRN_OSD_PORT:-27890}
@@ -104,22 +108,24 @@ make_hdds() {
 }
 
 # start_cluster LAYOUT: a dev cluster whose osd.N keeps its data on HDD N,
-# and its metadata there too (hdd-only) or on flash (meta-flash); a volume.
+# and its metadata there too (hdd-only) or on flash (meta-flash, and
+# writeback with its write-back area there); a volume.
 start_cluster() {
-	local layout=$1 dir=$WORKDIR/$1
+	local layout=$1 dir=$WORKDIR/$1 wb=()
 	mkdir -p "$dir/dev" "$dir/flash"
+	[[ $layout == writeback ]] && wb=(--writeback-size "$WRITEBACK")
 	for i in $(seq 0 $((OSDS - 1))); do
 		local hdd=$WORKDIR/hdd-$(basename "${loops[$i]}")/$layout-osd.$i
 		mkdir -p "$hdd"
 		ln -s "$hdd" "$dir/dev/osd.$i"
-		if [[ $layout == meta-flash ]]; then
+		if [[ $layout == meta-flash || $layout == writeback ]]; then
 			mkdir -p "$dir/flash/osd.$i-meta"
 			ln -s "$dir/flash/osd.$i-meta" "$hdd/meta"
 		fi
 	done
 	"$CAIRN" dev --dir "$dir/dev" --hosts $OSDS --osds-per-host 1 --etcd-port "$CAIRN_ETCD_PORT" \
 		--osd-port "$CAIRN_OSD_PORT" --nbd-port "$CAIRN_NBD_PORT" --s3-port 0 --metrics-port 0 \
-		--dashboard-port 0 >"$dir/dev.log" 2>&1 &
+		--dashboard-port 0 "${wb[@]}" >"$dir/dev.log" 2>&1 &
 	cluster=$!
 	for _ in $(seq 240); do grep -q "is up" "$dir/dev.log" && break; sleep 0.5; done
 	grep -q "is up" "$dir/dev.log" || die "cairn dev did not come up: $(tail "$dir/dev.log")"
@@ -183,4 +189,7 @@ for layout in layouts:
 if "meta-flash" in layouts and "hdd-only" in layouts and "qd16-uniform" in jobs:
     r = stats("meta-flash", "qd16-uniform")[0] / stats("hdd-only", "qd16-uniform")[0]
     print(f"\nmeta-flash/hdd-only 4K randwrite QD16 ratio: {r:.2f}")
+if "writeback" in layouts and "hdd-only" in layouts and "qd16-uniform" in jobs:
+    r = stats("writeback", "qd16-uniform")[0] / stats("hdd-only", "qd16-uniform")[0]
+    print(f"write-back/hdd-only 4K randwrite QD16 ratio: {r:.2f}")
 EOF
