@@ -18,6 +18,8 @@
 //	finalize.go    where new blocks go: direct, copy-on-write or journaled
 //	checkpoint.go  the background checkpointer of deferred writes
 //	pacer.go       slows writers to the data disk's sync rate when checkpoints fall behind
+//	writeback.go   the write-back area: deferred writes kept on the meta device
+//	destage.go     the destager, which moves the area's blocks to the data disk
 //	read.go        the read path of object data; lookup.go everything else
 //	omapiter.go    OmapIter: one object's omap in key order, with SeekGE
 //	files.go       data file handles and slots; directio.go their O_DIRECT IO
@@ -72,6 +74,7 @@
 //	'K' fileID(8) chunk(4)            -> checksum chunk of blocks chunk*64 .. chunk*64+63
 //	'F' fileID(8)                     -> objID(8): this data file is referenced
 //	'J' seq(8)                        -> journal record (deferred write; see below)
+//	'W' fileID(8) block(8)            -> 4 KiB block in the write-back area (writeback.go)
 //
 // Object record:
 //
@@ -145,6 +148,14 @@
 //     CPU. Into an existing file the write carries RWF_DSYNC, so it
 //     returns durable and the file needs no fdatasync: one blocking syscall
 //     instead of two.
+//   - Write-back (Options.WritebackBytes, writeback.go): while the area is
+//     on, a deferred write's blocks go into W keys of its batch instead of
+//     a journal record, and do not touch the data file: a W key overrides
+//     the block's slot for every read until the destager (destage.go) has
+//     written it there, synced the file, and deleted the key. Direct and
+//     copy-on-write writes still bypass it, deleting the W keys of the
+//     blocks they overwrite in their batch; deletes, Put-over and
+//     truncates drop a file's W keys with a range deletion in theirs.
 //   - Copy-on-write (an overwrite of at least 128 KiB of committed blocks,
 //     all in one slot, of a file with no pending journal records: a VM's
 //     large sequential writes): the data goes with O_DIRECT to the blocks'
@@ -238,6 +249,19 @@
 //
 //   - A punch that a crash loses leaves garbage in a slot no block lives in.
 //
+//   - A W key is durable with the checksum chunk that covers its block (one
+//     batch); it is deleted only after its value was written to the
+//     block's live slot and the file synced, and after every journal
+//     record of the file older than it is deleted (journalBarrier: a
+//     replay of one would overwrite the destaged block). A crash before the
+//     deletion commits leaves the key, which still overrides the slot; the
+//     destager writes it again. A deletion never removes a newer value:
+//     it checks the generation each set of the key gets, under a guard
+//     that writers changing W keys hold from their commit until the store
+//     knows it. The destager writes a slot only under its object's lock,
+//     after checking that the key is still there, so a write that moved the
+//     block (copy-on-write) or journaled it (area off) is never undone.
+//
 // TestCrashConsistency checks this on crash clones of a vfs.MemFS taken
 // during concurrent Applies, keeping 0%, 50% or 90% of unsynced writes;
 // TestIOErrorsModel on crash clones taken after injected IO errors; and
@@ -267,6 +291,12 @@
 //	blocks of an existing file
 //	    O_DIRECT pwritev2(RWF_DSYNC), then the commit-log write; the old
 //	    slot is punched after the commit
+//	small overwrite, or write into fresh blocks, with the write-back area on
+//	    the commit-log write, whose batch holds the blocks in W keys; no
+//	    data-file write before or after it. The destager later writes the
+//	    blocks to their slots (buffered), fdatasyncs the files, and only
+//	    then commits the keys' deletion; TestWritebackCrashDuringDestage
+//	    crashes between each of those steps
 //
 // Where O_DIRECT is off (tmpfs, some overlay filesystems) the log segment
 // is written and fdatasynced, and data writes are buffered and
@@ -297,5 +327,9 @@
 // allocated blocks are rewritten, which cannot hit ENOSPC. (Reserving them
 // with fallocate instead cost an OSD more CPU under random 4 KiB
 // writes to a new volume.) A direct write that hits ENOSPC also fails the
-// Apply with ErrNoSpace and leaves the store unchanged.
+// Apply with ErrNoSpace and leaves the store unchanged. Blocks in the
+// write-back area take their space on the data disk only when destaged;
+// a destage the data disk refuses for space leaves them in the area,
+// durable, and is tried again later, while the area's back-pressure slows
+// writers once it fills.
 package objstore
