@@ -137,10 +137,8 @@ func (s *Store) destagePass() (int64, error) {
 		return 0, nil
 	}
 	destageStep("written")
-	for _, df := range files {
-		if err := df.f.SyncData(); err != nil {
-			return 0, fmt.Errorf("objstore: destage sync: %w", err)
-		}
+	if err := s.syncDestaged(files); err != nil {
+		return 0, err
 	}
 	destageStep("synced")
 	if journaled {
@@ -156,6 +154,25 @@ func (s *Store) destagePass() (int64, error) {
 	s.wb.destaged.Add(n)
 	s.wb.pace.synced(0, n, time.Since(start))
 	return n, nil
+}
+
+// syncDestaged makes a pass's writes durable: as a checkpoint does
+// (syncfs.go), one sync of the filesystem when they touch many files, else
+// a fdatasync of each.
+func (s *Store) syncDestaged(files []*dataFile) error {
+	if s.fsSync != nil && len(files) >= syncfsMinFiles {
+		s.fsSyncs.Add(1)
+		if err := s.fsSync.sync(); err != nil {
+			return fmt.Errorf("objstore: destage sync: %w", err)
+		}
+		return nil
+	}
+	for _, df := range files {
+		if err := df.f.SyncData(); err != nil {
+			return fmt.Errorf("objstore: destage sync: %w", err)
+		}
+	}
+	return nil
 }
 
 // pick chooses up to max blocks to destage, file by file in file order

@@ -213,3 +213,59 @@ func TestDurabilityRule(t *testing.T) {
 		t.Errorf("an RWF_DSYNC write before the commit fails: %v", err)
 	}
 }
+
+// The write-back path of the audit: a small overwrite, and a small write
+// into fresh blocks, with the area on make the commit-log write and touch
+// no data file; a destage pass writes the data files, syncs them, and
+// only then commits the keys' deletion.
+func TestDurabilityAuditWriteback(t *testing.T) {
+	quietDestager(t)
+	rec := installRecorder(t)
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir, ReserveBytes: -1, WritebackBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	logDir := filepath.Join(dir, "meta")
+	isLog := func(p string) bool { return strings.HasPrefix(p, logDir) }
+	apply(t, s, func(tx *Txn) { tx.Put("1.0", "big", bytes.Repeat([]byte{1}, 4<<20)) })
+	for _, k := range []struct {
+		what string
+		txn  func(*Txn)
+	}{
+		{"small overwrite into the area", func(tx *Txn) { tx.Write("1.0", "big", 8192, bytes.Repeat([]byte{2}, 4096)) }},
+		{"small write into fresh blocks, into the area", func(tx *Txn) { tx.Write("1.0", "big", 5<<20, bytes.Repeat([]byte{3}, 8192)) }},
+	} {
+		var txn Txn
+		k.txn(&txn)
+		rec.take()
+		if err := s.Apply(&txn); err != nil {
+			t.Fatal(err)
+		}
+		events := rec.take()
+		if err := checkDurable(events, isLog, false); err != nil {
+			t.Errorf("%s: %v", k.what, err)
+		}
+		for _, e := range events {
+			if !isLog(e.path) && e.op != "log" {
+				t.Errorf("%s: touched a data file (%s %s): %v", k.what, e.op, e.path, events)
+			}
+		}
+	}
+	rec.take()
+	if n, err := s.destagePass(); err != nil || n != 3*blockSize {
+		t.Fatalf("destage: %d bytes, %v", n, err)
+	}
+	var ops []string
+	for _, e := range rec.take() {
+		if e.op == "log" || !isLog(e.path) {
+			ops = append(ops, e.op)
+		}
+	}
+	t.Logf("destage pass: %s", strings.Join(ops, " "))
+	w, sy, l := slices.Index(ops, "write"), slices.IndexFunc(ops, func(o string) bool { return o == "sync" || o == "syncfs" }), slices.Index(ops, "log")
+	if w < 0 || sy < w || l < sy {
+		t.Fatalf("a destage pass must write, sync, then commit the deletion: %v", ops)
+	}
+}
