@@ -130,6 +130,10 @@ func printStatus(w io.Writer, st health.Status) {
 		fmt.Fprintf(w, "  unsynced: %s of small writes in commit logs, not yet on data disks (longest drain: %s, %.1f s)\n",
 			humanBytes(st.Unsynced), st.DrainOSD, st.DrainSeconds)
 	}
+	if st.WritebackArea > 0 || st.WritebackDirty > 0 {
+		fmt.Fprintf(w, "  writeback: %s in write-back areas of %s, not yet on data disks (cairn osd df: each OSD's, and its destage rate)\n",
+			humanBytes(st.WritebackDirty), humanBytes(st.WritebackArea))
+	}
 	printGateways(w, st.Gateways)
 	if len(st.Work) > 0 {
 		fmt.Fprintf(w, "  work:\n")

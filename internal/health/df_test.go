@@ -54,4 +54,8 @@ func TestDFWriteback(t *testing.T) {
 	if r := rows[2]; r.WritebackArea != 0 || r.WritebackDirty != 0 {
 		t.Fatalf("osd.2 has no area: %+v", r)
 	}
+	stats[2] = report.OSDStats{WritebackArea: 1 << 30, WritebackDirty: 1 << 20}
+	if st := Compute(testMap(), stats, nil, time.Now()); st.WritebackDirty != 3<<30+1<<20 || st.WritebackArea != 9<<30 {
+		t.Fatalf("status adds up %d dirty of %d", st.WritebackDirty, st.WritebackArea)
+	}
 }

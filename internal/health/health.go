@@ -56,6 +56,10 @@ type Status struct {
 	DrainSeconds float64 `json:"drain_seconds,omitempty"`
 	// Redundancy says, pool by pool, what it can lose by design and now.
 	Redundancy []PoolRedundancy `json:"pools_redundancy"`
+	// WritebackDirty adds up the bytes the OSDs hold in their write-back
+	// areas, not yet on their data disks, and WritebackArea the areas' size.
+	WritebackDirty int64 `json:"writeback_dirty_bytes,omitempty"`
+	WritebackArea  int64 `json:"writeback_area_bytes,omitempty"`
 	// PGStates counts PGs by the state their primaries report.
 	PGStates map[string]int `json:"pg_states,omitempty"`
 	Work     []Work         `json:"work,omitempty"`
@@ -373,6 +377,8 @@ func (st *Status) recoveryETA() string {
 func (st *Status) drainSummary(stats map[clustermap.OSDID]report.OSDStats) {
 	for id, s := range stats {
 		st.Unsynced += s.Unsynced
+		st.WritebackDirty += s.WritebackDirty
+		st.WritebackArea += s.WritebackArea
 		if d := s.DrainSeconds(); d > st.DrainSeconds || (d == st.DrainSeconds && d > 0 && id.String() < st.DrainOSD) {
 			st.DrainOSD, st.DrainSeconds = id.String(), d
 		}
