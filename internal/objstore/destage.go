@@ -30,8 +30,8 @@ var (
 	wbIdlePause = time.Second
 )
 
-// destageHook, if set (by tests), runs at each step of a pass: "written",
-// "synced", "dropped".
+// destageHook, if set (by tests), runs at each step of a pass: "writing"
+// (a file, outside its object lock), "written", "synced", "dropped".
 var destageHook func(step string)
 
 func destageStep(step string) {
@@ -205,40 +205,99 @@ func (wb *writeback) pick(max int64) []wbPick {
 }
 
 // destageFile writes the picked blocks of one file that still have W keys
-// into their live slots, under the object's lock. It returns the file
-// (referenced, to sync), the blocks written, and whether the file has
-// journal records not yet checkpointed.
+// into their live slots. It returns the file (referenced, to sync), the
+// blocks written, and whether the file has journal records not yet
+// checkpointed.
+//
+// What to write, and where, is read under the object's lock; the writes
+// run after it is released, so neither readers (the keys stay
+// authoritative until dropDestaged) nor writers that only set keys wait
+// for the data disk. Writers that would write the file's data blocks
+// themselves wait for these writes first (waitDestage), or a write of
+// theirs could be overwritten by an older value.
 func (s *Store) destageFile(p wbPick) (df *dataFile, done []wbDone, pending bool, err error) {
+	runs, df, done, pending, err := s.destageSnapshot(p)
+	if err != nil || df == nil {
+		return nil, nil, false, err
+	}
+	defer s.wb.endDestage(p.fileID)
+	destageStep("writing")
+	for _, r := range runs {
+		if _, err := df.f.WriteAt(r.buf, int64(r.off)); err != nil {
+			s.releaseFile(df)
+			return nil, nil, false, fmt.Errorf("objstore: destage into file %016x: %w", p.fileID, err)
+		}
+	}
+	return df, done, pending, nil
+}
+
+// wbRun is a run of blocks destageFile writes at file offset off.
+type wbRun struct {
+	off uint64
+	buf []byte
+}
+
+// destageSnapshot reads, under the object's lock, the blocks of p that
+// still have W keys, their generations and their slots, opens the file,
+// and marks it as being destaged (endDestage unmarks it). df is nil when
+// there is nothing to write.
+func (s *Store) destageSnapshot(p wbPick) (runs []wbRun, df *dataFile, done []wbDone, pending bool, err error) {
 	if p.shard < 0 {
-		return nil, nil, false, nil // no object owns it: Open deletes such keys
+		return nil, nil, nil, false, nil // no object owns it: Open deletes such keys
 	}
 	s.locks[p.shard].Lock()
 	defer s.locks[p.shard].Unlock()
 	done = s.wb.current(p)
 	if len(done) == 0 {
-		return nil, nil, false, nil
+		return nil, nil, nil, false, nil
 	}
 	pending = s.hasPending(p.fileID)
 	name := fmt.Sprintf("file %016x", p.fileID)
 	chunks, err := s.loadChunks("", name, p.fileID, done[0].block/chunkBlocks, done[len(done)-1].block/chunkBlocks)
 	if err != nil {
-		return nil, nil, false, err
-	}
-	if df, err = s.openFile(p.fileID); err != nil {
-		return nil, nil, false, err
+		return nil, nil, nil, false, err
 	}
 	for i := 0; i < len(done); {
 		j, buf, slotB, err := s.destageRun(name, chunks, done, i)
-		if err == nil {
-			_, err = df.f.WriteAt(buf, int64(s.phys(done[i].block, slotB)))
-		}
 		if err != nil {
-			s.releaseFile(df)
-			return nil, nil, false, fmt.Errorf("objstore: destage into %s: %w", name, err)
+			return nil, nil, nil, false, err
 		}
+		runs = append(runs, wbRun{off: s.phys(done[i].block, slotB), buf: buf})
 		i = j
 	}
-	return df, done, pending, nil
+	if df, err = s.openFile(p.fileID); err != nil {
+		return nil, nil, nil, false, err
+	}
+	s.wb.beginDestage(p.fileID)
+	return runs, df, done, pending, nil
+}
+
+// beginDestage marks file fid as being written by the destager; the
+// caller holds the file's object lock.
+func (wb *writeback) beginDestage(fid uint64) {
+	wb.ioMu.Lock()
+	wb.writing = fid
+	wb.ioMu.Unlock()
+}
+
+// endDestage unmarks it and wakes the writers waiting for it.
+func (wb *writeback) endDestage(fid uint64) {
+	wb.ioMu.Lock()
+	wb.writing = 0
+	wb.ioCond.Broadcast()
+	wb.ioMu.Unlock()
+}
+
+// waitDestage returns once the destager is not writing file fid. A writer
+// that holds fid's object lock calls it before it writes any of fid's data
+// blocks itself; the destager cannot start on fid again until it lets the
+// lock go.
+func (wb *writeback) waitDestage(fid uint64) {
+	wb.ioMu.Lock()
+	for wb.writing == fid {
+		wb.ioCond.Wait()
+	}
+	wb.ioMu.Unlock()
 }
 
 // destageRun gathers the values of done[i:j], the longest run of

@@ -258,9 +258,11 @@
 //     destager writes it again. A deletion never removes a newer value:
 //     it checks the generation each set of the key gets, under a guard
 //     that writers changing W keys hold from their commit until the store
-//     knows it. The destager writes a slot only under its object's lock,
-//     after checking that the key is still there, so a write that moved the
-//     block (copy-on-write) or journaled it (area off) is never undone.
+//     knows it. The destager reads what to write under the object's lock
+//     (after checking that the key is still there) and a writer that would
+//     write the file's blocks itself (direct, copy-on-write, journaled)
+//     waits until the destager's writes to that file are done, so a write
+//     that moved the block or journaled it is never undone.
 //
 // TestCrashConsistency checks this on crash clones of a vfs.MemFS taken
 // during concurrent Applies, keeping 0%, 50% or 90% of unsynced writes;

@@ -140,6 +140,9 @@ func (a *applyCtx) layOut(st *objState, fid uint64, ext []uint64, journaled bool
 	switch {
 	case st.newFile || (fresh && !journaled && big):
 		// Into blocks no committed state uses: straight to slot A.
+		if !st.newFile {
+			s.wb.waitDestage(fid) // see destageFile
+		}
 		if invariantsOn {
 			a.checkDirectTarget(st, fid, ext, false)
 		}
@@ -150,6 +153,7 @@ func (a *applyCtx) layOut(st *objState, fid uint64, ext []uint64, journaled bool
 	case known && oneSlot && !journaled && big && (ext[len(ext)-1]+1)*blockSize <= s.slotBase:
 		// Copy-on-write: the other slot is not live, so write it,
 		// let the commit flip the blocks to it, then free the old.
+		s.wb.waitDestage(fid)
 		if invariantsOn {
 			a.checkDirectTarget(st, fid, ext, !inB)
 		}
@@ -175,7 +179,8 @@ func (a *applyCtx) journalExtent(st *objState, fid uint64, ext []uint64, buf []b
 		a.writeBack(st, fid, ext, buf)
 		return nil
 	}
-	a.dropWB(fid, ext) // journaled now, so the blocks' W keys must go
+	s.wb.waitDestage(fid) // written in place below: see destageFile
+	a.dropWB(fid, ext)    // journaled now, so the blocks' W keys must go
 	// Deferred: each block is rewritten where it lives (fresh
 	// ones in slot A), by one journal record per same-slot run.
 	for k := 0; k < len(ext); {

@@ -33,12 +33,15 @@ package objstore
 //     that have one; deletes, Put-over and truncates drop a file's keys with
 //     a range deletion). It holds the object's lock, and holds guard for
 //     reading from before its commit until the in-memory view shows it.
-//   - The destager writes a block's value into the block's live slot while
-//     it holds the object's lock (so no writer or reader of the object runs
-//     meanwhile), syncs the file, and then, holding guard for writing,
-//     deletes the keys whose generation (a number each set of the key gets)
-//     is still the one it wrote: a newer value set meanwhile is never
-//     deleted, and is destaged again later.
+//   - The destager reads a block's value, generation (a number each set of
+//     the key gets) and live slot while it holds the object's lock, and
+//     writes the value there after letting the lock go: readers keep
+//     reading the key meanwhile, writers that only set keys go on, and a
+//     writer that would write the file's blocks itself waits for it
+//     (waitDestage). It syncs the file, and then, holding guard for
+//     writing, deletes the keys whose generation is still the one it
+//     wrote: a newer value set meanwhile is never deleted, and is destaged
+//     again later.
 //
 // Back-pressure: the dirty bytes are a pacer's backlog (pacer.go) with
 // fixed watermarks: below three quarters of the area writes pass, between
@@ -122,12 +125,16 @@ type writeback struct {
 	written  atomic.Int64
 	noSpace  atomic.Int64 // passes the data disk refused for space
 	passMu   sync.Mutex   // one destage pass at a time
-	cursor   uint64       // the destager's next file (under passMu)
+	ioMu     sync.Mutex
+	ioCond   *sync.Cond // on ioMu: broadcast when the destager finishes a file's writes
+	writing  uint64     // the file the destager writes outside its object lock, 0 if none
+	cursor   uint64     // the destager's next file (under passMu)
 }
 
 func newWriteback(area int64) *writeback {
 	wb := &writeback{area: area, files: map[uint64]*wbFile{}, kick: make(chan struct{}, 1), done: make(chan struct{})}
 	wb.on.Store(area > 0)
+	wb.ioCond = sync.NewCond(&wb.ioMu)
 	high := max(area, wbMinArea)
 	p := &pacer{maxHigh: high, fixedLow: high / 4 * 3}
 	p.cond = sync.NewCond(&p.mu)

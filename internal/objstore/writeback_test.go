@@ -367,3 +367,55 @@ func FuzzDecodeWBKey(f *testing.F) {
 		}
 	})
 }
+
+// A write that puts a block in the data file itself (here journaled, the
+// area being off) while the destager writes the block's older value there
+// waits for that write, so the older value never lands over it.
+func TestWritebackWriterWaitsForDestage(t *testing.T) {
+	quietDestager(t)
+	fs := vfs.NewCrashableMem()
+	s := openWB(t, fs, 1<<20)
+	defer s.Close()
+	apply(t, s, func(tx *Txn) { tx.Put("1.0", "vm", pattern(1, 256<<10)) })
+	apply(t, s, func(tx *Txn) { tx.Write("1.0", "vm", 3*blockSize, versioned(3, 1)) })
+	if err := s.SetWriteback(false); err != nil {
+		t.Fatal(err)
+	}
+	newer := versioned(3, 2)
+	applied := make(chan error, 1)
+	destageHook = func(step string) {
+		if step != "writing" {
+			return
+		}
+		go func() {
+			var tx Txn
+			tx.Write("1.0", "vm", 3*blockSize, newer)
+			applied <- s.Apply(&tx)
+		}()
+		select {
+		case err := <-applied:
+			t.Errorf("a journaled write of the block went ahead of the destager's write (%v)", err)
+			applied <- err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	_, err := s.destagePass()
+	destageHook = nil
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-applied; err != nil {
+		t.Fatal(err)
+	}
+	if got := mustRead(t, s, "1.0", "vm", 3*blockSize, blockSize); !bytes.Equal(got, newer) {
+		t.Fatal("the block reads an older value than the newest write")
+	}
+	if err := s.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := openWB(t, fs.CrashClone(vfs.CrashCloneCfg{}), 1<<20)
+	defer s2.Close()
+	if got := mustRead(t, s2, "1.0", "vm", 3*blockSize, blockSize); !bytes.Equal(got, newer) {
+		t.Fatal("after a crash the block reads an older value than the newest write")
+	}
+}
