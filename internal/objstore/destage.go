@@ -17,6 +17,7 @@ package objstore
 import (
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,12 +33,21 @@ var (
 
 // destageHook, if set (by tests), runs at each step of a pass: "writing"
 // (a file, outside its object lock), "written", "synced", "dropped".
-var destageHook func(step string)
+var destageHook atomic.Pointer[func(step string)]
 
 func destageStep(step string) {
-	if destageHook != nil {
-		destageHook(step)
+	if h := destageHook.Load(); h != nil {
+		(*h)(step)
 	}
+}
+
+// setDestageHook sets destageHook (nil: none).
+func setDestageHook(h func(step string)) {
+	if h == nil {
+		destageHook.Store(nil)
+		return
+	}
+	destageHook.Store(&h)
 }
 
 // wbPick is a pass's work in one file.
@@ -89,6 +99,12 @@ func (s *Store) destager() {
 		}
 		t.Reset(pause)
 	}
+}
+
+// catchingUp says the destager should move blocks as efficiently as it
+// can: the area is past its low watermark, or draining.
+func (wb *writeback) catchingUp() bool {
+	return !wb.on.Load() || wb.dirty() > max(wb.area, wbMinArea)/4
 }
 
 // pause is how long the destager rests between passes: wbIdlePause below
@@ -156,11 +172,15 @@ func (s *Store) destagePass() (int64, error) {
 	return n, nil
 }
 
-// syncDestaged makes a pass's writes durable: as a checkpoint does
-// (syncfs.go), one sync of the filesystem when they touch many files, else
-// a fdatasync of each.
+// syncDestaged makes a pass's writes durable. Below the low watermark
+// (the area under a quarter full) it fdatasyncs each file: a gentle
+// trickle that leaves the data disk, and whatever shares it, to others.
+// Above it (or while the area drains) it syncs the filesystem once when
+// the pass touched many files, as a checkpoint does (syncfs.go): many
+// times the bytes per second of the disk, at the price of a burst of
+// writeback.
 func (s *Store) syncDestaged(files []*dataFile) error {
-	if s.fsSync != nil && len(files) >= syncfsMinFiles {
+	if s.fsSync != nil && len(files) >= syncfsMinFiles && s.wb.catchingUp() {
 		s.fsSyncs.Add(1)
 		if err := s.fsSync.sync(); err != nil {
 			return fmt.Errorf("objstore: destage sync: %w", err)
