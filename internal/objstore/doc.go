@@ -296,8 +296,9 @@
 //	small overwrite, or write into fresh blocks, with the write-back area on
 //	    the commit-log write, whose batch holds the blocks in W keys; no
 //	    data-file write before or after it. The destager later writes the
-//	    blocks to their slots (buffered), fdatasyncs the files, and only
-//	    then commits the keys' deletion; TestWritebackCrashDuringDestage
+//	    blocks to their slots (buffered), fdatasyncs the files (or syncs
+//	    the filesystem, past the area's low watermark), and only then
+//	    commits the keys' deletion; TestWritebackCrashDuringDestage
 //	    crashes between each of those steps
 //
 // Where O_DIRECT is off (tmpfs, some overlay filesystems) the log segment
