@@ -62,15 +62,39 @@ func (c *Client) OSDStatuses(ctx context.Context) []OSDStatus {
 // SetOSDIn marks an OSD in (placement may map data to it) or out (its data
 // moves to the other OSDs). It returns once this client sees the new map.
 func (c *Client) SetOSDIn(ctx context.Context, id int, in bool) error {
+	return c.updateOSD(ctx, id, func(o *clustermap.OSD) bool {
+		if o.In == in && !o.AutoOut {
+			return false
+		}
+		o.In, o.AutoOut = in, false
+		return true
+	})
+}
+
+// SetOSDWriteback turns an OSD's write-back area on or off (off: it
+// drains to the data disk and takes no new writes). The flag is in the
+// map, so it holds across the OSD's restarts.
+func (c *Client) SetOSDWriteback(ctx context.Context, id int, on bool) error {
+	return c.updateOSD(ctx, id, func(o *clustermap.OSD) bool {
+		if o.WritebackOff == !on {
+			return false
+		}
+		o.WritebackOff = !on
+		return true
+	})
+}
+
+// updateOSD changes OSD id's entry of the map by change (false: nothing
+// to change) and waits until this client sees the new map.
+func (c *Client) updateOSD(ctx context.Context, id int, change func(o *clustermap.OSD) bool) error {
 	nm, err := c.meta.Update(ctx, func(m *clustermap.Map) error {
 		o, ok := m.OSD(clustermap.OSDID(id))
 		if !ok {
 			return fmt.Errorf("%w: osd.%d does not exist", ErrInvalid, id)
 		}
-		if o.In == in && !o.AutoOut {
+		if !change(o) {
 			return meta.ErrNoChange
 		}
-		o.In, o.AutoOut = in, false
 		return nil
 	})
 	if err != nil {

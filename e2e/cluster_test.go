@@ -96,8 +96,9 @@ type clusterOpts struct {
 	// s3DataPool and s3DataEC: cairn dev --s3-data-pool, --s3-data-ec
 	// (which runs cairn dev with the experimental EC switch on).
 	s3DataPool, s3DataEC string
-	dashboard            bool // the mon serves the web dashboard (c.dashPort)
-	tls                  bool // cairn dev --tls: the S3 gateway serves HTTPS, the cluster's traffic is encrypted
+	dashboard            bool   // the mon serves the web dashboard (c.dashPort)
+	writeback            string // cairn dev --writeback-size: each OSD's write-back area
+	tls                  bool   // cairn dev --tls: the S3 gateway serves HTTPS, the cluster's traffic is encrypted
 }
 
 // freePorts finds n consecutive free TCP ports on 127.0.0.1 to .4, below
@@ -207,6 +208,9 @@ func (c *cluster) devArgs() []string {
 	}
 	if c.opts.tls {
 		args = append(args, "--tls")
+	}
+	if c.opts.writeback != "" {
+		args = append(args, "--writeback-size", c.opts.writeback)
 	}
 	if len(c.opts.external) > 0 {
 		args = append(args, "--etcd-endpoints", strings.Join(c.opts.external, ","))

@@ -163,7 +163,7 @@ func osdCmd(g *globals) *cobra.Command {
 	f.IntVar(&o.RecoveryParallel, "recovery-parallel", 4, "objects recovery and backfill copy at once; fewer leaves more room for client IO")
 	f.DurationVar(&o.ScrubInterval, "scrub-interval", 24*time.Hour, "how often each placement group is scrubbed (negative: never)")
 	f.DurationVar(&o.DeepScrubInterval, "deep-scrub-interval", 7*24*time.Hour, "how often each placement group is deep-scrubbed, reading all data (negative: never)")
-	cmd.AddCommand(osdTreeCmd(g), osdDFCmd(g), osdInOutCmd(g, "out"), osdInOutCmd(g, "in"), osdRmCmd(g))
+	cmd.AddCommand(osdTreeCmd(g), osdDFCmd(g), osdInOutCmd(g, "out"), osdInOutCmd(g, "in"), osdRmCmd(g), osdWritebackCmd(g))
 	return cmd
 }
 
@@ -191,6 +191,40 @@ func osdInOutCmd(g *globals, which string) *cobra.Command {
 					return err
 				}
 				fmt.Fprintf(g.out, "marked osd.%d %s\n", id, which)
+			}
+			return nil
+		},
+	}
+}
+
+// osdWritebackCmd is `cairn osd writeback off|on ID...`.
+func osdWritebackCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "writeback off|on ID...",
+		Short: "turn OSDs' write-back areas off (they drain to the data disk and take no new writes, e.g. before replacing the flash) or on again",
+		Args:  cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if args[0] != "on" && args[0] != "off" {
+				return fmt.Errorf("cairn osd writeback %s: say off or on, then the OSD ids", args[0])
+			}
+			c, err := g.dial(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			for _, a := range args[1:] {
+				id, err := parseOSDID(a)
+				if err != nil {
+					return err
+				}
+				if err := c.SetOSDWriteback(cmd.Context(), id, args[0] == "on"); err != nil {
+					return err
+				}
+				what := "on"
+				if args[0] == "off" {
+					what = "off: it drains to the data disk (cairn osd df shows what is left)"
+				}
+				fmt.Fprintf(g.out, "osd.%d write-back area %s\n", id, what)
 			}
 			return nil
 		},

@@ -68,11 +68,15 @@ func dfLine(r health.DFRow) string {
 
 // writebackColumns are the WRITEBACK (dirty/area) and DESTAGE (rate)
 // cells of a row: "-" for an OSD without an area; an area being drained
-// after it was turned off shows its dirty bytes over no size.
+// after it was turned off shows its dirty bytes over no size, or "(off)"
+// when `cairn osd writeback off` turned it off.
 func writebackColumns(r health.DFRow) (wb, destage string) {
 	wb, destage = "-", "-"
 	if r.WritebackArea > 0 || r.WritebackDirty > 0 {
 		wb = humanBytes(r.WritebackDirty) + "/" + humanBytes(r.WritebackArea)
+	}
+	if r.WritebackOff {
+		wb += " (off)"
 	}
 	if r.DestageRate > 0 {
 		destage = humanBytes(r.DestageRate) + "/s"

@@ -106,6 +106,10 @@ type OSD struct {
 	// and backfill stop copying objects to it (client writes go on until
 	// it is Full), so moving data never fills a disk.
 	BackfillFull bool `json:"backfill_full,omitempty"`
+	// WritebackOff: the operator detached the OSD's write-back area
+	// (`cairn osd writeback off`): it drains to the data disk and takes no
+	// new writes until `on`.
+	WritebackOff bool `json:"writeback_off,omitempty"`
 }
 
 // Disk usage thresholds of an OSD, as UsedRatio counts: nearly full is a

@@ -28,7 +28,8 @@ type DFRow struct {
 	WritebackArea  int64 `json:"writeback_area_bytes"`
 	WritebackDirty int64 `json:"writeback_dirty_bytes"`
 	DestageRate    int64 `json:"destage_rate"`
-	Reported       bool  `json:"reported"` // false: the OSD published no usage yet
+	WritebackOff   bool  `json:"writeback_off"` // turned off: draining, no new writes
+	Reported       bool  `json:"reported"`      // false: the OSD published no usage yet
 }
 
 // DF lists every OSD of m, by ID, with what it last published.
@@ -44,6 +45,7 @@ func DF(m *clustermap.Map, stats map[clustermap.OSDID]report.OSDStats) []DFRow {
 			}
 			r.Unsynced, r.SyncRate, r.DrainSec = s.Unsynced, s.SyncRate, s.DrainSeconds()
 			r.WritebackArea, r.WritebackDirty, r.DestageRate = s.WritebackArea, s.WritebackDirty, s.DestageRate
+			r.WritebackOff = s.WritebackOff
 		}
 		rows = append(rows, r)
 	}

@@ -279,6 +279,7 @@ func (s *Server) serve(ctx context.Context, addr string) error {
 	go s.strayLoop(ctx)
 	go s.trimLoop(ctx)
 	go s.watchFull(ctx)
+	go s.followWriteback(ctx)
 	for ctx.Err() == nil {
 		sctx, stopStats := context.WithCancel(ctx)
 		go s.publishStats(sctx, lease)
@@ -461,6 +462,7 @@ func (s *Server) publishStats(ctx context.Context, lease *meta.Lease) {
 				ClientIO: s.clientIO.snapshot(), Started: s.started,
 				Unsynced: c.Unsynced, SyncRate: c.SyncRate,
 				WritebackArea: wb.AreaBytes, WritebackDirty: wb.DirtyBytes, DestageRate: int64(wb.DestageRate),
+				WritebackOff: wb.AreaBytes > 0 && !wb.On,
 			})
 		}
 		select {

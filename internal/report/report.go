@@ -48,6 +48,9 @@ type OSDStats struct {
 	WritebackArea  int64 `json:"writeback_area_bytes,omitempty"`
 	WritebackDirty int64 `json:"writeback_dirty_bytes,omitempty"`
 	DestageRate    int64 `json:"destage_rate,omitempty"`
+	// WritebackOff: the area is turned off (`cairn osd writeback off`)
+	// and drains without taking new writes.
+	WritebackOff bool `json:"writeback_off,omitempty"`
 }
 
 // DrainSeconds is how long the OSD's unsynced writes take to reach its
