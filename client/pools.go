@@ -52,9 +52,9 @@ func infoOf(p *clustermap.Pool) PoolInfo {
 // ExperimentalECEnv, set to 1, lets CreatePool make an erasure-coded pool.
 // The OSDs serve only part of what such a pool must do (object data: puts,
 // writes at an offset, truncates, deletes and reads, rebuilt from K shards
-// when one is lost; no xattrs, omap, snapshots, backfill or scrub yet), so
-// without it CreatePool refuses rather than make a pool most users cannot
-// use.
+// when one is lost; creates, xattrs and omap, so volumes; no snapshots,
+// guarded omap transactions, backfill or scrub yet), so without it
+// CreatePool refuses rather than make a pool most users cannot use.
 const ExperimentalECEnv = "CAIRN_EXPERIMENTAL_EC"
 
 // poolOf turns a spec into the pool it asks for, with defaults filled in.
@@ -76,7 +76,7 @@ func poolOf(spec PoolSpec) (clustermap.Pool, error) {
 		return p, nil
 	}
 	if os.Getenv(ExperimentalECEnv) != "1" {
-		return p, fmt.Errorf("%w: pool %q: erasure-coded pools are experimental in this version (object data only: no xattrs, omap, snapshots, backfill or scrub yet; set %s=1 to make one anyway); use a replicated pool (--size)", ErrInvalid, p.Name, ExperimentalECEnv)
+		return p, fmt.Errorf("%w: pool %q: erasure-coded pools are experimental in this version (no snapshots, guarded omap transactions, backfill or scrub yet; set %s=1 to make one anyway); use a replicated pool (--size)", ErrInvalid, p.Name, ExperimentalECEnv)
 	}
 	e, err := clustermap.ParseECProfile(spec.EC, spec.StripeUnit)
 	if err != nil {

@@ -96,8 +96,8 @@ func checkECPools(t *testing.T, c *cluster) {
 // TestECPool runs the first slice of the data path of erasure-coded pools
 // on a dev cluster (3 hosts of 2 OSDs): a 2+1 pool takes objects of
 // awkward sizes whole, lists them and reads them back whole and by range;
-// deletes and exclusive puts behave, and xattrs and omap are refused by
-// name; a shard with a flipped byte is rebuilt on read and reported;
+// deletes and exclusive puts behave, and guarded omap transactions are
+// refused by name; a shard with a flipped byte is rebuilt on read and reported;
 // after one OSD holding a data shard of the largest is
 // SIGKILLed, every object still reads back (what it held rebuilt from the
 // two other shards), both while the map still counts it up and once it
@@ -158,13 +158,9 @@ func TestECPool(t *testing.T) {
 	if err := p.PutNew(ctx, "page", []byte("x")); !errors.Is(err, client.ErrExists) {
 		t.Fatalf("exclusive put of an existing object: %v", err)
 	}
-	for what, err := range map[string]error{
-		"setxattr": p.SetXattr(ctx, "odd", "k", []byte("v")),
-		"omap set": p.OmapSet(ctx, "odd", map[string][]byte{"k": []byte("v")}),
-	} {
-		if err == nil || !strings.Contains(err.Error(), "erasure-coded pools take object data only for now") {
-			t.Errorf("%s on an erasure-coded pool: want the refusal of what is not object data, got %v", what, err)
-		}
+	err := p.OmapApply(ctx, "odd", client.OmapTxn{Set: map[string][]byte{"k": []byte("v")}})
+	if err == nil || !strings.Contains(err.Error(), "guarded omap transactions on erasure-coded pools are not built yet") {
+		t.Errorf("a guarded omap transaction on an erasure-coded pool: want it refused by name, got %v", err)
 	}
 
 	// A flipped byte in a shard on disk: the read is rebuilt from the

@@ -84,7 +84,7 @@ func TestS3ECDataPool(t *testing.T) {
 	readBack("written")
 	ecStripes := checkDataPools(t, c)
 	for _, tc := range []struct{ args, want string }{
-		{"--pool s3ec", `pool "s3ec" is erasure-coded (2+1): the bucket registry and indexes need omap`},
+		{"--pool s3ec", `pool "s3ec" is erasure-coded (2+1): the bucket registry and indexes need guarded omap transactions`},
 		{"--pool s3 --data-pool nope", `data pool "nope" does not exist`},
 	} {
 		args := append([]string{"s3", "--listen", "127.0.0.1:0"}, strings.Fields(tc.args)...)

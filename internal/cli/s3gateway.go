@@ -165,7 +165,7 @@ func (o *s3Gateway) openPools(c *client.Client) (*client.Pool, error) {
 		return nil, err
 	}
 	if info.EC != "" {
-		return nil, fmt.Errorf("s3: pool %q is erasure-coded (%s): the bucket registry and indexes need omap, which erasure-coded pools do not keep; give --pool a replicated pool and this one as --data-pool %s", o.pool, info.EC, o.pool)
+		return nil, fmt.Errorf("s3: pool %q is erasure-coded (%s): the bucket registry and indexes need guarded omap transactions, which erasure-coded pools do not take yet; give --pool a replicated pool and this one as --data-pool %s", o.pool, info.EC, o.pool)
 	}
 	if o.dataPool == o.pool {
 		o.dataPool = ""

@@ -29,7 +29,7 @@ func partialShard(s *Server, name string, ver, prev uint64, off int64, data []by
 		txn.Truncate(testShardColl, name, uint64(newLen))
 	}
 	txn.SetXattr(testShardColl, name, versionXattr, m.Ver.Encode())
-	return s.applyShardWrite(testShardColl, name, m, txn, true)
+	return s.applyShardWrite(testShardColl, name, m, txn, proto.FlagShardPartial)
 }
 
 // A partial write of a shard keeps, in its own transaction, the whole

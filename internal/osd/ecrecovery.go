@@ -47,8 +47,12 @@ func (s *Server) ensureShards(ctx context.Context, pool *clustermap.Pool, id clu
 		return fmt.Errorf("%s: %s", bad.Status, bad.Message)
 	}
 	var shards [][]byte
+	var keys *shardKeys
 	if o.exists() {
 		if shards, err = s.rebuildShards(ctx, c, o, id, name); err != nil {
+			return err
+		}
+		if keys, err = s.standingKeys(ctx, o, id, name); err != nil {
 			return err
 		}
 	}
@@ -69,6 +73,7 @@ func (s *Server) ensureShards(ctx context.Context, pool *clustermap.Pool, id clu
 		if o.exists() {
 			meta := pg.ShardMeta{Ver: o.plan.Ver, Size: uint64(o.size), Position: pos}
 			txn.Put(coll, name, shards[pos])
+			keys.addTo(txn, coll, name)
 			txn.SetXattr(coll, name, shardMetaXattr, meta.Encode())
 			txn.SetXattr(coll, name, versionXattr, meta.Ver.Encode())
 			n = len(shards[pos])

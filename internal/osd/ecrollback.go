@@ -23,7 +23,12 @@ import (
 //
 //   - a put over a shard copies the old shard (its bytes and meta) into a
 //     hidden object of the same collection (rollbackName), and the new
-//     meta says CanRollBack with Prev the old version;
+//     meta says CanRollBack with Prev the old version; a write that
+//     changes the object's xattrs or omap (proto.FlagShardKeys: a create,
+//     an xattr or omap change, a delete) copies them too, marked
+//     shardKeysXattr, and a rollback puts them back in place of the
+//     shard's own. A data write leaves them as they are, so its rollback
+//     needs no copy of them;
 //   - a put that creates the shard (or replaces a tombstone, which holds
 //     the same thing as no shard) says CanRollBack with a zero Prev: it
 //     rolls back to absent;
@@ -109,8 +114,9 @@ func (s *Server) shardMeta(coll, name string) (pg.ShardMeta, bool, error) {
 // next, what the shard needs to roll back to what it holds now, and the
 // meta itself. A shard whose meta or bytes cannot be read (damaged) keeps
 // nothing: it cannot roll back, and peering rebuilds it if its write does
-// not stand. The caller holds the shard's lock.
-func (s *Server) keepRollBack(coll, name string, next pg.ShardMeta, txn *objstore.Txn) error {
+// not stand. With keys, the kept shard carries the object's xattrs and
+// omap as well. The caller holds the shard's lock.
+func (s *Server) keepRollBack(coll, name string, next pg.ShardMeta, txn *objstore.Txn, keys bool) error {
 	rb := rollbackName(name)
 	next.CanRollBack, next.Prev = true, pg.EVersion{}
 	old, found, err := s.shardMeta(coll, name)
@@ -139,6 +145,12 @@ func (s *Server) keepRollBack(coll, name string, next pg.ShardMeta, txn *objstor
 		txn.Delete(coll, rb)
 		txn.Put(coll, rb, data)
 		txn.SetXattr(coll, rb, shardMetaXattr, old.Trimmed().Encode())
+		if keys {
+			txn.SetXattr(coll, rb, shardKeysXattr, []byte{1})
+			if err := s.copyKeys(coll, name, rb, txn); err != nil {
+				return err
+			}
+		}
 		next.Prev = old.Ver
 	}
 	txn.SetXattr(coll, name, shardMetaXattr, next.Encode())
@@ -149,16 +161,18 @@ func (s *Server) keepRollBack(coll, name string, next pg.ShardMeta, txn *objstor
 // shard of name, with its rollback state and its meta. A partial write
 // (a write at an offset, a truncate) changes bytes of the shard as it
 // stands, so it first checks that the shard holds the version the write
-// replaces (expectShard). The rollback state is the same as a put's: the
-// whole old shard is kept.
-func (s *Server) applyShardWrite(coll, name string, meta pg.ShardMeta, txn *objstore.Txn, partial bool) error {
+// replaces (expectShard), as does a change of its xattrs or omap. The
+// rollback state is the same as a put's: the whole old shard is kept, with
+// its xattrs and omap if the write changes them. flags are the write's
+// proto.FlagShardPartial and proto.FlagShardKeys.
+func (s *Server) applyShardWrite(coll, name string, meta pg.ShardMeta, txn *objstore.Txn, flags uint32) error {
 	defer s.shards.lockAll(s.seed, coll, []string{name})()
-	if partial {
+	if flags&proto.FlagShardPartial != 0 {
 		if err := s.expectShard(coll, name, meta); err != nil {
 			return err
 		}
 	}
-	if err := s.keepRollBack(coll, name, meta, txn); err != nil {
+	if err := s.keepRollBack(coll, name, meta, txn, flags&proto.FlagShardKeys != 0); err != nil {
 		return err
 	}
 	return s.apply(txn)
@@ -221,6 +235,9 @@ func (s *Server) rollBackTxn(coll string, e proto.ShardEntry, txn *objstore.Txn)
 	}
 	data, err := s.store.Read(coll, rb, 0, 0)
 	if err != nil {
+		return err
+	}
+	if err := s.restoreKeys(coll, e.Object, txn); err != nil {
 		return err
 	}
 	txn.Put(coll, e.Object, data)

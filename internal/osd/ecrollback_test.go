@@ -33,7 +33,7 @@ func writeShard(t *testing.T, s *Server, name string, ver uint64, data []byte, t
 	txn := &objstore.Txn{}
 	txn.Put(testShardColl, name, data)
 	txn.SetXattr(testShardColl, name, versionXattr, m.Ver.Encode())
-	if err := s.applyShardWrite(testShardColl, name, m, txn, false); err != nil {
+	if err := s.applyShardWrite(testShardColl, name, m, txn, 0); err != nil {
 		t.Fatal(err)
 	}
 }

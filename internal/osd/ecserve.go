@@ -19,12 +19,10 @@ import (
 )
 
 // The primary's side of erasure-coded pools: whole-object writes (put,
-// delete), writes at an offset and truncates (ecpartial.go), and reads
-// (whole, ranges, stat, listing). Every other op is refused by name
+// delete), writes at an offset and truncates (ecpartial.go), creates and
+// xattr and omap changes (eckeys.go), and reads (whole, ranges, stat,
+// listing, xattrs and omap). Every other op is refused by name
 // (refuseEC) rather than run on one shard as if it were the object.
-
-// msgDataOnly is what a refused op says.
-const msgDataOnly = "erasure-coded pools take object data only for now (put, write at an offset, truncate, delete)"
 
 // refuseEC refuses the requests erasure-coded pools do not serve yet.
 func (s *Server) refuseEC(pool *clustermap.Pool, req *proto.Request) *proto.Response {
@@ -36,11 +34,15 @@ func (s *Server) refuseEC(pool *clustermap.Pool, req *proto.Request) *proto.Resp
 		return nil
 	case proto.OpScrub:
 		return s.fail(proto.StatusInvalid, "pool %q is erasure-coded (%s): scrub of erasure-coded pools is not built yet", pool.Name, pool.EC)
+	case proto.OpOmapTxn:
+		return s.fail(proto.StatusInvalid, "pool %q is erasure-coded (%s): guarded omap transactions on erasure-coded pools are not built yet: keep such objects (an S3 bucket's index) in a replicated pool", pool.Name, pool.EC)
+	case proto.OpSnaps, proto.OpSnapTrim:
+		return s.fail(proto.StatusInvalid, "pool %q is erasure-coded (%s): snapshots of erasure-coded pools are not built yet", pool.Name, pool.EC)
 	}
-	if isWrite(req.Op) {
-		return s.fail(proto.StatusInvalid, "pool %q is erasure-coded (%s): %s refused: %s", pool.Name, pool.EC, req.Op, msgDataOnly)
+	if isECKeysWrite(req.Op) || isECKeysRead(req.Op) {
+		return nil
 	}
-	return s.fail(proto.StatusInvalid, "pool %q is erasure-coded (%s): %s refused: erasure-coded pools keep no xattrs or omap yet", pool.Name, pool.EC, req.Op)
+	return s.fail(proto.StatusInvalid, "pool %q is erasure-coded (%s): %s refused: erasure-coded pools do not serve it yet", pool.Name, pool.EC, req.Op)
 }
 
 // serveEC runs an op refuseEC let through, on the primary of an active PG.
@@ -68,8 +70,16 @@ func (s *Server) serveEC(ctx context.Context, pool *clustermap.Pool, p *pgState,
 		defer l.Unlock()
 		return s.ecPartialWrite(ctx, pool, c, p, req)
 	}
+	if isECKeysWrite(req.Op) {
+		l.Lock()
+		defer l.Unlock()
+		return s.ecKeysWrite(ctx, pool, p, req)
+	}
 	l.RLock()
 	defer l.RUnlock()
+	if isECKeysRead(req.Op) {
+		return s.ecKeysRead(ctx, pool, p, req)
+	}
 	return s.ecRead(ctx, pool, c, p, req)
 }
 
@@ -252,8 +262,9 @@ func (s *Server) askShard(ctx context.Context, t *placement.Table, osd clusterma
 }
 
 // planShards gives each position of the acting set its transaction and
-// the meta of its shard: a put's shard, or a delete's tombstone. Each
-// position adds what it keeps to roll back (ecrollback.go).
+// the meta of its shard: a put's shard (the object's xattrs and omap
+// stay), or a delete's tombstone (they go, kept to roll back: w.keys).
+// Each position adds what it keeps to roll back (ecrollback.go).
 func (s *Server) planShards(pool *clustermap.Pool, req *proto.Request, w *writePlan, shards [][]byte) *proto.Response {
 	meta := pg.ShardMeta{Ver: pg.EVersion{Epoch: uint64(w.interval), Version: w.ver}, Size: uint64(len(req.Data)), Tombstone: req.Op == proto.OpDelete}
 	if meta.Tombstone {
@@ -270,6 +281,9 @@ func (s *Server) planShards(pool *clustermap.Pool, req *proto.Request, w *writeP
 		var data []byte
 		if shards != nil {
 			data = shards[i]
+		}
+		if meta.Tombstone {
+			txn.Delete(coll, req.Object) // its xattrs and omap go too
 		}
 		txn.Put(coll, req.Object, data)
 		txn.SetXattr(coll, req.Object, versionXattr, meta.Ver.Encode())
@@ -352,7 +366,7 @@ func (s *Server) ecWrite(ctx context.Context, pool *clustermap.Pool, c *ec.Codec
 		}
 	}
 	p.mu.Lock()
-	w := &writePlan{t: t, interval: p.prim.Epoch, writeSet: p.prim.WriteSet, acting: p.prim.Acting}
+	w := &writePlan{t: t, interval: p.prim.Epoch, writeSet: p.prim.WriteSet, acting: p.prim.Acting, keys: req.Op == proto.OpDelete}
 	p.mu.Unlock()
 	if req.Op == proto.OpPut {
 		if bad := s.refuseFull(req, w.writeSet); bad != nil {

@@ -62,7 +62,11 @@ func (s *Server) serveOne(ctx context.Context, req *proto.Request) *proto.Respon
 		if req.Op == proto.OpList {
 			return s.listLocal(req)
 		}
-		return s.readObject(req.PG.String(), req)
+		coll, bad := s.collFor(t, req.PG) // an erasure-coded PG's: this OSD's position's
+		if bad != nil {
+			return bad
+		}
+		return s.readObject(coll, req)
 	}
 	pool, ok := t.Map().Pool(req.PG.Pool)
 	if !ok {

@@ -174,6 +174,21 @@ type writePlan struct {
 	// partial: the shard writes change part of each shard, which must
 	// hold the version they replace (proto.FlagShardPartial).
 	partial bool
+	// keys: the shard writes change the object's xattrs or omap, which
+	// each position keeps to roll back (proto.FlagShardKeys).
+	keys bool
+}
+
+// shardFlags are the proto flags of w's shard writes.
+func (w *writePlan) shardFlags() uint32 {
+	var f uint32
+	if w.partial {
+		f |= proto.FlagShardPartial
+	}
+	if w.keys {
+		f |= proto.FlagShardKeys
+	}
+	return f
 }
 
 // txnFor is the transaction member osd applies.
@@ -468,7 +483,7 @@ func (s *Server) applyLocal(p *pgState, pool *clustermap.Pool, req *proto.Reques
 		return errIntervalChanged
 	}
 	if m, ok := w.shardMetas[s.id]; ok {
-		return s.applyShardWrite(shardColl(req.PG, m.Position), req.Object, m, w.txn, w.partial)
+		return s.applyShardWrite(shardColl(req.PG, m.Position), req.Object, m, w.txn, w.shardFlags())
 	}
 	return s.apply(w.txn)
 }
@@ -545,7 +560,7 @@ func (s *Server) applyShardReplica(t *placement.Table, req *proto.Request, txn *
 	if err != nil || meta.Position != pos {
 		return s.fail(proto.StatusInvalid, "shard write of %q: its meta is malformed or names another position than %d", req.Object, pos)
 	}
-	err = s.applyShardWrite(coll, req.Object, meta, txn, req.Flags&proto.FlagShardPartial != 0)
+	err = s.applyShardWrite(coll, req.Object, meta, txn, req.Flags&(proto.FlagShardPartial|proto.FlagShardKeys))
 	if errors.Is(err, errShardVersion) {
 		return s.fail(proto.StatusPrecondition, "%s: shard %d of %q: %v", s.id, pos, req.Object, err)
 	}

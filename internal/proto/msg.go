@@ -116,6 +116,10 @@ const (
 	// tombstone), and a shard at another version refuses it with
 	// StatusPrecondition, so bytes are never written over a stale shard.
 	FlagShardPartial
+	// FlagShardKeys: with FlagShardWrite, the write changes the object's
+	// xattrs or omap (a create, an xattr or omap change, a delete): the
+	// receiver keeps them with the old shard, so a rollback restores them.
+	FlagShardKeys
 )
 
 // Keys of an OpScrub reply (decimal values).

@@ -19,13 +19,15 @@ import (
 )
 
 // ecPools are data pools by name for a test gateway: MemStores that refuse
-// omap as an erasure-coded pool does, and that a test may remove.
+// omap, so a test sees the gateway keep nothing but data stripes there
+// (an erasure-coded pool refuses the guarded omap transactions of an
+// index), and that a test may remove.
 type ecPools struct {
 	mu sync.Mutex
 	m  map[string]*MemStore
 }
 
-var errECOmap = errors.New("erasure-coded pools take object data only for now")
+var errECOmap = errors.New("a data pool holds data stripes only")
 
 func newECPools(names ...string) *ecPools {
 	p := &ecPools{m: map[string]*MemStore{}}
@@ -86,7 +88,7 @@ func stripesOf(t *testing.T, env *testEnv, st *MemStore, bucket string) int {
 
 // TestDataPoolRouting: a bucket created while the gateway's DataPool names
 // a pool keeps its data stripes there and nothing else (the pool refuses
-// omap, as an erasure-coded one does); its index stays in the gateway's
+// omap); its index stays in the gateway's
 // pool. A bucket created before keeps its data in the gateway's pool after
 // the setting changed. PUT, ranged GET, multipart (with a part copied from
 // the other bucket), copies both ways, DeleteObjects and the collector

@@ -1,0 +1,315 @@
+package osd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/cairn-storage/cairn/internal/clustermap"
+	"github.com/cairn-storage/cairn/internal/objstore"
+	"github.com/cairn-storage/cairn/internal/pg"
+	"github.com/cairn-storage/cairn/internal/placement"
+	"github.com/cairn-storage/cairn/internal/proto"
+)
+
+// Xattrs, omap and creates of erasure-coded objects. They are small and
+// read by key, so they are not coded: every position keeps them whole on
+// its shard object. A change is a shard write like a partial one: under
+// the object's lock the primary decides the version that stands, has
+// every position that does not hold it rebuilt first (ecStanding), and
+// sends each position the change with the meta of the next version,
+// whose Prev is the version it replaces (proto.FlagShardPartial: a
+// position at another version refuses, and is rebuilt). Since every change
+// of keys takes a version, one version names one set of keys on every
+// position. Each position keeps, with its old shard, its old xattrs and
+// omap (proto.FlagShardKeys; keepRollBack), so a change cut short rolls
+// back with the shard. Reads go to the primary's own position when it
+// holds the version that stands, else to the first position that does.
+// Recovery copies them with the shard it rebuilds (standingKeys).
+
+// shardKeysXattr marks a kept shard (rollbackName) that carries the
+// object's xattrs and omap as they were before the write it rolls back.
+const shardKeysXattr = proto.ReservedPrefix + "ek"
+
+// maxShardOmapKeys bounds the omap one erasure-coded object may hold: a
+// shard with its keys is copied in one transaction (rollback, recovery).
+const maxShardOmapKeys = 100_000
+
+// isECKeysWrite says whether op changes an object's keys (or creates it).
+func isECKeysWrite(op proto.Op) bool {
+	switch op {
+	case proto.OpCreate, proto.OpSetXattr, proto.OpRmXattr, proto.OpOmapSet, proto.OpOmapRm, proto.OpOmapRmRange:
+		return true
+	}
+	return false
+}
+
+// isECKeysRead says whether op reads an object's xattrs or omap.
+func isECKeysRead(op proto.Op) bool {
+	switch op {
+	case proto.OpGetXattr, proto.OpListXattrs, proto.OpOmapGet, proto.OpOmapList, proto.OpOmapListDelim:
+		return true
+	}
+	return false
+}
+
+// ecKeysWrite runs a create or a change of the xattrs or omap of an
+// erasure-coded object. The caller holds the object's lock.
+func (s *Server) ecKeysWrite(ctx context.Context, pool *clustermap.Pool, p *pgState, req *proto.Request) *proto.Response {
+	t := s.view.Table()
+	if bad := s.ecWriteReady(ctx, t, pool, p, req); bad != nil {
+		return bad
+	}
+	p.mu.Lock()
+	w := &writePlan{t: t, interval: p.prim.Epoch, writeSet: p.prim.WriteSet, acting: p.prim.Acting, partial: true, keys: true}
+	p.mu.Unlock()
+	o, bad := s.ecStanding(ctx, pool, p, req, w.interval)
+	if bad != nil {
+		return bad
+	}
+	switch {
+	case req.Op == proto.OpCreate && o.exists() && req.Flags&proto.FlagExclusive != 0:
+		return s.fail(proto.StatusExists, "object %q exists", req.Object)
+	case req.Op == proto.OpCreate && o.exists():
+		return s.ok() // nothing to change
+	case !o.exists() && freesSpace(req.Op):
+		return s.fail(proto.StatusNotFound, proto.MsgNoSuchObject)
+	}
+	if !freesSpace(req.Op) {
+		if bad := s.refuseFull(req, w.writeSet); bad != nil {
+			return bad
+		}
+	}
+	if len(w.acting) < pool.MinSize {
+		return s.belowMinSize(pool, req, w)
+	}
+	w.ver = p.nextVersion()
+	if bad := s.planKeys(pool, req, w, o); bad != nil {
+		return bad
+	}
+	return s.ecCommit(ctx, pool, p, req, w)
+}
+
+// planKeys gives each position of the acting set its transaction and the
+// meta of its shard: the same change of keys on every position, the size
+// unchanged, and the version the change replaces as the meta's Prev. A
+// change that creates the object (or makes it anew over a delete's
+// tombstone) starts every shard empty, with no keys.
+func (s *Server) planKeys(pool *clustermap.Pool, req *proto.Request, w *writePlan, o *ecObject) *proto.Response {
+	meta := pg.ShardMeta{Ver: pg.EVersion{Epoch: uint64(w.interval), Version: w.ver}, Size: uint64(o.sizeNow()), CanRollBack: true}
+	if o.exists() {
+		meta.Prev = o.plan.Ver
+	}
+	_, osds := w.t.Positions(pool, req.PG)
+	w.shards = make(map[clustermap.OSDID]*objstore.Txn, len(osds))
+	w.shardMetas = make(map[clustermap.OSDID]pg.ShardMeta, len(osds))
+	for i, osd := range osds {
+		if osd == placement.NoOSD {
+			continue
+		}
+		coll, txn := shardColl(req.PG, i), &objstore.Txn{}
+		if !o.exists() {
+			txn.Delete(coll, req.Object)
+			txn.Put(coll, req.Object, nil)
+		}
+		if req.Op != proto.OpCreate {
+			if bad := s.addOp(coll, req, txn); bad != nil {
+				return bad
+			}
+		}
+		txn.SetXattr(coll, req.Object, versionXattr, meta.Ver.Encode())
+		if err := txn.Validate(); err != nil {
+			return s.fail(proto.StatusInvalid, "%v", err)
+		}
+		meta.Position = i
+		w.shards[osd], w.shardMetas[osd] = txn, meta
+	}
+	if w.txn = w.shards[s.id]; w.txn == nil {
+		panic(fmt.Sprintf("%s writes pg %s as its primary but holds no position of it", s.id, req.PG))
+	}
+	return nil
+}
+
+// ecKeysRead serves a read of an erasure-coded object's xattrs or omap
+// from a position that holds the version that stands: the primary's own
+// if it does, else the first that answers. The caller holds the object's
+// lock for reading.
+func (s *Server) ecKeysRead(ctx context.Context, pool *clustermap.Pool, p *pgState, req *proto.Request) *proto.Response {
+	o, bad := s.ecLookup(ctx, pool, p, req.PG, req.Object)
+	if bad != nil {
+		return bad
+	}
+	if !o.exists() {
+		return s.fail(proto.StatusNotFound, proto.MsgNoSuchObject)
+	}
+	var errs []error
+	for _, pos := range o.keyHolders(s.id) {
+		r, err := s.askKeys(ctx, o.t, o.osds[pos], req.PG, pos, req)
+		if err == nil {
+			if req.Op == proto.OpListXattrs {
+				r.KVs = userKVs(r.KVs)
+			}
+			return r
+		}
+		errs = append(errs, fmt.Errorf("position %d: %w", pos, err))
+	}
+	return s.fail(proto.StatusUnavailable, "pg %s: object %q: no position holding its version %s whole answered (%v); retry", req.PG, req.Object, o.plan.Ver, errors.Join(errs...))
+}
+
+// keyHolders returns the positions whose shard holds the version that
+// stands (not one they keep to roll back to), the one on self first.
+func (o *ecObject) keyHolders(self clustermap.OSDID) []int {
+	var out []int
+	for _, i := range o.plan.Keep {
+		if m := o.metas[i]; m == nil || m.Ver != o.plan.Ver || m.Tombstone {
+			continue
+		}
+		if o.osds[i] == self {
+			out = append([]int{i}, out...)
+		} else {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// askKeys runs the key read req on osd's shard of position pos, as that
+// OSD holds it (proto.FlagLocal). An answer other than OK or NotFound is
+// an error.
+func (s *Server) askKeys(ctx context.Context, t *placement.Table, osd clustermap.OSDID, id clustermap.PGID, pos int, req *proto.Request) (*proto.Response, error) {
+	fwd := *req
+	fwd.Epoch, fwd.Flags, fwd.PG = t.Map().Epoch, req.Flags|proto.FlagLocal, id
+	fwd.Frame, fwd.Kept = nil, false
+	var r *proto.Response
+	if osd == s.id {
+		r = s.readObject(shardColl(id, pos), &fwd)
+	} else {
+		o, ok := t.Map().OSD(osd)
+		if !ok || !s.peerUp(osd) {
+			return nil, fmt.Errorf("%s is down", osd)
+		}
+		var err error
+		if r, err = s.peers.Call(ctx, o.Addr, &fwd); err != nil {
+			if isRefused(err) {
+				s.suspect(osd, o.Addr)
+			}
+			return nil, fmt.Errorf("%s: %w", osd, err)
+		}
+	}
+	if r.Status != proto.StatusOK && r.Status != proto.StatusNotFound {
+		return nil, fmt.Errorf("%s: %s: %s", osd, r.Status, r.Message)
+	}
+	return r, nil
+}
+
+// userKVs drops the OSD's own xattrs (names starting with NUL).
+func userKVs(kvs []proto.KV) []proto.KV {
+	out := kvs[:0]
+	for _, kv := range kvs {
+		if !strings.HasPrefix(string(kv.Key), proto.ReservedPrefix) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// shardKeys are an object's xattrs (the OSD's own left out) and omap.
+type shardKeys struct {
+	xattrs, omap []proto.KV
+}
+
+// addTo adds setting k's keys on name to txn.
+func (k *shardKeys) addTo(txn *objstore.Txn, coll, name string) {
+	for _, kv := range k.xattrs {
+		txn.SetXattr(coll, name, string(kv.Key), kv.Value)
+	}
+	for _, kv := range k.omap {
+		txn.OmapSet(coll, name, kv.Key, kv.Value)
+	}
+}
+
+// standingKeys reads the keys of the version of o that stands from a
+// position that holds it, for recovery to write with the shard it
+// rebuilds.
+func (s *Server) standingKeys(ctx context.Context, o *ecObject, id clustermap.PGID, name string) (*shardKeys, error) {
+	var errs []error
+	for _, pos := range o.keyHolders(s.id) {
+		k, err := s.readKeys(ctx, o.t, o.osds[pos], id, pos, name)
+		if err == nil {
+			return k, nil
+		}
+		errs = append(errs, fmt.Errorf("position %d: %w", pos, err))
+	}
+	return nil, fmt.Errorf("the xattrs and omap of %q at %s: no position holding it answered: %w", name, o.plan.Ver, errors.Join(errs...))
+}
+
+// readKeys reads all of the keys of osd's shard of name, a page of omap
+// at a time.
+func (s *Server) readKeys(ctx context.Context, t *placement.Table, osd clustermap.OSDID, id clustermap.PGID, pos int, name string) (*shardKeys, error) {
+	k := &shardKeys{}
+	r, err := s.askKeys(ctx, t, osd, id, pos, &proto.Request{Op: proto.OpListXattrs, Object: name})
+	if err != nil {
+		return nil, err
+	}
+	k.xattrs = userKVs(r.KVs)
+	var start []byte
+	for len(k.omap) <= maxShardOmapKeys {
+		r, err := s.askKeys(ctx, t, osd, id, pos, &proto.Request{Op: proto.OpOmapList, Object: name, Start: start, Limit: 1000})
+		if err != nil {
+			return nil, err
+		}
+		k.omap = append(k.omap, r.KVs...)
+		if !r.More || len(r.KVs) == 0 {
+			return k, nil
+		}
+		start = append(append([]byte(nil), r.KVs[len(r.KVs)-1].Key...), 0)
+	}
+	return nil, fmt.Errorf("%q holds more than %d omap keys, more than an erasure-coded object may", name, maxShardOmapKeys)
+}
+
+// copyKeys adds to txn setting the xattrs (the OSD's own left out) and the
+// omap of from on to, both in coll on this OSD.
+func (s *Server) copyKeys(coll, from, to string, txn *objstore.Txn) error {
+	xs, err := s.store.Xattrs(coll, from)
+	if err != nil {
+		return err
+	}
+	for k, v := range xs {
+		if !strings.HasPrefix(k, proto.ReservedPrefix) {
+			txn.SetXattr(coll, to, k, v)
+		}
+	}
+	var start []byte
+	for n := 0; n <= maxShardOmapKeys; {
+		kvs, more, err := s.store.OmapList(coll, from, start, nil, 1000)
+		if err != nil {
+			return err
+		}
+		for _, kv := range kvs {
+			txn.OmapSet(coll, to, kv.Key, kv.Value)
+		}
+		if n += len(kvs); !more || len(kvs) == 0 {
+			return nil
+		}
+		start = append(append([]byte(nil), kvs[len(kvs)-1].Key...), 0)
+	}
+	return fmt.Errorf("%q in %s holds more than %d omap keys, more than an erasure-coded object may", from, coll, maxShardOmapKeys)
+}
+
+// restoreKeys adds to txn, the rollback of name's shard, putting back the
+// xattrs and omap its kept shard carries (if it carries them: a data
+// write's does not, and the shard's own stay). The OSD's own xattrs are
+// written after it by the caller.
+func (s *Server) restoreKeys(coll, name string, txn *objstore.Txn) error {
+	rb := rollbackName(name)
+	_, err := s.store.GetXattr(coll, rb, shardKeysXattr)
+	if errors.Is(err, objstore.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	txn.Delete(coll, name)
+	return s.copyKeys(coll, rb, name, txn)
+}
