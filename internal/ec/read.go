@@ -76,6 +76,30 @@ func (c *Codec) readChunk(stripe int64, chunk, in, l int, read ReadShard, failed
 
 func sortedKeys(m map[int]bool) []int { return slices.Sorted(maps.Keys(m)) }
 
+// AssembleSums returns the checksums of the whole block-byte blocks of
+// what Assemble puts in a dst of n bytes, taken from sums (sums[i]: the
+// checksums of span i's whole blocks, as its reader took them), or nil
+// when any of them is not one block of a span: Assemble copies chunks
+// whole, so with off, from and the unit block-aligned every block of dst
+// is a block of one span, and the reply need not be read again to be
+// checksummed.
+func (l Layout) AssembleSums(off, from int64, n, block int, sums [][]uint32) []uint32 {
+	b := int64(block)
+	if n < block || off%b != 0 || from%b != 0 || int64(l.Unit)%b != 0 {
+		return nil
+	}
+	out := make([]uint32, 0, n/block)
+	for pos := off; pos+b <= off+int64(n); pos += b {
+		stripe, chunk, in := l.Locate(pos)
+		at := l.ShardOffset(stripe, in) - from
+		if at < 0 || chunk >= len(sums) || at/b >= int64(len(sums[chunk])) {
+			return nil
+		}
+		out = append(out, sums[chunk][at/b])
+	}
+	return out
+}
+
 // Assemble fills dst with object bytes [off, off+len(dst)) from spans,
 // the data shards' bytes from shard offset from on (spans[i] of data
 // shard i, as long as the shard holds there: Span and ShardLen), copying

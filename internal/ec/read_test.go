@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -100,6 +101,72 @@ func TestAssemble(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestAssembleSums: for block-aligned ranges, the checksums AssembleSums
+// takes from the spans' blocks are the checksums of the assembled bytes'
+// blocks; a range or a span that does not line up with blocks gives none.
+func TestAssembleSums(t *testing.T) {
+	const block = 4096
+	blockSums := func(b []byte) []uint32 {
+		var out []uint32
+		for len(b) >= block {
+			out = append(out, crc32.Checksum(b[:block], crc32.MakeTable(crc32.Castagnoli)))
+			b = b[block:]
+		}
+		return out
+	}
+	r := rand.New(rand.NewPCG(31, 1))
+	var checked, refused int
+	for trial := 0; trial < 100; trial++ {
+		l := Layout{K: 2 + r.IntN(5), M: 1 + r.IntN(3), Unit: block * (1 + r.IntN(4))}
+		c, err := New(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj := make([]byte, block+r.IntN(int(5*l.StripeBytes())))
+		for i := range obj {
+			obj[i] = byte(r.Uint32())
+		}
+		shards, err := c.EncodeObject(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for q := 0; q < 20; q++ {
+			off := r.Int64N(int64(len(obj))/block) * block
+			if q%4 == 0 {
+				off += 1 + r.Int64N(block-1) // not aligned
+			}
+			if off >= int64(len(obj)) {
+				continue
+			}
+			end := off + 1 + r.Int64N(int64(len(obj))-off)
+			from, to := l.Span(off, end)
+			spans, sums := make([][]byte, l.K), make([][]uint32, l.K)
+			for i := range spans {
+				spans[i] = shards[i][min(from, int64(len(shards[i]))):min(to, int64(len(shards[i])))]
+				sums[i] = blockSums(spans[i])
+			}
+			dst := make([]byte, end-off)
+			if !l.Assemble(dst, off, from, spans) {
+				t.Fatalf("%+v: [%d, %d) not assembled", l, off, end)
+			}
+			got := l.AssembleSums(off, from, len(dst), block, sums)
+			switch {
+			case got == nil && off%block == 0 && len(dst) >= block:
+				t.Fatalf("%+v: no sums for the aligned range [%d, %d)", l, off, end)
+			case got == nil:
+				refused++
+			case !slices.Equal(got, blockSums(dst)):
+				t.Fatalf("%+v: [%d, %d): sums %x, want %x", l, off, end, got, blockSums(dst))
+			default:
+				checked++
+			}
+		}
+	}
+	if checked < 500 || refused < 200 {
+		t.Fatalf("%d ranges checked, %d refused: the test tests little", checked, refused)
 	}
 }
 

@@ -188,13 +188,16 @@ func assembleInto(r *proto.Response, l ec.Layout, off, end, from int64, replies 
 			return false
 		}
 		r.Data, r.Free = span.Data[at:at+(end-off)], span.Release
+		if n := int64(len(span.DataSums)); at%proto.Align == 0 && n >= (at+end-off)/proto.Align {
+			r.DataSums = span.DataSums[at/proto.Align : (at+end-off)/proto.Align]
+		}
 		replies[c0].resp = nil
 		return true
 	}
-	spans := make([][]byte, l.K)
+	spans, sums := make([][]byte, l.K), make([][]uint32, l.K)
 	for i := range spans {
 		if replies[i].resp != nil {
-			spans[i] = replies[i].resp.Data
+			spans[i], sums[i] = replies[i].resp.Data, replies[i].resp.DataSums
 		}
 	}
 	buf := bufpool.Get(int(end - off))
@@ -202,6 +205,8 @@ func assembleInto(r *proto.Response, l ec.Layout, off, end, from int64, replies 
 		bufpool.Put(buf)
 		return false
 	}
-	r.Data, r.Pooled = buf, buf
+	// The spans' block checksums, taken as they arrived (or by the store),
+	// spare the reply a pass over its bytes to checksum its frame.
+	r.Data, r.Pooled, r.DataSums = buf, buf, l.AssembleSums(off, from, len(buf), proto.Align, sums)
 	return true
 }

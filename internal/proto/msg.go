@@ -229,7 +229,9 @@ type Response struct {
 	// DataSums, when not nil, are the crc32c of each whole Align-byte
 	// block of Data, known to the responder (a read checked them): the rpc
 	// layer puts them into the frame's sum instead of reading Data again.
-	// Not sent.
+	// Not sent: on a response received, the rpc layer fills them as the
+	// frame's bytes arrived (for large aligned Data), so a primary that
+	// forwards what its peers sent need not read it again either.
 	DataSums []uint32
 }
 

@@ -290,9 +290,9 @@ func (c *Conn) fail(err error) {
 
 func (c *Conn) readLoop() {
 	defer c.wg.Done()
-	fr := frameReader{r: bufio.NewReaderSize(c.nc, 64<<10)}
+	fr := frameReader{r: bufio.NewReaderSize(c.nc, 64<<10), keepSums: true}
 	for {
-		kind, id, body, _, err := fr.next()
+		kind, id, body, sums, err := fr.next()
 		if err != nil {
 			c.fail(fmt.Errorf("%w: %s: %w", ErrClosed, c.addr, err))
 			return
@@ -314,8 +314,11 @@ func (c *Conn) readLoop() {
 			// stream itself is still in step.
 			err = fmt.Errorf("rpc: %s: %w", c.addr, err)
 			bufpool.Put(body)
-		} else if len(body) >= bufpool.MinSize {
-			resp.Pooled = body // the caller may Release it
+		} else {
+			resp.DataSums = blockSums(body, sums, resp.Data)
+			if len(body) >= bufpool.MinSize {
+				resp.Pooled = body // the caller may Release it
+			}
 		}
 		cl.ch <- result{resp: resp, err: err}
 	}

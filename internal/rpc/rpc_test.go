@@ -866,24 +866,55 @@ func TestStalledPeerHoldsNoCaller(t *testing.T) {
 
 // TestRequestBlockSums: a handler gets the crc32c of each whole block of a
 // large Data or Txn, taken as the frame arrived; small payloads get none.
-func TestRequestBlockSums(t *testing.T) {
-	check := func(field string, b []byte, sums []uint32) string {
-		if len(b) < proto.AlignMin {
-			if sums != nil {
-				return fmt.Sprintf("%s of %d bytes got %d block sums", field, len(b), len(sums))
-			}
-			return ""
-		}
-		if len(sums) != len(b)/sumBlock {
+// checkBlockSums says what is wrong with the block checksums the rpc
+// layer gave a received field b: none below proto.AlignMin, else one per
+// whole block, each right.
+func checkBlockSums(field string, b []byte, sums []uint32) string {
+	if len(b) < proto.AlignMin {
+		if sums != nil {
 			return fmt.Sprintf("%s of %d bytes got %d block sums", field, len(b), len(sums))
-		}
-		for i, s := range sums {
-			if want := crc32.Checksum(b[i*sumBlock:(i+1)*sumBlock], castagnoli); s != want {
-				return fmt.Sprintf("%s block %d: sum %#x, want %#x", field, i, s, want)
-			}
 		}
 		return ""
 	}
+	if len(sums) != len(b)/sumBlock {
+		return fmt.Sprintf("%s of %d bytes got %d block sums", field, len(b), len(sums))
+	}
+	for i, s := range sums {
+		if want := crc32.Checksum(b[i*sumBlock:(i+1)*sumBlock], castagnoli); s != want {
+			return fmt.Sprintf("%s block %d: sum %#x, want %#x", field, i, s, want)
+		}
+	}
+	return ""
+}
+
+// TestReplyBlockSums: a client gets the block checksums of a large reply's
+// data, taken as the bytes arrived, so a primary can forward what its peers
+// sent without reading it again.
+func TestReplyBlockSums(t *testing.T) {
+	h := HandlerFunc(func(ctx context.Context, req *proto.Request) *proto.Response {
+		data := make([]byte, req.Length)
+		for i := range data {
+			data[i] = byte(i*7 + i>>12)
+		}
+		return &proto.Response{Status: proto.StatusOK, Data: data}
+	})
+	_, addr, _ := startServer(t, "127.0.0.1", testKey, h, ServerOptions{})
+	c := dial(t, addr)
+	defer c.Close()
+	for _, n := range []uint64{4 << 20, proto.AlignMin + 100, proto.AlignMin - 1, 0} {
+		resp, err := c.Call(context.Background(), &proto.Request{Op: proto.OpRead, Object: "o", Length: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg := checkBlockSums("reply data", resp.Data, resp.DataSums); msg != "" {
+			t.Error(msg)
+		}
+		resp.Release()
+	}
+}
+
+func TestRequestBlockSums(t *testing.T) {
+	check := checkBlockSums
 	h := HandlerFunc(func(ctx context.Context, req *proto.Request) *proto.Response {
 		msg := check("data", req.Data, req.DataSums) + check("txn", req.Txn, req.TxnSums)
 		if msg != "" {
