@@ -6,11 +6,13 @@ import (
 	"errors"
 	"maps"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cairn-storage/cairn/client"
+	"github.com/cairn-storage/cairn/internal/osd"
 	"github.com/cairn-storage/cairn/internal/placement"
 )
 
@@ -216,4 +218,58 @@ func waitLog(t *testing.T, path, want string, timeout time.Duration) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// TestECKeysChangeCutShort: on a 2+1 pool with min_size 2, one position
+// down, an omap and xattr change is acknowledged by the two others; then
+// one cut short by its primary's crash (osd.FailpointECPartialPut, which
+// fires for changes of keys too) reaches only the primary's own position.
+// Once the primary is back, peering rolls its shard back with the keys
+// it kept, so the acknowledged keys read back and the cut change's do
+// not, with the third position still down and once it is back and
+// rebuilt.
+func TestECKeysChangeCutShort(t *testing.T) {
+	trigger := filepath.Join(t.TempDir(), "keys-change")
+	t.Setenv(osd.FailpointECPartialPut, trigger)
+	c := startCluster(t, clusterOpts{downOut: 10 * time.Minute})
+	p, _ := c.createECPool(t, "eckc", "2+1", "--min-size", "2")
+	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Second)
+	defer cancel()
+	m := &keysModel{t: t, ctx: ctx, p: p, xattrs: map[string]map[string]string{}, omap: map[string]map[string]string{}, data: map[string][]byte{}}
+	m.data["h"] = payload("h", 0, 40_000)
+	if err := p.Put(ctx, "h", m.data["h"]); err != nil {
+		t.Fatal(err)
+	}
+	m.omapSet("h", map[string]string{"size": "1"})
+	m2 := currentMap(t, c)
+	pool, _ := m2.PoolByName("eckc")
+	_, pos := placement.NewTable(m2).Positions(pool, placement.PGOf(pool, "h"))
+	primary, stale := pos[0].String(), pos[2].String()
+
+	c.kill(stale)
+	c.waitStatus(20*time.Second, stale+" down", func(_ map[string]any, raw string) bool {
+		return strings.Contains(raw, "OSD_DOWN") && strings.Contains(raw, stale+" on host")
+	})
+	m.omapSet("h", map[string]string{"size": "2"}) // acknowledged by positions 0 and 1
+	m.setXattr("h", "kind", "volume")
+	if err := os.WriteFile(trigger, []byte("1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	err := p.OmapSet(wctx, "h", map[string][]byte{"size": []byte("3"), "cut": []byte("short")})
+	wcancel()
+	if err == nil {
+		t.Fatal("the change the failpoint cuts short was acknowledged")
+	}
+	if log, _ := os.ReadFile(c.procs[primary].Log); !strings.Contains(string(log), "failpoint "+osd.FailpointECPartialPut) {
+		t.Fatalf("%s did not fire the failpoint (change: %v)", primary, err)
+	}
+	c.restart(primary)
+	m.check("the primary back, " + stale + " still down")
+	if log, _ := os.ReadFile(c.procs[primary].Log); !strings.Contains(string(log), "rolled back 1 shard(s)") {
+		t.Fatalf("%s's log does not show the change rolled back", primary)
+	}
+	c.restart(stale)
+	c.waitHealthy(40*time.Second, "with every position back")
+	m.check("every position back")
 }

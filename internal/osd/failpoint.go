@@ -12,7 +12,8 @@ import (
 // FailpointECPartialPut names the environment variable of a failpoint for
 // tests of erasure-coded writes cut short. Unset (always, outside tests)
 // it does nothing. Set to a file's path, the first OSD whose put (or
-// write at an offset, or truncate) to an erasure-coded pool finds that
+// write at an offset, truncate, create, or change of xattrs or omap) to
+// an erasure-coded pool finds that
 // file takes it (renames it, so one put of
 // the whole cluster fires), applies the put only to the first N positions
 // of the acting set, N being the file's content (its own position
@@ -27,7 +28,7 @@ var partialPutFile = os.Getenv(FailpointECPartialPut)
 
 // ecPartialPut fires the failpoint for write w if it is set and armed.
 func ecPartialPut(s *Server, req *proto.Request, w *writePlan) bool {
-	if partialPutFile == "" || req.Op != proto.OpPut && req.Op != proto.OpWrite && req.Op != proto.OpTruncate {
+	if partialPutFile == "" || req.Op != proto.OpPut && req.Op != proto.OpWrite && req.Op != proto.OpTruncate && !isECKeysWrite(req.Op) {
 		return false
 	}
 	fired := partialPutFile + ".fired"
