@@ -132,20 +132,9 @@ func (s *Server) askShards(ctx context.Context, t *placement.Table, osds []clust
 // peering found lacking the object is stale) and returns what stands, if
 // that is final.
 func decideFast(k int, p *pgState, osds []clustermap.OSDID, name string, replies []shardReply) (*ecObject, bool) {
-	copies := make([]pg.ShardCopy, len(osds))
-	o := &ecObject{osds: osds, metas: make([]*pg.ShardMeta, len(osds))}
-	for i, r := range replies {
-		switch {
-		case r.err == nil:
-			m := r.meta
-			o.metas[i] = m
-			copies[i] = pg.ShardCopy{Listed: true, Ver: m.Ver, Prev: m.Prev, CanRollBack: m.CanRollBack, Tombstone: m.Tombstone}
-		case errors.Is(r.err, objstore.ErrNotFound):
-			copies[i] = pg.ShardCopy{Listed: true}
-		default:
-			return nil, false
-		}
-		copies[i].Stale = p.isMissing(osds[i], name)
+	o, copies := shardVotes(p, osds, name, replies)
+	if o == nil {
+		return nil, false
 	}
 	plan, ok := pg.DecideShardsPart(k, copies)
 	if !ok {
@@ -158,6 +147,29 @@ func decideFast(k int, p *pgState, osds []clustermap.OSDID, name string, replies
 		}
 	}
 	return o, true
+}
+
+// shardVotes turns the positions' answers about name into the votes pg
+// decides on (a position that holds no shard votes "absent"; one peering
+// found lacking the object is stale), and an object holding their metas;
+// nil if a position failed to answer.
+func shardVotes(p *pgState, osds []clustermap.OSDID, name string, replies []shardReply) (*ecObject, []pg.ShardCopy) {
+	copies := make([]pg.ShardCopy, len(osds))
+	o := &ecObject{osds: osds, metas: make([]*pg.ShardMeta, len(osds))}
+	for i, r := range replies {
+		switch {
+		case r.err == nil:
+			m := r.meta
+			o.metas[i] = m
+			copies[i] = pg.ShardCopy{Listed: true, Ver: m.Ver, Prev: m.Prev, CanRollBack: m.CanRollBack, Tombstone: m.Tombstone}
+		case errors.Is(r.err, objstore.ErrNotFound):
+			copies[i] = pg.ShardCopy{Listed: true}
+		default:
+			return nil, nil
+		}
+		copies[i].Stale = p.isMissing(osds[i], name)
+	}
+	return o, copies
 }
 
 // spansWhole says whether every position asked for a span sent exactly

@@ -2,12 +2,10 @@ package osd
 
 import (
 	"context"
-	"errors"
 	"slices"
 
 	"github.com/cairn-storage/cairn/internal/clustermap"
 	"github.com/cairn-storage/cairn/internal/ec"
-	"github.com/cairn-storage/cairn/internal/objstore"
 	"github.com/cairn-storage/cairn/internal/pg"
 	"github.com/cairn-storage/cairn/internal/placement"
 	"github.com/cairn-storage/cairn/internal/proto"
@@ -104,22 +102,9 @@ func (s *Server) partialFast(ctx context.Context, t *placement.Table, pool *clus
 // each answered (a shard, or none), none is stale, and all hold the
 // version that stands.
 func decideAll(k int, p *pgState, osds []clustermap.OSDID, name string, replies []shardReply) *ecObject {
-	copies := make([]pg.ShardCopy, len(osds))
-	o := &ecObject{osds: osds, metas: make([]*pg.ShardMeta, len(osds))}
-	for i, r := range replies {
-		switch {
-		case r.err == nil:
-			m := r.meta
-			o.metas[i] = m
-			copies[i] = pg.ShardCopy{Listed: true, Ver: m.Ver, Prev: m.Prev, CanRollBack: m.CanRollBack, Tombstone: m.Tombstone}
-		case errors.Is(r.err, objstore.ErrNotFound):
-			copies[i] = pg.ShardCopy{Listed: true}
-		default:
-			return nil
-		}
-		if p.isMissing(osds[i], name) {
-			return nil
-		}
+	o, copies := shardVotes(p, osds, name, replies)
+	if o == nil || slices.ContainsFunc(copies, func(c pg.ShardCopy) bool { return c.Stale }) {
+		return nil
 	}
 	o.plan = pg.DecideShards(k, copies)
 	if o.plan.Unfound || len(o.plan.Keep) != len(osds) {
