@@ -101,34 +101,16 @@ func (s *Server) planKeys(pool *clustermap.Pool, req *proto.Request, w *writePla
 	if o.exists() {
 		meta.Prev = o.plan.Ver
 	}
-	_, osds := w.t.Positions(pool, req.PG)
-	w.shards = make(map[clustermap.OSDID]*objstore.Txn, len(osds))
-	w.shardMetas = make(map[clustermap.OSDID]pg.ShardMeta, len(osds))
-	for i, osd := range osds {
-		if osd == placement.NoOSD {
-			continue
-		}
-		coll, txn := shardColl(req.PG, i), &objstore.Txn{}
+	return s.planPositions(pool, req, w, meta, func(_ int, coll string, txn *objstore.Txn) *proto.Response {
 		if !o.exists() {
 			txn.Delete(coll, req.Object)
 			txn.Put(coll, req.Object, nil)
 		}
 		if req.Op != proto.OpCreate {
-			if bad := s.addOp(coll, req, txn); bad != nil {
-				return bad
-			}
+			return s.addOp(coll, req, txn)
 		}
-		txn.SetXattr(coll, req.Object, versionXattr, meta.Ver.Encode())
-		if err := txn.Validate(); err != nil {
-			return s.fail(proto.StatusInvalid, "%v", err)
-		}
-		meta.Position = i
-		w.shards[osd], w.shardMetas[osd] = txn, meta
-	}
-	if w.txn = w.shards[s.id]; w.txn == nil {
-		panic(fmt.Sprintf("%s writes pg %s as its primary but holds no position of it", s.id, req.PG))
-	}
-	return nil
+		return nil
+	})
 }
 
 // ecKeysRead serves a read of an erasure-coded object's xattrs or omap

@@ -229,14 +229,7 @@ func (s *Server) planPartial(pool *clustermap.Pool, req *proto.Request, w *write
 	if o.exists() {
 		meta.Prev = o.plan.Ver
 	}
-	_, osds := w.t.Positions(pool, req.PG)
-	w.shards = make(map[clustermap.OSDID]*objstore.Txn, len(osds))
-	w.shardMetas = make(map[clustermap.OSDID]pg.ShardMeta, len(osds))
-	for i, osd := range osds {
-		if osd == placement.NoOSD {
-			continue
-		}
-		coll, txn := shardColl(req.PG, i), &objstore.Txn{}
+	return s.planPositions(pool, req, w, meta, func(i int, coll string, txn *objstore.Txn) *proto.Response {
 		if !o.exists() {
 			txn.Put(coll, req.Object, nil)
 		}
@@ -246,15 +239,6 @@ func (s *Server) planPartial(pool *clustermap.Pool, req *proto.Request, w *write
 		if !o.exists() || newSize != o.size {
 			txn.Truncate(coll, req.Object, uint64(ups[i].Len))
 		}
-		txn.SetXattr(coll, req.Object, versionXattr, meta.Ver.Encode())
-		if err := txn.Validate(); err != nil {
-			return s.fail(proto.StatusInvalid, "%v", err)
-		}
-		meta.Position = i
-		w.shards[osd], w.shardMetas[osd] = txn, meta
-	}
-	if w.txn = w.shards[s.id]; w.txn == nil {
-		panic(fmt.Sprintf("%s writes pg %s as its primary but holds no position of it", s.id, req.PG))
-	}
-	return nil
+		return nil
+	})
 }

@@ -270,14 +270,7 @@ func (s *Server) planShards(pool *clustermap.Pool, req *proto.Request, w *writeP
 	if meta.Tombstone {
 		meta.Size = 0
 	}
-	_, osds := w.t.Positions(pool, req.PG)
-	w.shards = make(map[clustermap.OSDID]*objstore.Txn, len(osds))
-	w.shardMetas = make(map[clustermap.OSDID]pg.ShardMeta, len(osds))
-	for i, osd := range osds {
-		if osd == placement.NoOSD {
-			continue
-		}
-		coll, txn := shardColl(req.PG, i), &objstore.Txn{}
+	return s.planPositions(pool, req, w, meta, func(i int, coll string, txn *objstore.Txn) *proto.Response {
 		var data []byte
 		if shards != nil {
 			data = shards[i]
@@ -286,6 +279,25 @@ func (s *Server) planShards(pool *clustermap.Pool, req *proto.Request, w *writeP
 			txn.Delete(coll, req.Object) // its xattrs and omap go too
 		}
 		txn.Put(coll, req.Object, data)
+		return nil
+	})
+}
+
+// planPositions gives each position i of the acting set a transaction,
+// which build fills, stamped with the write's version, and meta for its
+// shard; the primary's own is w.txn.
+func (s *Server) planPositions(pool *clustermap.Pool, req *proto.Request, w *writePlan, meta pg.ShardMeta, build func(i int, coll string, txn *objstore.Txn) *proto.Response) *proto.Response {
+	_, osds := w.t.Positions(pool, req.PG)
+	w.shards = make(map[clustermap.OSDID]*objstore.Txn, len(osds))
+	w.shardMetas = make(map[clustermap.OSDID]pg.ShardMeta, len(osds))
+	for i, osd := range osds {
+		if osd == placement.NoOSD {
+			continue
+		}
+		coll, txn := shardColl(req.PG, i), &objstore.Txn{}
+		if bad := build(i, coll, txn); bad != nil {
+			return bad
+		}
 		txn.SetXattr(coll, req.Object, versionXattr, meta.Ver.Encode())
 		if err := txn.Validate(); err != nil {
 			return s.fail(proto.StatusInvalid, "%v", err)
