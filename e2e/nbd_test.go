@@ -141,7 +141,7 @@ func TestNBDFioVerifyWhileOSDKilled(t *testing.T) {
 	t.Parallel()
 	needTools(t, "fio")
 	c := startCluster(t, clusterOpts{})
-	fioVerify(t, c, "osd.2 killed after 2 s", func() { c.kill("osd.2") })
+	fioVerify(t, c, "osd.2 killed after 1 s", func() { c.kill("osd.2") })
 }
 
 // TestNBDFioVerifyWritebackFull is the same with each OSD's write-back area
@@ -151,7 +151,7 @@ func TestNBDFioVerifyWritebackFull(t *testing.T) {
 	t.Parallel()
 	needTools(t, "fio")
 	c := startCluster(t, clusterOpts{writeback: "8M"})
-	fioVerify(t, c, "8 MiB write-back areas, osd.2 killed after 2 s and restarted", func() {
+	fioVerify(t, c, "8 MiB write-back areas, osd.2 killed after 1 s and restarted", func() {
 		c.kill("osd.2")
 		time.Sleep(2 * time.Second)
 		c.restart("osd.2")
@@ -159,56 +159,13 @@ func TestNBDFioVerifyWritebackFull(t *testing.T) {
 }
 
 // fioVerify writes 48 MiB of a new volume with fio's nbd engine (4 KiB
-// random writes at depth 16, crc32c in every block), runs fault 2 s in,
-// and wants every block written and verified.
+// random writes at depth 16, crc32c in every block), runs fault a second
+// in, and wants every block written and verified.
 func fioVerify(t *testing.T, c *cluster, what string, fault func()) {
 	t.Helper()
 	if out, err := c.cli(nil, "volume", "create", "default/fio", "--size", "1G"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	fio := exec.Command("fio", "--name=verify", "--ioengine=nbd", "--uri="+c.nbdURI("default/fio"),
-		"--rw=randwrite", "--bs=4k", "--iodepth=16", "--size=48M", "--verify=crc32c", "--do_verify=1",
-		"--verify_fatal=1", "--verify_state_save=0", "--output-format=json")
-	var out bytes.Buffer
-	fio.Stdout, fio.Stderr = &out, &out
-	if err := fio.Start(); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(2 * time.Second)
-	fault()
-	done := make(chan error, 1)
-	go func() { done <- fio.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("fio: %v\n%s", err, out.String())
-		}
-	case <-time.After(5 * time.Minute):
-		fio.Process.Kill()
-		t.Fatalf("fio did not finish:\n%s", out.String())
-	}
-	var res struct {
-		Jobs []struct {
-			Error int `json:"error"`
-			Write struct {
-				IOPS  float64 `json:"iops"`
-				Bytes int64   `json:"io_bytes"`
-			} `json:"write"`
-			Read struct {
-				Bytes int64 `json:"io_bytes"`
-			} `json:"read"`
-		} `json:"jobs"`
-	}
-	js := out.String()
-	if i := strings.Index(js, "{"); i > 0 {
-		js = js[i:]
-	}
-	if err := json.Unmarshal([]byte(js), &res); err != nil {
-		t.Fatalf("fio output: %v\n%s", err, out.String())
-	}
-	j := res.Jobs[0]
-	if j.Error != 0 || j.Write.Bytes != 48<<20 || j.Read.Bytes != 48<<20 {
-		t.Fatalf("fio: error %d, wrote %d, verified %d bytes of %d", j.Error, j.Write.Bytes, j.Read.Bytes, 48<<20)
-	}
-	t.Logf("fio 4 KiB randwrite QD16, %s: %.0f IOPS, all 48 MiB verified", what, j.Write.IOPS)
+	iops := fioVerifyAt(t, c.nbdURI("default/fio"), 48<<20, false, fault)
+	t.Logf("fio 4 KiB randwrite QD16, %s: %.0f IOPS, all 48 MiB verified", what, iops)
 }
