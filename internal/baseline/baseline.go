@@ -114,14 +114,15 @@ type Result struct {
 		// ReadUs: one loopback round trip and one random read
 		// (Disk.RandRead4KQD1), medians.
 		ReadUs float64 `json:"read_us"`
-		// MeasuredWriteUs = Replicated.Write4KQD1.P50us: the bound's work
-		// done by processes on this machine, their wake-ups included.
+		// MeasuredWriteUs is the median of Replicated.Write4KQD1: the
+		// bound's work done by processes on this machine, their wake-ups
+		// included.
 		MeasuredWriteUs float64 `json:"replicated_write_measured_us,omitempty"`
-		// WriteCPUPerGiB = Replicated.Write4M.CPUPerGiB: the least CPU a
-		// cluster of SharedCopies copies spends per GiB written here.
+		// WriteCPUPerGiB is Replicated.Write4M's CPU per GiB: the least
+		// CPU a cluster of SharedCopies copies spends per GiB written here.
 		WriteCPUPerGiB float64 `json:"replicated_write_cpu_s_per_gib,omitempty"`
-		// ECWriteCPUPerGiB = Erasure.Write4M.CPUPerGiB: the same for a
-		// pool of erasure code ECProfile.
+		// ECWriteCPUPerGiB is Erasure.Write4M's CPU per GiB: the same for
+		// a pool of erasure code ECProfile.
 		ECWriteCPUPerGiB float64 `json:"ec_write_cpu_s_per_gib,omitempty"`
 		Note             string  `json:"note"`
 	} `json:"bound"`

@@ -64,24 +64,33 @@ func TestReadRange(t *testing.T) {
 	}
 }
 
+// randomObject draws a layout (2-6 data and 1-3 parity chunks of 4-16
+// KiB) and an object of at least least bytes and up to five stripes more,
+// and codes it.
+func randomObject(t *testing.T, r *rand.Rand, least int) (Layout, []byte, [][]byte) {
+	t.Helper()
+	l := Layout{K: 2 + r.IntN(5), M: 1 + r.IntN(3), Unit: 4096 * (1 + r.IntN(4))}
+	c, err := New(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := make([]byte, least+r.IntN(int(5*l.StripeBytes())))
+	for i := range obj {
+		obj[i] = byte(r.Uint32())
+	}
+	shards, err := c.EncodeObject(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, obj, shards
+}
+
 // TestAssemble reads random ranges of random objects from their data
 // shards' spans and compares with the object; a span cut short is refused.
 func TestAssemble(t *testing.T) {
 	r := rand.New(rand.NewPCG(29, 1))
 	for trial := 0; trial < 200; trial++ {
-		l := Layout{K: 2 + r.IntN(5), M: 1 + r.IntN(3), Unit: 4096 * (1 + r.IntN(4))}
-		c, err := New(l)
-		if err != nil {
-			t.Fatal(err)
-		}
-		obj := make([]byte, 1+r.IntN(int(5*l.StripeBytes())))
-		for i := range obj {
-			obj[i] = byte(r.Uint32())
-		}
-		shards, err := c.EncodeObject(obj)
-		if err != nil {
-			t.Fatal(err)
-		}
+		l, obj, shards := randomObject(t, r, 1)
 		for q := 0; q < 20; q++ {
 			off := r.Int64N(int64(len(obj)))
 			end := off + 1 + r.Int64N(int64(len(obj))-off)
@@ -120,19 +129,7 @@ func TestAssembleSums(t *testing.T) {
 	r := rand.New(rand.NewPCG(31, 1))
 	var checked, refused int
 	for trial := 0; trial < 100; trial++ {
-		l := Layout{K: 2 + r.IntN(5), M: 1 + r.IntN(3), Unit: block * (1 + r.IntN(4))}
-		c, err := New(l)
-		if err != nil {
-			t.Fatal(err)
-		}
-		obj := make([]byte, block+r.IntN(int(5*l.StripeBytes())))
-		for i := range obj {
-			obj[i] = byte(r.Uint32())
-		}
-		shards, err := c.EncodeObject(obj)
-		if err != nil {
-			t.Fatal(err)
-		}
+		l, obj, shards := randomObject(t, r, block)
 		for q := 0; q < 20; q++ {
 			off := r.Int64N(int64(len(obj))/block) * block
 			if q%4 == 0 {

@@ -323,53 +323,64 @@ func (a *applyCtx) truncate(st *objState, size uint64) error {
 		return nil
 	}
 	if size < st.rec.size {
-		first := nblocks(size) // first block wholly past the new end
-		if fid := st.rec.fileID; !st.newFile && a.s.wb.hasFile(fid) {
-			a.batch.DeleteRange(wbKey(fid, first), wbKey(fid+1, 0), nil)
-			a.wb = append(a.wb, wbChange{kind: wbCut, fileID: fid, block: first})
-		}
-		if size%blockSize != 0 {
-			b := size / blockSize
-			blk, err := a.block(st, b)
-			if err != nil {
-				return err
-			}
-			ch, err := a.chunk(st, b/chunkBlocks)
-			if err != nil {
-				return err
-			}
-			if ch.present(b % chunkBlocks) {
-				clear(blk[size%blockSize:])
-				st.dirty[b] = blk
-				delete(st.sums, b)
-			}
-		}
-		for b := range st.dirty {
-			if b >= first {
-				delete(st.dirty, b)
-				delete(st.sums, b)
-			}
-		}
-		c0 := first / chunkBlocks
-		if first%chunkBlocks != 0 {
-			ch, err := a.chunk(st, c0)
-			if err != nil {
-				return err
-			}
-			ch.bits &= (1 << (first % chunkBlocks)) - 1
-			ch.dirty = true
-			c0++
-		}
-		for c := range st.chunks {
-			if c >= c0 {
-				delete(st.chunks, c)
-			}
-		}
-		if !st.newFile && (!st.hasCut || c0 < st.cut) {
-			st.cut, st.hasCut = c0, true
+		if err := a.cutFile(st, size); err != nil {
+			return err
 		}
 	}
 	st.rec.size = size
+	return nil
+}
+
+// cutFile shrinks a file-backed object to size bytes (still above
+// InlineMax): blocks past the end leave the write-back area, the dirty
+// set and the checksum chunks, the last block is zeroed past the end, and
+// the chunks cut off are deleted at finalize (st.cut).
+func (a *applyCtx) cutFile(st *objState, size uint64) error {
+	first := nblocks(size) // first block wholly past the new end
+	if fid := st.rec.fileID; !st.newFile && a.s.wb.hasFile(fid) {
+		a.batch.DeleteRange(wbKey(fid, first), wbKey(fid+1, 0), nil)
+		a.wb = append(a.wb, wbChange{kind: wbCut, fileID: fid, block: first})
+	}
+	if size%blockSize != 0 {
+		b := size / blockSize
+		blk, err := a.block(st, b)
+		if err != nil {
+			return err
+		}
+		ch, err := a.chunk(st, b/chunkBlocks)
+		if err != nil {
+			return err
+		}
+		if ch.present(b % chunkBlocks) {
+			clear(blk[size%blockSize:])
+			st.dirty[b] = blk
+			delete(st.sums, b)
+		}
+	}
+	for b := range st.dirty {
+		if b >= first {
+			delete(st.dirty, b)
+			delete(st.sums, b)
+		}
+	}
+	c0 := first / chunkBlocks
+	if first%chunkBlocks != 0 {
+		ch, err := a.chunk(st, c0)
+		if err != nil {
+			return err
+		}
+		ch.bits &= (1 << (first % chunkBlocks)) - 1
+		ch.dirty = true
+		c0++
+	}
+	for c := range st.chunks {
+		if c >= c0 {
+			delete(st.chunks, c)
+		}
+	}
+	if !st.newFile && (!st.hasCut || c0 < st.cut) {
+		st.cut, st.hasCut = c0, true
+	}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/cairn-storage/cairn/internal/clustermap"
@@ -34,7 +35,8 @@ const shardKeysXattr = proto.ReservedPrefix + "ek"
 
 // maxShardOmapKeys bounds the omap one erasure-coded object may hold: a
 // shard with its keys is copied in one transaction (rollback, recovery).
-const maxShardOmapKeys = 100_000
+// A variable for tests.
+var maxShardOmapKeys = 100_000
 
 // isECKeysWrite says whether op changes an object's keys (or creates it).
 func isECKeysWrite(op proto.Op) bool {
@@ -100,6 +102,11 @@ func (s *Server) planKeys(pool *clustermap.Pool, req *proto.Request, w *writePla
 	meta := pg.ShardMeta{Ver: pg.EVersion{Epoch: uint64(w.interval), Version: w.ver}, Size: uint64(o.sizeNow()), CanRollBack: true}
 	if o.exists() {
 		meta.Prev = o.plan.Ver
+	}
+	if _, osds := w.t.Positions(pool, req.PG); req.Op == proto.OpOmapSet && o.exists() && slices.Contains(osds, s.id) {
+		if err := s.omapRoom(shardColl(req.PG, slices.Index(osds, s.id)), req.Object, len(req.KVs)); err != nil {
+			return s.fail(proto.StatusInvalid, "%v", err)
+		}
 	}
 	return s.planPositions(pool, req, w, meta, func(_ int, coll string, txn *objstore.Txn) *proto.Response {
 		if !o.exists() {
@@ -248,6 +255,28 @@ func (s *Server) readKeys(ctx context.Context, t *placement.Table, osd clusterma
 		start = append(append([]byte(nil), r.KVs[len(r.KVs)-1].Key...), 0)
 	}
 	return nil, fmt.Errorf("%q holds more than %d omap keys, more than an erasure-coded object may", name, maxShardOmapKeys)
+}
+
+// omapRoom refuses adding keys to the omap of name in coll (the primary's
+// position, at the version that stands) when the object could then hold
+// more than maxShardOmapKeys: rollback and recovery copy them in one
+// transaction. Keys set again count twice, so it errs on the safe side.
+func (s *Server) omapRoom(coll, name string, adding int) error {
+	n := 0
+	for start := []byte(nil); n+adding <= maxShardOmapKeys; {
+		kvs, more, err := s.store.OmapList(coll, name, start, nil, 1000)
+		if err != nil {
+			return err
+		}
+		if n += len(kvs); !more || len(kvs) == 0 {
+			break
+		}
+		start = append(append([]byte(nil), kvs[len(kvs)-1].Key...), 0)
+	}
+	if n+adding > maxShardOmapKeys {
+		return fmt.Errorf("%q holds %d omap keys or more and %d more would pass the %d an erasure-coded object may hold: keep large maps in a replicated pool", name, n, adding, maxShardOmapKeys)
+	}
+	return nil
 }
 
 // copyKeys adds to txn setting the xattrs (the OSD's own left out) and the

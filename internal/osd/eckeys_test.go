@@ -2,7 +2,9 @@ package osd
 
 import (
 	"errors"
+	"fmt"
 	"maps"
+	"strings"
 	"testing"
 
 	"github.com/cairn-storage/cairn/internal/objstore"
@@ -171,5 +173,31 @@ func TestShardKeysCreateOverTombstone(t *testing.T) {
 	}
 	if _, err := s.store.Stat(testShardColl, "o"); !errors.Is(err, objstore.ErrNotFound) {
 		t.Fatalf("a create of keys rolled back is still there: %v", err)
+	}
+}
+
+// A set of omap keys that could take an erasure-coded object past
+// maxShardOmapKeys is refused, naming the bound and what to do; one that
+// fits is not (the count pages through the omap).
+func TestShardOmapRoom(t *testing.T) {
+	old := maxShardOmapKeys
+	maxShardOmapKeys = 2500
+	t.Cleanup(func() { maxShardOmapKeys = old })
+	s := shardTestServer(t, vfs.NewMem())
+	writeShard(t, s, "o", 1, []byte("one"), false)
+	err := keysWrite(s, "o", 2, 1, 3, false, func(txn *objstore.Txn) {
+		for i := range 2400 {
+			txn.OmapSet(testShardColl, "o", fmt.Appendf(nil, "k%05d", i), []byte("v"))
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.omapRoom(testShardColl, "o", 100); err != nil {
+		t.Fatalf("2,400 keys and 100 more, within 2,500: %v", err)
+	}
+	err = s.omapRoom(testShardColl, "o", 101)
+	if err == nil || !strings.Contains(err.Error(), "2500 an erasure-coded object may hold: keep large maps in a replicated pool") {
+		t.Fatalf("2,400 keys and 101 more, past 2,500: %v", err)
 	}
 }

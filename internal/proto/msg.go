@@ -8,6 +8,9 @@ import (
 // Op is the operation a Request asks for.
 type Op uint8
 
+// Valid reports whether op is a known operation.
+func (op Op) Valid() bool { return op >= OpPing && op < opMax }
+
 const (
 	OpPing Op = iota + 1
 	// Object data.
@@ -81,9 +84,6 @@ const (
 	OpShardTrim
 	opMax
 )
-
-// Valid reports whether op is a known operation.
-func (op Op) Valid() bool { return op >= OpPing && op < opMax }
 
 // Request flags.
 const (
