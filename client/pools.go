@@ -134,6 +134,9 @@ func (c *Client) CreatePool(ctx context.Context, spec PoolSpec) (PoolInfo, error
 			if p.Class != "" {
 				class = " of class " + string(p.Class)
 			}
+			if p.FailureDomain == clustermap.DomainOSD {
+				class += " (OSDs whose index shares one flash device count once)"
+			}
 			return fmt.Errorf("%w: pool %q wants %d %s in distinct %ss, but the cluster has only %d %s(s) with OSDs%s in it",
 				ErrInvalid, p.Name, p.Size, p.Unit(), p.FailureDomain, d, p.FailureDomain, class)
 		}

@@ -23,22 +23,7 @@ func TestAddOSDWithMetaDirAndClass(t *testing.T) {
 	c := startCluster(t, clusterOpts{})
 	dir := t.TempDir()
 	data, metaDir := filepath.Join(dir, "hdd"), filepath.Join(dir, "nvme")
-	port := freePorts(t, 1)
-	logf, err := os.Create(filepath.Join(dir, "osd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	cmd := exec.Command(cairnBin, "osd", "--conf", c.conf, "--data", data, "--meta-dir", metaDir,
-		"--listen", fmt.Sprintf("127.0.0.4:%d", port), "--host", "host4", "--class", "nvme", "--lease-ttl", "3s")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-	})
+	startOSDProcess(t, c, dir, "127.0.0.4", "--data", data, "--meta-dir", metaDir, "--host", "host4", "--class", "nvme")
 	c.waitStatus(30*time.Second, "osd.6 up", func(st map[string]any, raw string) bool {
 		return st["osds"] == float64(7) && st["osds_up"] == float64(7)
 	})
@@ -78,14 +63,29 @@ func TestAddOSDWithMetaDirAndClass(t *testing.T) {
 	if ents, _ := filepath.Glob(filepath.Join(data, "MANIFEST-*")); len(ents) != 0 {
 		t.Errorf("the index is in the data dir %s, not the meta dir", data)
 	}
-	var dataFiles int
-	filepath.Walk(filepath.Join(data, "data"), func(path string, fi os.FileInfo, err error) error {
-		if err == nil && fi.Mode().IsRegular() && fi.Size() >= 100<<10 {
-			dataFiles++
-		}
-		return nil
-	})
-	if dataFiles != 20 {
+	if dataFiles := countDataFiles(filepath.Join(data, "data"), 100<<10); dataFiles != 20 {
 		t.Errorf("found %d object data files under %s, want 20", dataFiles, data)
 	}
+}
+
+// startOSDProcess starts `cairn osd` with args on a free port of ip, its log
+// in dir/osd.log, stopped when the test ends.
+func startOSDProcess(t *testing.T, c *cluster, dir, ip string, args ...string) {
+	t.Helper()
+	port := freePorts(t, 1)
+	logf, err := os.Create(filepath.Join(dir, "osd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	args = append([]string{"osd", "--conf", c.conf, "--listen", fmt.Sprintf("%s:%d", ip, port), "--lease-ttl", "3s"}, args...)
+	cmd := exec.Command(cairnBin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	})
 }

@@ -3,10 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -39,22 +36,7 @@ func TestNewHostRebalances(t *testing.T) {
 		names = append(names, name)
 	}
 	dir := t.TempDir()
-	port := freePorts(t, 1)
-	logf, err := os.Create(filepath.Join(dir, "osd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	cmd := exec.Command(cairnBin, "osd", "--conf", c.conf, "--data", filepath.Join(dir, "data"),
-		"--listen", fmt.Sprintf("127.0.0.4:%d", port), "--host", "host4", "--lease-ttl", "3s")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-	})
+	startOSDProcess(t, c, dir, "127.0.0.4", "--data", filepath.Join(dir, "data"), "--host", "host4")
 	added := time.Now()
 	c.waitStatus(30*time.Second, "osd.3 up", func(st map[string]any, raw string) bool {
 		return st["osds_up"] == float64(4)

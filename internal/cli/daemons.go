@@ -151,6 +151,7 @@ func osdCmd(g *globals) *cobra.Command {
 	f.StringVar(&o.Host, "host", "", "host name in the failure-domain tree (default: this machine's name)")
 	f.StringVar(&o.Rack, "rack", "", "rack of the host (default \"default\")")
 	f.StringVar(&class, "class", "hdd", "device class: hdd, ssd or nvme")
+	f.StringVar(&o.Flash, "flash-device", "", "name of the device of --meta-dir, shared by the OSDs whose indexes it holds: placement never puts two of them in one PG (default: detected from /sys, by serial number; \"none\": not shared)")
 	f.Float64Var(&o.Weight, "weight", 1, "relative capacity (e.g. TiB)")
 	f.DurationVar(&o.LeaseTTL, "lease-ttl", 10*time.Second, "how long the OSD may be silent before it is marked down")
 	f.Int64Var(&o.ReserveBytes, "reserve", 0, "bytes of free disk kept in reserve; writes fail with 'disk full' below it (default 64 MiB)")

@@ -199,7 +199,7 @@ func osdTreeCmd(g *globals) *cobra.Command {
 				return g.printJSON(rows)
 			}
 			tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tCLASS\tWEIGHT\tTYPE NAME\tSTATUS\tIN\tADDR")
+			fmt.Fprintln(tw, "ID\tCLASS\tWEIGHT\tTYPE NAME\tSTATUS\tIN\tADDR\tFLASH")
 			for _, r := range rows {
 				id, in := "", ""
 				if r.ID != nil {
@@ -211,7 +211,7 @@ func osdTreeCmd(g *globals) *cobra.Command {
 						in = "out"
 					}
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%.3f\t%s%s %s\t%s\t%s\t%s\n", id, r.Class, r.Weight, strings.Repeat("  ", r.Depth), r.Type, r.Name, r.Status, in, r.Addr)
+				fmt.Fprintf(tw, "%s\t%s\t%.3f\t%s%s %s\t%s\t%s\t%s\t%s\n", id, r.Class, r.Weight, strings.Repeat("  ", r.Depth), r.Type, r.Name, r.Status, in, r.Addr, r.Flash)
 			}
 			return tw.Flush()
 		},

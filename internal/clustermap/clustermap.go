@@ -110,7 +110,15 @@ type OSD struct {
 	// (`cairn osd writeback off`): it drains to the data disk and takes no
 	// new writes until `on`.
 	WritebackOff bool `json:"writeback_off,omitempty"`
+	// Flash names the device holding the OSD's index, commit log and
+	// write-back area when that is not its data device (`--meta-dir`).
+	// OSDs of one host with the same Flash lose their indexes together, so
+	// placement at level osd counts them as one failure domain.
+	Flash string `json:"flash,omitempty"`
 }
+
+// MaxFlashLen bounds OSD.Flash, a device name or serial number.
+const MaxFlashLen = 128
 
 // Disk usage thresholds of an OSD, as UsedRatio counts: nearly full is a
 // warning; backfill-full stops recovery and backfill from copying data to
@@ -335,10 +343,14 @@ func (m *Map) Pool(id PoolID) (*Pool, bool) {
 }
 
 // DomainOf returns the name of the failure domain of the given level that
-// holds osd: its host, its host's rack, or the OSD itself.
+// holds osd: its host, its host's rack, or the OSD itself (or, for an OSD
+// behind a flash device, that device: FlashDomain).
 func (m *Map) DomainOf(o *OSD, level string) string {
 	switch level {
 	case DomainOSD:
+		if o.Flash != "" {
+			return FlashDomain(o)
+		}
 		return o.ID.String()
 	case DomainRack:
 		if h, ok := m.Host(o.Host); ok {
@@ -348,6 +360,12 @@ func (m *Map) DomainOf(o *OSD, level string) string {
 	default:
 		return o.Host
 	}
+}
+
+// FlashDomain names the osd-level failure domain of an OSD behind a flash
+// device: the device on its host.
+func FlashDomain(o *OSD) string {
+	return "flash:" + o.Host + "/" + o.Flash
 }
 
 // CountDomains counts the failure domains of the given level that hold at
@@ -487,6 +505,9 @@ func (m *Map) Validate() error {
 		if !ValidClass(o.Class) {
 			return fmt.Errorf("cluster map: %s has unknown device class %q", o.ID, o.Class)
 		}
+		if err := ValidFlash(o.Flash); err != nil {
+			return fmt.Errorf("cluster map: %s: %w", o.ID, err)
+		}
 		if o.Weight < 0 || o.Weight != o.Weight || o.Weight > 1e6 {
 			return fmt.Errorf("cluster map: %s has bad weight %v", o.ID, o.Weight)
 		}
@@ -509,6 +530,20 @@ func (m *Map) Validate() error {
 			if m.Pools[j].Name == p.Name {
 				return fmt.Errorf("cluster map: two pools named %q", p.Name)
 			}
+		}
+	}
+	return nil
+}
+
+// ValidFlash checks a flash device name: empty (none) or up to MaxFlashLen
+// printable ASCII characters other than space and '/'.
+func ValidFlash(f string) error {
+	if len(f) > MaxFlashLen {
+		return fmt.Errorf("flash device name of %d bytes is longer than %d", len(f), MaxFlashLen)
+	}
+	for i := 0; i < len(f); i++ {
+		if c := f[i]; c <= ' ' || c > '~' || c == '/' {
+			return fmt.Errorf("flash device name %q has a byte %q not allowed (use letters, digits and punctuation other than '/')", f, c)
 		}
 	}
 	return nil

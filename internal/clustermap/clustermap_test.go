@@ -51,6 +51,8 @@ func TestValidateRejects(t *testing.T) {
 		"unknown host": {func(m *Map) { m.OSDs[0].Host = "zz" }, "unknown host"},
 		"bad class":    {func(m *Map) { m.OSDs[0].Class = "tape" }, "unknown device class"},
 		"neg weight":   {func(m *Map) { m.OSDs[0].Weight = -1 }, "bad weight"},
+		"flash slash":  {func(m *Map) { m.OSDs[0].Flash = "a/b" }, "flash device name"},
+		"flash long":   {func(m *Map) { m.OSDs[0].Flash = strings.Repeat("n", MaxFlashLen+1) }, "longer than 128"},
 		"dup pool name": {func(m *Map) {
 			m.Pools = append(m.Pools, Pool{ID: 5, Name: "p", Size: 1, MinSize: 1, PGNum: 1, FailureDomain: "osd"})
 			m.NextPoolID = 6

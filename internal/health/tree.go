@@ -16,6 +16,7 @@ type TreeRow struct {
 	Status string  `json:"status,omitempty"` // up/down
 	In     *bool   `json:"in,omitempty"`
 	Addr   string  `json:"addr,omitempty"`
+	Flash  string  `json:"flash,omitempty"` // the OSD's shared meta device
 	Depth  int     `json:"depth"`
 }
 
@@ -61,7 +62,7 @@ func Tree(m *clustermap.Map) []TreeRow {
 				if o.Up {
 					status = "up"
 				}
-				rows = append(rows, TreeRow{Type: "osd", Name: o.ID.String(), ID: &id, Class: string(o.Class), Weight: o.Weight, Status: status, In: &in, Addr: o.Addr, Depth: 3})
+				rows = append(rows, TreeRow{Type: "osd", Name: o.ID.String(), ID: &id, Class: string(o.Class), Weight: o.Weight, Status: status, In: &in, Addr: o.Addr, Flash: o.Flash, Depth: 3})
 			}
 		}
 	}

@@ -43,10 +43,13 @@ type Options struct {
 	Host          string
 	Rack          string
 	Class         clustermap.DeviceClass
-	Weight        float64
-	LeaseTTL      time.Duration
-	Conf          *conf.Config
-	Logf          func(string, ...any)
+	// Flash names the device of MetaDir for the map (clustermap.OSD.Flash):
+	// "" detects it, "none" says it is shared with no other OSD.
+	Flash    string
+	Weight   float64
+	LeaseTTL time.Duration
+	Conf     *conf.Config
+	Logf     func(string, ...any)
 	// ReserveBytes, CacheBytes, DataCacheBytes and ReserveDataCache are
 	// passed to the object store (0, false: its defaults).
 	ReserveBytes     int64
@@ -154,6 +157,9 @@ func Run(ctx context.Context, o Options) error {
 	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
 		return fmt.Errorf("osd: data dir: %w", err)
 	}
+	if o.Flash = resolveFlash(o.Flash, o.MetaDir, o.DataDir); o.Flash != "" {
+		o.Logf("osd: its index is on flash device %s: placement keeps OSDs that share it out of each other's PGs", o.Flash)
+	}
 	ms, err := meta.ConnectConf(ctx, o.Conf)
 	if err != nil {
 		return err
@@ -239,6 +245,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if !clustermap.ValidClass(o.Class) {
 		return o, fmt.Errorf("osd: unknown device class %q (want hdd, ssd or nvme)", o.Class)
+	}
+	if err := clustermap.ValidFlash(o.Flash); err != nil {
+		return o, fmt.Errorf("osd: --flash-device: %w", err)
 	}
 	if o.Weight == 0 {
 		o.Weight = 1
@@ -365,10 +374,10 @@ func markUp(ctx context.Context, ms *meta.Store, id clustermap.OSDID, addr strin
 			return fmt.Errorf("%s was removed from the map", id)
 		}
 		back := osd.AutoOut && !osd.In // out only because it was down
-		if osd.Up && !started && !back && osd.Addr == addr && osd.Host == o.Host && osd.Class == o.Class {
+		if osd.Up && !started && !back && osd.Addr == addr && osd.Host == o.Host && osd.Class == o.Class && osd.Flash == o.Flash {
 			return meta.ErrNoChange
 		}
-		osd.Addr, osd.Host, osd.Class = addr, o.Host, o.Class
+		osd.Addr, osd.Host, osd.Class, osd.Flash = addr, o.Host, o.Class, o.Flash
 		if !osd.Up || started {
 			osd.Up, osd.UpSince, osd.DownSince = true, time.Now().UTC(), time.Time{}
 		}
@@ -420,7 +429,7 @@ func claimIdentity(ctx context.Context, ms *meta.Store, o Options) (clustermap.O
 			return fmt.Errorf("osd: %s already exists in the map but %s has no identity; pick another id or wipe it", id, o.DataDir)
 		}
 		m.UpsertHost(o.Host, o.Rack)
-		m.UpsertOSD(clustermap.OSD{ID: id, Host: o.Host, Addr: o.Listen, Class: o.Class, Weight: o.Weight, In: true})
+		m.UpsertOSD(clustermap.OSD{ID: id, Host: o.Host, Addr: o.Listen, Class: o.Class, Flash: o.Flash, Weight: o.Weight, In: true})
 		return nil
 	})
 	if err != nil {

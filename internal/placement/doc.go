@@ -31,6 +31,11 @@
 // domain out of the PG, a single race does not. A pool of size k is a
 // prefix of the same pool at size k+1, so raising size only adds copies.
 //
+// At level osd, OSDs of one host whose index lives on the same flash
+// device (OSD.Flash) are one domain: losing that device loses all of them,
+// so a PG never holds two of them. A device named by a single OSD keeps
+// that OSD's own key and moves nothing.
+//
 // The domain draw goes straight to the failure domain level instead of
 // walking every tree level: an extra rack → host step would only move more
 // data when a weight changes, without making placement any safer.
@@ -61,13 +66,14 @@
 //   - object name → PG: XXH3-64(name), stable mod pg_num (see PGOf);
 //   - PG key: SplitMix64 finalizer of ((pool<<32 | seed) + 0x9e3779b97f4a7c15);
 //   - draw hash: mix(mix(pgkey ^ item) + (sel+1)·0x9e3779b97f4a7c15), where
-//     item is the OSD id, or XXH3-64(name, seed 1) for a host and seed 2
-//     for a rack, and sel is 1<<32 for the domain draw and 2<<32 for the
+//     item is the OSD id, or XXH3-64(name, seed 1) for a host, seed 2
+//     for a rack and seed 3 for a flash device shared by OSDs, and sel is 1<<32 for the domain draw and 2<<32 for the
 //     OSD draw inside a domain;
 //   - u = (hash>>11 + 1) / 2^53, and ln(u) computed by lnUnit with explicit
 //     IEEE-754 rounding, bit-identical on all platforms (math.Log is not:
 //     it is assembly on amd64 and may be FMA-fused on arm64);
-//   - domains sorted by name (OSD level: by id), OSDs in a domain by id,
+//   - domains sorted by name (OSD level: by id, OSDs alone first), OSDs in
+//     a domain by id,
 //     domain weight summed in that order, ties won by the earlier item.
 //
 // The golden tests pin these formats; if one fails, the change moves data.

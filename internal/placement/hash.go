@@ -12,11 +12,12 @@ import (
 // different versions must agree on it, and any change moves data. The golden
 // tests in hash_test.go and placement_test.go pin it.
 
-// Seeds of the name hashes, so that a host and a rack of the same name draw
-// differently.
+// Seeds of the name hashes, so that a host, a rack and a shared flash
+// device of the same name draw differently.
 const (
-	seedHostName = 1
-	seedRackName = 2
+	seedHostName  = 1
+	seedRackName  = 2
+	seedFlashName = 3
 )
 
 // Selectors keep the two draws of one PG (failure domain, OSD inside it)

@@ -59,6 +59,9 @@ func randomMap(rng *rand.Rand) *clustermap.Map {
 	for i := range m.OSDs {
 		m.OSDs[i].In = rng.IntN(8) != 0
 		m.OSDs[i].Up = rng.IntN(5) != 0
+		if rng.IntN(3) == 0 { // some share one of two flash devices of their host
+			m.OSDs[i].Flash = []string{"nvme0", "nvme1"}[rng.IntN(2)]
+		}
 	}
 	return m
 }

@@ -81,7 +81,7 @@ func buildViewOf(m *clustermap.Map, class clustermap.DeviceClass, level string, 
 			continue
 		}
 		e := ent{o: o}
-		if level != clustermap.DomainOSD {
+		if level != clustermap.DomainOSD || o.Flash != "" {
 			e.name = m.DomainOf(o, level)
 		}
 		ents = append(ents, e)
@@ -92,26 +92,33 @@ func buildViewOf(m *clustermap.Map, class clustermap.DeviceClass, level string, 
 		}
 		return cmp.Compare(a.o.ID, b.o.ID)
 	})
+	// At level osd an OSD is its own domain unless it shares a flash
+	// device (a name) with others; a device behind one OSD keeps the OSD's
+	// key, so naming it moves nothing.
+	alone := func(i int) bool { return ents[i].name == "" }
 	members := make([]member, len(ents))
 	ndom := 0
 	for i, e := range ents {
 		members[i] = member{id: e.o.ID, w: e.o.Weight, up: e.o.Up, in: e.o.In}
-		if level == clustermap.DomainOSD || i == 0 || e.name != ents[i-1].name {
+		if alone(i) || i == 0 || e.name != ents[i-1].name {
 			ndom++
 		}
 	}
 	seed := uint64(seedHostName)
-	if level == clustermap.DomainRack {
+	switch level {
+	case clustermap.DomainRack:
 		seed = seedRackName
+	case clustermap.DomainOSD:
+		seed = seedFlashName
 	}
 	v := &view{domains: make([]domain, 0, ndom)}
 	for i := 0; i < len(ents); {
 		j := i + 1
-		for level != clustermap.DomainOSD && j < len(ents) && ents[j].name == ents[i].name {
+		for !alone(i) && j < len(ents) && ents[j].name == ents[i].name {
 			j++
 		}
 		d := domain{osds: members[i:j:j]}
-		if level == clustermap.DomainOSD {
+		if level == clustermap.DomainOSD && j == i+1 {
 			d.key = uint64(uint32(ents[i].o.ID))
 		} else {
 			d.key = xxh3.HashStringSeed(ents[i].name, seed)
