@@ -56,6 +56,7 @@ func TestDFWritebackColumns(t *testing.T) {
 	}{
 		{health.DFRow{}, "-", "-"},
 		{health.DFRow{WritebackArea: 8 << 30, WritebackDirty: 1 << 30, DestageRate: 40 << 20}, humanBytes(1<<30) + "/" + humanBytes(8<<30), humanBytes(40<<20) + "/s"},
+		{health.DFRow{WritebackArea: 8 << 30, WritebackDirty: 1 << 30, DestageRate: 40 << 20, DestageSec: 25.6}, humanBytes(1<<30) + "/" + humanBytes(8<<30), humanBytes(40<<20) + "/s, 25.6s to go"},
 		{health.DFRow{WritebackDirty: 4096}, humanBytes(4096) + "/" + humanBytes(0), "-"},
 	} {
 		wb, destage := writebackColumns(tc.r)

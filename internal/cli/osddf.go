@@ -14,7 +14,7 @@ import (
 func osdDFCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "df",
-		Short: "show each OSD's disk usage, the small writes not yet on its data disk (UNSYNCED), their SYNC RATE and time to DRAIN, and its write-back area (WRITEBACK: dirty/size, DESTAGE rate)",
+		Short: "show each OSD's disk usage, the small writes not yet on its data disk (UNSYNCED), their SYNC RATE and time to DRAIN, and its write-back area (WRITEBACK: dirty/size, DESTAGE rate and time to go)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -59,7 +59,7 @@ func dfLine(r health.DFRow) string {
 	rate, drain := "-", "-"
 	if r.SyncRate > 0 {
 		rate = humanBytes(r.SyncRate) + "/s"
-		drain = (time.Duration(r.DrainSec * float64(time.Second))).Round(100 * time.Millisecond).String()
+		drain = seconds(r.DrainSec)
 	}
 	wb, destage := writebackColumns(r)
 	return fmt.Sprintf("%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%d\t%s\t%s\t%s\t%s\t%s\t", r.ID, r.Host, r.Class, status,
@@ -81,5 +81,13 @@ func writebackColumns(r health.DFRow) (wb, destage string) {
 	if r.DestageRate > 0 {
 		destage = humanBytes(r.DestageRate) + "/s"
 	}
+	if r.DestageSec > 0 {
+		destage += ", " + seconds(r.DestageSec) + " to go"
+	}
 	return wb, destage
+}
+
+// seconds shows a duration in seconds to a tenth of a second.
+func seconds(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(100 * time.Millisecond).String()
 }

@@ -131,8 +131,12 @@ func printStatus(w io.Writer, st health.Status) {
 			humanBytes(st.Unsynced), st.DrainOSD, st.DrainSeconds)
 	}
 	if st.WritebackArea > 0 || st.WritebackDirty > 0 {
-		fmt.Fprintf(w, "  writeback: %s in write-back areas of %s, not yet on data disks (cairn osd df: each OSD's, and its destage rate)\n",
-			humanBytes(st.WritebackDirty), humanBytes(st.WritebackArea))
+		longest := ""
+		if st.DestageSeconds > 0 {
+			longest = fmt.Sprintf("; longest to destage: %s, %s", st.DestageOSD, seconds(st.DestageSeconds))
+		}
+		fmt.Fprintf(w, "  writeback: %s in write-back areas of %s, not yet on data disks%s (cairn osd df: each OSD's, and its destage rate)\n",
+			humanBytes(st.WritebackDirty), humanBytes(st.WritebackArea), longest)
 	}
 	printGateways(w, st.Gateways)
 	if len(st.Work) > 0 {

@@ -25,11 +25,12 @@ type DFRow struct {
 	DrainSec float64 `json:"drain_seconds"` // Unsynced at SyncRate
 	// The write-back area: its size (0: none), the bytes in it not yet on
 	// the data disk, and the rate the destager moves them (0 until measured).
-	WritebackArea  int64 `json:"writeback_area_bytes"`
-	WritebackDirty int64 `json:"writeback_dirty_bytes"`
-	DestageRate    int64 `json:"destage_rate"`
-	WritebackOff   bool  `json:"writeback_off"` // turned off: draining, no new writes
-	Reported       bool  `json:"reported"`      // false: the OSD published no usage yet
+	WritebackArea  int64   `json:"writeback_area_bytes"`
+	WritebackDirty int64   `json:"writeback_dirty_bytes"`
+	DestageRate    int64   `json:"destage_rate"`
+	DestageSec     float64 `json:"destage_seconds"` // WritebackDirty at DestageRate
+	WritebackOff   bool    `json:"writeback_off"`   // turned off: draining, no new writes
+	Reported       bool    `json:"reported"`        // false: the OSD published no usage yet
 }
 
 // DF lists every OSD of m, by ID, with what it last published.
@@ -45,7 +46,7 @@ func DF(m *clustermap.Map, stats map[clustermap.OSDID]report.OSDStats) []DFRow {
 			}
 			r.Unsynced, r.SyncRate, r.DrainSec = s.Unsynced, s.SyncRate, s.DrainSeconds()
 			r.WritebackArea, r.WritebackDirty, r.DestageRate = s.WritebackArea, s.WritebackDirty, s.DestageRate
-			r.WritebackOff = s.WritebackOff
+			r.WritebackOff, r.DestageSec = s.WritebackOff, s.DestageSeconds()
 		}
 		rows = append(rows, r)
 	}

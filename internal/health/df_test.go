@@ -48,7 +48,7 @@ func TestDFWriteback(t *testing.T) {
 		1: {TotalBytes: 100, WritebackArea: 8 << 30, WritebackDirty: 3 << 30, DestageRate: 50 << 20},
 	}
 	rows := DF(testMap(), stats)
-	if r := rows[1]; r.WritebackArea != 8<<30 || r.WritebackDirty != 3<<30 || r.DestageRate != 50<<20 {
+	if r := rows[1]; r.WritebackArea != 8<<30 || r.WritebackDirty != 3<<30 || r.DestageRate != 50<<20 || r.DestageSec != 3*1024/50.0 {
 		t.Fatalf("osd.1: %+v", r)
 	}
 	if r := rows[2]; r.WritebackArea != 0 || r.WritebackDirty != 0 {
@@ -57,5 +57,9 @@ func TestDFWriteback(t *testing.T) {
 	stats[2] = report.OSDStats{WritebackArea: 1 << 30, WritebackDirty: 1 << 20}
 	if st := Compute(testMap(), stats, nil, time.Now()); st.WritebackDirty != 3<<30+1<<20 || st.WritebackArea != 9<<30 {
 		t.Fatalf("status adds up %d dirty of %d", st.WritebackDirty, st.WritebackArea)
+	}
+	stats[2] = report.OSDStats{WritebackArea: 1 << 30, WritebackDirty: 1 << 30, DestageRate: 1 << 20}
+	if st := Compute(testMap(), stats, nil, time.Now()); st.DestageOSD != "osd.2" || st.DestageSeconds != 1024 {
+		t.Fatalf("longest destage: %s %.1f s; want osd.2, 1024 s", st.DestageOSD, st.DestageSeconds)
 	}
 }

@@ -60,6 +60,10 @@ type Status struct {
 	// areas, not yet on their data disks, and WritebackArea the areas' size.
 	WritebackDirty int64 `json:"writeback_dirty_bytes,omitempty"`
 	WritebackArea  int64 `json:"writeback_area_bytes,omitempty"`
+	// DestageOSD is the OSD whose area takes longest to reach its data
+	// disk at its destage rate, DestageSeconds how long.
+	DestageOSD     string  `json:"destage_osd,omitempty"`
+	DestageSeconds float64 `json:"destage_seconds,omitempty"`
 	// PGStates counts PGs by the state their primaries report.
 	PGStates map[string]int `json:"pg_states,omitempty"`
 	Work     []Work         `json:"work,omitempty"`
@@ -381,6 +385,9 @@ func (st *Status) drainSummary(stats map[clustermap.OSDID]report.OSDStats) {
 		st.WritebackArea += s.WritebackArea
 		if d := s.DrainSeconds(); d > st.DrainSeconds || (d == st.DrainSeconds && d > 0 && id.String() < st.DrainOSD) {
 			st.DrainOSD, st.DrainSeconds = id.String(), d
+		}
+		if d := s.DestageSeconds(); d > st.DestageSeconds || (d == st.DestageSeconds && d > 0 && id.String() < st.DestageOSD) {
+			st.DestageOSD, st.DestageSeconds = id.String(), d
 		}
 	}
 }

@@ -62,6 +62,15 @@ func (s OSDStats) DrainSeconds() float64 {
 	return float64(s.Unsynced) / float64(s.SyncRate)
 }
 
+// DestageSeconds is how long the destager takes to move the write-back
+// area's dirty bytes to the data disk at its measured rate (0: unknown).
+func (s OSDStats) DestageSeconds() float64 {
+	if s.WritebackDirty <= 0 || s.DestageRate <= 0 {
+		return 0
+	}
+	return float64(s.WritebackDirty) / float64(s.DestageRate)
+}
+
 // IOCounters count client requests that succeeded, and their payload.
 type IOCounters struct {
 	ReadOps    uint64 `json:"read_ops"`
