@@ -175,7 +175,7 @@ func (a *applyCtx) layOut(st *objState, fid uint64, ext []uint64, journaled bool
 // committed state uses them) go to the page cache now.
 func (a *applyCtx) journalExtent(st *objState, fid uint64, ext []uint64, buf []byte, fresh bool) error {
 	s := a.s
-	if s.wb.on.Load() {
+	if s.wb.on.Load() && !s.wb.seq.continues(fid, ext) {
 		a.writeBack(st, fid, ext, buf)
 		return nil
 	}

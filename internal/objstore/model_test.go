@@ -122,8 +122,11 @@ func randOp(r *rand.Rand, colls, names []string) op {
 	switch r.Intn(16) {
 	case 0, 1, 2, 3:
 		o.typ, o.off, o.data = opWrite, uint64(r.Intn(400<<10)), data(size())
-		if r.Intn(3) == 0 {
+		switch r.Intn(4) {
+		case 0:
 			o.off = uint64(r.Intn(80 << 10))
+		case 1: // aligned writes of one object that continue each other (seqstream.go)
+			o.coll, o.name, o.off, o.data = colls[0], names[0], uint64(8+r.Intn(3))*16<<10, data(16<<10)
 		}
 	case 4, 5:
 		o.typ, o.data = opPut, data(size())
@@ -326,7 +329,7 @@ func TestModelWriteback(t *testing.T) {
 // openModel opens the model's store, with a write-back area of wb bytes.
 func openModel(t *testing.T, fs vfs.FS, wb int64) *Store {
 	t.Helper()
-	s, err := Open(Options{Dir: "/osd", FS: fs, ReserveBytes: -1, DataCacheBytes: 2 << 20, WritebackBytes: wb})
+	s, err := Open(Options{Dir: "/osd", FS: fs, ReserveBytes: -1, DataCacheBytes: 2 << 20, WritebackBytes: wb, SequentialCutoff: 16 << 10})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}

@@ -103,7 +103,7 @@ func newStore(o Options, realFS bool) *Store {
 		closing:  make(chan struct{}),
 		failedCh: make(chan struct{}),
 		ckDone:   make(chan struct{}),
-		wb:       newWriteback(o.WritebackBytes),
+		wb:       newWriteback(o.WritebackBytes, o.SequentialCutoff),
 	}
 	s.ckDropCond = sync.NewCond(&s.ckDropMu)
 	s.directIO.Store(realFS)

@@ -41,7 +41,16 @@ type Options struct {
 	// destager moves them to the data disk. 0: none, deferred writes go
 	// through the journal to the data disk within a checkpoint.
 	WritebackBytes int64
+	// SequentialCutoff is how many bytes a run of writes that each start
+	// where the last one to the file ended may put in the write-back
+	// area; later writes of the run bypass it (seqstream.go). 0:
+	// DefaultSequentialCutoff; negative: no bypass.
+	SequentialCutoff int64
 }
+
+// DefaultSequentialCutoff suits data disks that seek (hdd): a megabyte run
+// is already written at their bandwidth.
+const DefaultSequentialCutoff = 1 << 20
 
 // DefaultDataCacheBytes is the read cache of large reads one store keeps at
 // most by default.

@@ -95,6 +95,7 @@ type WritebackStats struct {
 	DirtyBytes  int64   // blocks in the area, not yet on the data disk
 	Files       int     // data files with blocks in the area
 	Written     int64   // bytes written into the area since Open
+	Bypassed    int64   // bytes of sequential runs that went past it since Open
 	Destaged    int64   // bytes moved to the data disk since Open
 	DestageRate float64 // bytes a second the destager moves (moving average; 0 until measured)
 	PacedWrites int64   // writes the area's back-pressure slowed or held
@@ -119,6 +120,7 @@ type writeback struct {
 	blocks atomic.Int64 // W keys, for the read path's quick check
 
 	pace     *pacer // back-pressure; its backlog is the dirty bytes
+	seq      seqStreams
 	kick     chan struct{}
 	done     chan struct{}
 	destaged atomic.Int64
@@ -131,8 +133,12 @@ type writeback struct {
 	cursor   uint64     // the destager's next file (under passMu)
 }
 
-func newWriteback(area int64) *writeback {
+func newWriteback(area, seqCutoff int64) *writeback {
 	wb := &writeback{area: area, files: map[uint64]*wbFile{}, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	wb.seq.cutoff = seqCutoff
+	if seqCutoff == 0 {
+		wb.seq.cutoff = DefaultSequentialCutoff
+	}
 	wb.on.Store(area > 0)
 	wb.ioCond = sync.NewCond(&wb.ioMu)
 	high := max(area, wbMinArea)
@@ -303,7 +309,7 @@ func mayWriteBack(t *Txn) bool {
 func (s *Store) Writeback() WritebackStats {
 	wb := s.wb
 	st := WritebackStats{On: wb.on.Load(), AreaBytes: wb.area, DirtyBytes: wb.dirty(), Destaged: wb.destaged.Load(), Written: wb.written.Load(),
-		PacedWrites: wb.pace.paced.Load()}
+		Bypassed: wb.seq.bypassed.Load(), PacedWrites: wb.pace.paced.Load()}
 	wb.mu.RLock()
 	st.Files = len(wb.files)
 	wb.mu.RUnlock()

@@ -431,3 +431,57 @@ func TestWritebackWriterWaitsForDestage(t *testing.T) {
 		t.Fatal("after a crash the block reads an older value than the newest write")
 	}
 }
+
+// A sequential stream of 64 KiB overwrites puts its first cutoff into the
+// area and bypasses it after, dropping the W keys of the blocks it
+// rewrites; random writes still go in; the object reads whole before and
+// after a reopen. With the bypass off the whole stream goes in.
+func TestWritebackSequentialBypass(t *testing.T) {
+	quietDestager(t)
+	for _, cutoff := range []int64{0, -1} {
+		fs := vfs.NewMem()
+		s, err := Open(Options{Dir: "/osd", MetaDir: "/nvme/meta", FS: fs, ReserveBytes: -1, WritebackBytes: 64 << 20, SequentialCutoff: cutoff})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := pattern(1, 4<<20)
+		apply(t, s, func(tx *Txn) { tx.Put("1.0", "vm", want) })
+		apply(t, s, func(tx *Txn) { tx.Write("1.0", "vm", 300*blockSize, versioned(300, 1)) })
+		for off := 0; off < 4<<20; off += 64 << 10 {
+			chunk := pattern(off+7, 64<<10)
+			copy(want[off:], chunk)
+			apply(t, s, func(tx *Txn) { tx.Write("1.0", "vm", uint64(off), chunk) })
+		}
+		apply(t, s, func(tx *Txn) { tx.Write("1.0", "vm", 77*blockSize, versioned(77, 2)) })
+		copy(want[77*blockSize:], versioned(77, 2))
+		st := s.Writeback()
+		inArea := int64(1<<20 + 2*blockSize) // the run's first MiB, blocks 300 and 77
+		if cutoff < 0 {
+			inArea = 4<<20 + 2*blockSize
+		}
+		if st.Written != inArea || st.Written+st.Bypassed != 4<<20+2*blockSize {
+			t.Fatalf("cutoff %d: %d bytes went into the area and %d past it, want %d in", cutoff, st.Written, st.Bypassed, inArea)
+		}
+		if cutoff == 0 && (st.DirtyBytes != 1<<20 || s.wb.holds(fileOf(t, s, "vm"), 300)) {
+			t.Fatalf("the bypassing writes left %d dirty bytes (want the first MiB) or block 300's old key", st.DirtyBytes)
+		}
+		if got := mustRead(t, s, "1.0", "vm", 0, 0); !bytes.Equal(got, want) {
+			t.Fatalf("cutoff %d: the object reads wrong", cutoff)
+		}
+		s.Close()
+		s = openWB(t, fs, 64<<20)
+		if got := mustRead(t, s, "1.0", "vm", 0, 0); !bytes.Equal(got, want) {
+			t.Fatalf("cutoff %d: after a reopen the object reads wrong", cutoff)
+		}
+		s.Close()
+	}
+}
+
+func fileOf(t testing.TB, s *Store, name string) uint64 {
+	t.Helper()
+	r, ok, err := s.loadRec("1.0", name)
+	if err != nil || !ok {
+		t.Fatalf("record of %s: %v %v", name, ok, err)
+	}
+	return r.fileID
+}

@@ -169,7 +169,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	st, err := openStore(ctx, objstore.Options{Dir: o.DataDir, MetaDir: o.MetaDir, ReserveBytes: o.ReserveBytes, CacheBytes: o.CacheBytes, DataCacheBytes: o.DataCacheBytes, ReserveDataCache: o.ReserveDataCache, WritebackBytes: o.WritebackBytes}, storeLockWait, func() {
+	st, err := openStore(ctx, objstore.Options{Dir: o.DataDir, MetaDir: o.MetaDir, ReserveBytes: o.ReserveBytes, CacheBytes: o.CacheBytes, DataCacheBytes: o.DataCacheBytes, ReserveDataCache: o.ReserveDataCache, WritebackBytes: o.WritebackBytes, SequentialCutoff: sequentialCutoff(o.Class)}, storeLockWait, func() {
 		o.Logf("%s: the store in %s is locked by another process; waiting up to %v for it to exit", id, o.DataDir, storeLockWait)
 	})
 	if err != nil {

@@ -3,6 +3,9 @@ package osd
 import (
 	"context"
 	"time"
+
+	"github.com/cairn-storage/cairn/internal/clustermap"
+	"github.com/cairn-storage/cairn/internal/objstore"
 )
 
 // followWriteback keeps the store's write-back area on or off as the
@@ -32,4 +35,15 @@ func (s *Server) followWriteback(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// sequentialCutoff is how much of a sequential stream the write-back area
+// takes before the rest goes past it (objstore.Options.SequentialCutoff): a
+// disk that seeks takes a stream at its bandwidth once it is a megabyte
+// long; a flash data disk gains little from the area beyond a few writes.
+func sequentialCutoff(c clustermap.DeviceClass) int64 {
+	if c == clustermap.ClassHDD {
+		return objstore.DefaultSequentialCutoff
+	}
+	return 256 << 10
 }
