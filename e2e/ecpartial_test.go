@@ -139,8 +139,8 @@ func TestECPartialWrites(t *testing.T) {
 // others); then one cut short by its primary's crash
 // (osd.FailpointECPartialPut) reaches only the primary's own position,
 // leaving the PG with too few positions to peer without it. Once the
-// primary is back, peering rolls its shard back (the whole shard it
-// kept), and the acknowledged bytes read back, whole and by range, with
+// primary is back, peering rolls its shard back (the old bytes of what
+// the write changed, which it kept), and the acknowledged bytes read back, whole and by range, with
 // the third position still down and once it is back and rebuilt; the
 // object takes partial writes again, and on every position's disk its
 // shard ends at one version, of the object's size, keeping nothing.
@@ -153,7 +153,7 @@ func TestECPartialWriteCutShort(t *testing.T) {
 	defer cancel()
 	m := &ecModel{t: t, ctx: ctx, p: p, objs: map[string][]byte{}}
 	stripe := 2 * clustermap.ECDefaultUnit
-	m.put("w", payload("w", 0, 2*stripe+999))
+	m.put("w", payload("w", 0, 8*stripe+999))
 	m2 := currentMap(t, c)
 	pool, _ := m2.PoolByName("ecwc")
 	id := placement.PGOf(pool, "w")
@@ -164,8 +164,8 @@ func TestECPartialWriteCutShort(t *testing.T) {
 	c.waitStatus(20*time.Second, stale.String()+" down", func(_ map[string]any, raw string) bool {
 		return strings.Contains(raw, "OSD_DOWN") && strings.Contains(raw, stale.String()+" on host")
 	})
-	m.writeAt("w", 100, payload("w", 1, 3000))        // acknowledged by positions 0 and 1
-	m.writeAt("w", 2*stripe+900, payload("w", 2, 50)) // growing
+	m.writeAt("w", 100, payload("w", 1, 3000))         // acknowledged by positions 0 and 1
+	m.writeAt("w", 8*stripe+900, payload("w", 2, 500)) // growing
 	if err := os.WriteFile(trigger, []byte("1"), 0o644); err != nil {
 		t.Fatal(err)
 	}

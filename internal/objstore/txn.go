@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"unsafe"
 )
 
@@ -160,6 +161,37 @@ func (t *Txn) OmapRmRange(coll, name string, start, end []byte) {
 
 // Len is the number of operations.
 func (t *Txn) Len() int { return len(t.ops) }
+
+// Changes is what a transaction does to the bytes of one object.
+type Changes struct {
+	Ranges      [][2]uint64 // [off, end) its writes cover, in their order
+	MinTruncate int64       // the least size its truncates leave; -1: none
+	Whole       bool        // it puts, creates or deletes the object
+}
+
+// ChangesOf returns what t does to the bytes of coll/name, so that a
+// caller can keep just those bytes to undo it (an erasure-coded shard's
+// rollback, internal/osd).
+func (t *Txn) ChangesOf(coll, name string) Changes {
+	c := Changes{MinTruncate: -1}
+	for i := range t.ops {
+		o := &t.ops[i]
+		if o.coll != coll || o.name != name {
+			continue
+		}
+		switch o.typ {
+		case opWrite:
+			c.Ranges = append(c.Ranges, [2]uint64{o.off, o.off + uint64(len(o.data))})
+		case opTruncate:
+			if o.off <= math.MaxInt64 && (c.MinTruncate < 0 || int64(o.off) < c.MinTruncate) {
+				c.MinTruncate = int64(o.off)
+			}
+		case opPut, opCreate, opDelete:
+			c.Whole = true
+		}
+	}
+	return c
+}
 
 // Validate checks names and sizes against the package limits.
 func (t *Txn) Validate() error {

@@ -27,8 +27,10 @@ import (
 // (proto.FlagShardPartial): a position at another version refuses it
 // (expectShard) and is rebuilt before the write is sent again, so no
 // bytes are ever written over a stale shard. Each position keeps what it
-// needs to roll back in the same transaction, as a put does (the whole
-// old shard: keepRollBack), so trims, rollbacks and peering are a put's.
+// needs to roll back in the same transaction: the old bytes of what the
+// write changes (an undo record, ecundo.go) or, for a large change, the
+// whole old shard as a put does (keepRollBack), so trims and peering are
+// a put's.
 
 // maxPartialEnd bounds where a write or truncate may leave an object's
 // end, so offsets never overflow the shard arithmetic.

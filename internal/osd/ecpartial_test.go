@@ -32,8 +32,8 @@ func partialShard(s *Server, name string, ver, prev uint64, off int64, data []by
 	return s.applyShardWrite(testShardColl, name, m, txn, proto.FlagShardPartial)
 }
 
-// A partial write of a shard keeps, in its own transaction, the whole
-// shard it replaces: a rollback restores the old bytes (and length), a
+// A partial write of a shard keeps, in its own transaction, what restores
+// the shard it replaces: a rollback restores the old bytes (and length), a
 // trim drops them. A partial write whose shard is not at the version it
 // replaces is refused and changes nothing; one sent again lands once.
 func TestPartialShardWriteRollBack(t *testing.T) {

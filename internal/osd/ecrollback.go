@@ -110,6 +110,20 @@ func (s *Server) shardMeta(coll, name string) (pg.ShardMeta, bool, error) {
 	return m, true, nil
 }
 
+// keepPartial keeps an undo record for a partial write's rollback
+// (ecundo.go) when txn is one that changes no keys and few of the shard's
+// bytes; kept false: keep the whole shard.
+func (s *Server) keepPartial(coll, name string, txn *objstore.Txn, keys bool) (kept bool, err error) {
+	if keys {
+		return false, nil
+	}
+	info, err := s.store.Stat(coll, name)
+	if err != nil {
+		return false, err
+	}
+	return s.keepUndo(coll, name, uint64(info.Size), txn)
+}
+
 // keepRollBack adds to txn, a shard write of name in coll that leaves meta
 // next, what the shard needs to roll back to what it holds now, and the
 // meta itself. A shard whose meta or bytes cannot be read (damaged) keeps
@@ -133,7 +147,16 @@ func (s *Server) keepRollBack(coll, name string, next pg.ShardMeta, txn *objstor
 	case !found || old.Tombstone:
 		txn.Delete(coll, rb) // rolls back to absent
 	default:
-		data, err := s.store.Read(coll, name, 0, 0)
+		kept, err := s.keepPartial(coll, name, txn, keys)
+		if err == nil && kept {
+			txn.SetXattr(coll, rb, shardMetaXattr, old.Trimmed().Encode())
+			next.Prev = old.Ver
+			break
+		}
+		var data []byte
+		if err == nil {
+			data, err = s.store.Read(coll, name, 0, 0)
+		}
 		if objstore.IsCorruption(err) {
 			next.CanRollBack = false
 			txn.Delete(coll, rb)
@@ -162,8 +185,9 @@ func (s *Server) keepRollBack(coll, name string, next pg.ShardMeta, txn *objstor
 // (a write at an offset, a truncate) changes bytes of the shard as it
 // stands, so it first checks that the shard holds the version the write
 // replaces (expectShard), as does a change of its xattrs or omap. The
-// rollback state is the same as a put's: the whole old shard is kept, with
-// its xattrs and omap if the write changes them. flags are the write's
+// rollback state is a put's (the whole old shard, with its xattrs and omap
+// if the write changes them) or, for a partial write changing a few bytes,
+// an undo record of them (keepPartial). flags are the write's
 // proto.FlagShardPartial and proto.FlagShardKeys.
 func (s *Server) applyShardWrite(coll, name string, meta pg.ShardMeta, txn *objstore.Txn, flags uint32) error {
 	defer s.shards.lockAll(s.seed, coll, []string{name})()
@@ -233,14 +257,22 @@ func (s *Server) rollBackTxn(coll string, e proto.ShardEntry, txn *objstore.Txn)
 	if err != nil {
 		return err
 	}
-	data, err := s.store.Read(coll, rb, 0, 0)
+	u, old2, isUndo, err := s.undoKept(coll, e.Object)
 	if err != nil {
 		return err
 	}
-	if err := s.restoreKeys(coll, e.Object, txn); err != nil {
-		return err
+	if isUndo {
+		undoTxn(coll, e.Object, u, old2, txn)
+	} else {
+		data, err := s.store.Read(coll, rb, 0, 0)
+		if err != nil {
+			return err
+		}
+		if err := s.restoreKeys(coll, e.Object, txn); err != nil {
+			return err
+		}
+		txn.Put(coll, e.Object, data)
 	}
-	txn.Put(coll, e.Object, data)
 	txn.SetXattr(coll, e.Object, shardMetaXattr, old.Trimmed().Encode())
 	txn.SetXattr(coll, e.Object, versionXattr, to.Encode())
 	txn.Delete(coll, rb)

@@ -93,6 +93,11 @@ func (s *Server) readShard(t *placement.Table, req *proto.Request) *proto.Respon
 	}
 	_, pos, _ := parseShardColl(coll)
 	name := req.Object
+	if req.Flags&proto.FlagPrevShard != 0 {
+		// An undo record is laid over the shard's bytes: no write
+		// between the reads of both.
+		defer s.shards.lockAll(s.seed, coll, []string{name})()
+	}
 	meta, found, err := s.shardMeta(coll, name)
 	if err == nil && found && req.Flags&proto.FlagPrevShard != 0 {
 		if !meta.CanRollBack || meta.Prev == (pg.EVersion{}) {
@@ -116,11 +121,32 @@ func (s *Server) readShard(t *placement.Table, req *proto.Request) *proto.Respon
 	r.Size = meta.Size
 	r.KVs = []proto.KV{{Key: []byte(shardMetaXattr), Value: meta.Encode()}}
 	if req.Length > 0 && !meta.Tombstone {
+		if name != req.Object {
+			return s.readPrevShard(r, coll, req)
+		}
 		data, _, sums, release, err := s.store.ReadShared(coll, name, req.Offset, req.Length)
 		if err != nil {
 			return s.failErr(err)
 		}
 		r.Data, r.Free, r.DataSums = data, release, sums
+	}
+	return r
+}
+
+// readPrevShard reads req's range of the shard kept to roll back to: the
+// whole old shard, or the shard with an undo record laid over it.
+func (s *Server) readPrevShard(r *proto.Response, coll string, req *proto.Request) *proto.Response {
+	u, old, isUndo, err := s.undoKept(coll, req.Object)
+	switch {
+	case err != nil:
+		return s.failErr(err)
+	case isUndo:
+		r.Data, err = s.prevShardRange(coll, req.Object, u, old, req.Offset, req.Length)
+	default:
+		r.Data, _, r.DataSums, r.Free, err = s.store.ReadShared(coll, rollbackName(req.Object), req.Offset, req.Length)
+	}
+	if err != nil {
+		return s.failErr(err)
 	}
 	return r
 }
