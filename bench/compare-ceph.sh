@@ -99,49 +99,12 @@ fi
 
 # --- state used by the cleanup trap -----------------------------------------
 
-CEPH_DIR=""
-CEPH_CONF=""
 CAIRN_DIR="$WORKDIR/cairn-dev"
 CAIRN_CONF="$CAIRN_DIR/cairn.conf"
 CAIRN_DEV_PID=""
-CEPH_MON_PID=""
-CEPH_MGR_PID=""
-CEPH_OSD_PIDS=()
 CAIRN_OSD_PIDS=()
 BENCH_PID=""
 LOCK_FD=""
-
-# alive PID: the process exists and is not a zombie.
-alive() {
-	local st
-	[[ -r /proc/$1/stat ]] || return 1
-	st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-	st=${st##*) }
-	[[ ${st:0:1} != Z ]]
-}
-
-# stop_pids SECONDS PID...: SIGTERM, wait up to SECONDS for all, then SIGKILL,
-# then reap the ones that are our children.
-stop_pids() {
-	local grace=$1 p deadline
-	shift
-	for p in "$@"; do
-		[[ -n $p ]] && alive "$p" && kill -TERM "$p" 2>/dev/null
-	done
-	deadline=$((SECONDS + grace))
-	for p in "$@"; do
-		[[ -n $p ]] || continue
-		while alive "$p" && ((SECONDS < deadline)); do sleep 0.2; done
-		if alive "$p"; then
-			log "pid $p did not stop within ${grace}s: SIGKILL"
-			kill -KILL "$p" 2>/dev/null
-		fi
-	done
-	for p in "$@"; do
-		[[ -n $p ]] && wait "$p" 2>/dev/null
-	done
-	return 0
-}
 
 cleanup() {
 	local rc=$?
@@ -165,11 +128,7 @@ for p in json.load(open(sys.argv[1]))["processes"]: print(p["pid"])' "$CAIRN_DIR
 		fi
 		((${#left[@]})) && stop_pids 10 "${left[@]}"
 	fi
-	if [[ -n $CEPH_MON_PID || -n $CEPH_MGR_PID || ${#CEPH_OSD_PIDS[@]} -gt 0 ]]; then
-		log "stopping Ceph (osd pids ${CEPH_OSD_PIDS[*]:-none}, mgr $CEPH_MGR_PID, mon $CEPH_MON_PID)"
-		((${#CEPH_OSD_PIDS[@]})) && stop_pids 30 "${CEPH_OSD_PIDS[@]}"
-		stop_pids 15 "$CEPH_MGR_PID" "$CEPH_MON_PID"
-	fi
+	ceph_stop
 	if [[ $KEEP == 1 ]]; then
 		log "KEEP=1: leaving ${CEPH_DIR:-(no Ceph dir)} and $CAIRN_DIR"
 	else
@@ -581,33 +540,6 @@ def report(raw, md_path, json_path, meta_path):
         json.dump(out, f, indent=2)
     print("\n".join(md))
 
-def ceph_ready(status_json, want_osds, want_pgs):
-    s = json.loads(status_json)
-    om = s.get("osdmap", {})
-    om = om.get("osdmap", om)  # older layouts nest it
-    up, inn = om.get("num_up_osds", 0), om.get("num_in_osds", 0)
-    msg = f"osds {up} up / {inn} in of {want_osds}"
-    if up < want_osds or inn < want_osds:
-        return False, msg
-    if want_pgs:
-        pm = s.get("pgmap", {})
-        total = pm.get("num_pgs", 0)
-        states = {x["state_name"]: x["count"] for x in pm.get("pgs_by_state", [])}
-        msg += f"; pgs {total}: " + ", ".join(f"{v} {k}" for k, v in states.items())
-        if total < want_pgs or states.get("active+clean", 0) != total:
-            return False, msg
-    return True, msg
-
-IGNORABLE = {"MON_DISK_LOW", "POOL_APP_NOT_ENABLED", "AUTH_INSECURE_GLOBAL_ID_RECLAIM_ALLOWED",
-             "AUTH_INSECURE_GLOBAL_ID_RECLAIM", "TOO_FEW_PGS", "POOL_TOO_FEW_PGS", "MGR_MODULE_ERROR"}
-
-def health(health_json):
-    h = json.loads(health_json)
-    checks = h.get("checks", {})
-    bad = [k for k in checks if k not in IGNORABLE]
-    desc = "; ".join(f"{k}: {v.get('summary', {}).get('message', '')}" for k, v in checks.items())
-    return h.get("status", "?"), bad, desc
-
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "record-ceph":
@@ -631,14 +563,6 @@ if __name__ == "__main__":
                   f"{fmt_cpu(r.get('cpu_s_per_1000_ops'))} s/1000 ops")
         else:
             print(f"{r['system']} {r['workload']}: {r.get('status')} {r.get('note', '')}")
-    elif cmd == "ceph-ready":
-        ok, msg = ceph_ready(sys.stdin.read(), int(args[0]), int(args[1]))
-        print(msg)
-        sys.exit(0 if ok else 1)
-    elif cmd == "health":
-        status, bad, desc = health(sys.stdin.read())
-        print(f"{status} {desc}".strip())
-        sys.exit(0 if status == "HEALTH_OK" or not bad else 1)
     elif cmd == "report":
         report(*args)
     else:
@@ -725,122 +649,22 @@ fi
 
 # --- Ceph --------------------------------------------------------------------
 
-ceph_cli() { timeout 60 ceph -c "$CEPH_CONF" --connect-timeout 30 "$@"; }
-
-ceph_logs() {
-	local f
-	for f in "$CEPH_DIR"/log/*.log "$CEPH_DIR"/log/*.out; do
-		[[ -s $f ]] || continue
-		printf '\n--- last lines of %s ---\n' "$f" >&2
-		tail -n 15 "$f" >&2
-	done
-}
-
-ceph_die() {
-	ceph_logs
-	die "$*"
-}
-
-port_free() { ! ss -Htln "sport = :$1" 2>/dev/null | grep -q .; }
-
 start_ceph() {
-	local p
-	for p in "$CEPH_MON_V2_PORT" "$CEPH_MON_V1_PORT"; do
-		port_free "$p" || die "port $p (Ceph mon) is in use; set CEPH_MON_V2_PORT / CEPH_MON_V1_PORT"
-	done
 	CEPH_DIR=$(mktemp -d "$WORKDIR/ceph.XXXXXX")
-	CEPH_CONF="$CEPH_DIR/ceph.conf"
-	mkdir -p "$CEPH_DIR"/{log,run,crash,mon-a,mgr-x}
-	local fsid mon_addrs block_bytes
-	fsid=$(cat /proc/sys/kernel/random/uuid)
-	mon_addrs="[v2:127.0.0.1:$CEPH_MON_V2_PORT,v1:127.0.0.1:$CEPH_MON_V1_PORT]"
-	block_bytes=$((CEPH_BLOCK_GIB * 1073741824))
-	# $cluster, $name and $id below are Ceph's own metavariables.
-	cat >"$CEPH_CONF" <<EOF
-# Written by cairn bench/compare-ceph.sh: a throwaway single-host cluster.
-[global]
-fsid = $fsid
-mon initial members = a
-mon host = $mon_addrs
-public network = 127.0.0.0/8
-public addr = 127.0.0.1
-cluster addr = 127.0.0.1
-ms bind port min = $CEPH_OSD_PORT_MIN
-ms bind port max = $((CEPH_OSD_PORT_MIN + 500))
-# No authentication: a local, throwaway benchmark cluster on loopback only.
-auth cluster required = none
-auth service required = none
-auth client required = none
-auth allow insecure global id reclaim = false
-keyring = $CEPH_DIR/keyring
-run dir = $CEPH_DIR/run
-admin socket = $CEPH_DIR/run/\$cluster-\$name.asok
-pid file = $CEPH_DIR/run/\$cluster-\$name.pid
-log file = $CEPH_DIR/log/\$cluster-\$name.log
-crash dir = $CEPH_DIR/crash
-mon data = $CEPH_DIR/mon-\$id
-mgr data = $CEPH_DIR/mgr-\$id
-osd data = $CEPH_DIR/osd-\$id
-# One host: the failure domain is the OSD.
-osd crush chooseleaf type = 0
-osd pool default size = 3
-osd pool default min size = 2
-osd pool default pg autoscale mode = off
-# Room for the ec suite's second pool of CEPH_PG_NUM PGs (the default, 250
+	CEPH_EXTRA_CONF="# Room for the ec suite's second pool of CEPH_PG_NUM PGs (the default, 250
 # per OSD, refuses two pools of 128 PGs on 3 OSDs).
 mon max pg per osd = 1000
-mon allow pool delete = true
-# This disk is shared and fuller than the mon's defaults (30% / 5%) like.
-mon data avail warn = 2
-mon data avail crit = 1
-osd objectstore = bluestore
 # BlueStore on a sparse file per OSD; everything else is Ceph's default
 # (including the HDD profile it picks because the virtio disk reports rotational).
 bluestore block create = true
-bluestore block size = $block_bytes
-[client]
-# librbd's cache acknowledges writes before they are durable (as Proxmox's
-# cache=none, it is off for honest fio rbd figures).
-rbd cache = false
-EOF
-	log "Ceph: fsid $fsid, data in $CEPH_DIR, $NOSDS OSDs on sparse ${CEPH_BLOCK_GIB} GiB files, mon $mon_addrs, auth none (loopback only)"
-	ceph-authtool --create-keyring "$CEPH_DIR/keyring" --gen-key -n mon. --cap mon 'allow *' >/dev/null
-	monmaptool --create --fsid "$fsid" --addv a "$mon_addrs" "$CEPH_DIR/monmap" >/dev/null
-	ceph-mon -c "$CEPH_CONF" --mkfs -i a --monmap "$CEPH_DIR/monmap" --keyring "$CEPH_DIR/keyring" \
-		>"$CEPH_DIR/log/mkfs-mon.out" 2>&1 || ceph_die "ceph-mon --mkfs failed"
-	ceph-mon -c "$CEPH_CONF" -f -i a >"$CEPH_DIR/log/mon.a.out" 2>&1 &
-	CEPH_MON_PID=$!
-	local deadline=$((SECONDS + 60))
-	until ceph_cli mon stat >/dev/null 2>&1; do
-		alive "$CEPH_MON_PID" || ceph_die "ceph-mon exited"
-		((SECONDS < deadline)) || ceph_die "the Ceph mon did not answer within 60 s"
-		sleep 1
-	done
-	ceph-mgr -c "$CEPH_CONF" -f -i x >"$CEPH_DIR/log/mgr.x.out" 2>&1 &
-	CEPH_MGR_PID=$!
-	local i uuid id
-	for ((i = 0; i < NOSDS; i++)); do
-		uuid=$(cat /proc/sys/kernel/random/uuid)
-		id=$(ceph_cli osd new "$uuid") || ceph_die "ceph osd new failed"
-		mkdir -p "$CEPH_DIR/osd-$id"
-		ceph-osd -c "$CEPH_CONF" -i "$id" --mkfs --osd-uuid "$uuid" >"$CEPH_DIR/log/mkfs-osd.$id.out" 2>&1 ||
-			ceph_die "ceph-osd --mkfs for osd.$id failed"
-		ceph-osd -c "$CEPH_CONF" -f -i "$id" >"$CEPH_DIR/log/osd.$id.out" 2>&1 &
-		CEPH_OSD_PIDS+=("$!")
-	done
-	log "Ceph: mon pid $CEPH_MON_PID, mgr pid $CEPH_MGR_PID, osd pids ${CEPH_OSD_PIDS[*]}; waiting for $NOSDS OSDs up and in"
-	ceph_wait 120 0
-	local setup_log="$CEPH_DIR/log/setup.out"
-	{
-		ceph_cli osd pool create "$CEPH_POOL" "$CEPH_PG_NUM" "$CEPH_PG_NUM" replicated &&
-			ceph_cli osd pool set "$CEPH_POOL" size 3 &&
-			ceph_cli osd pool set "$CEPH_POOL" min_size 2 &&
-			ceph_cli osd pool set "$CEPH_POOL" pg_autoscale_mode off &&
-			ceph_cli osd pool application enable "$CEPH_POOL" rados
-	} >>"$setup_log" 2>&1 || ceph_die "creating pool $CEPH_POOL failed: $(tail -n 3 "$setup_log")"
+bluestore block size = $((CEPH_BLOCK_GIB * 1073741824))"
+	log "Ceph: $NOSDS OSDs on sparse ${CEPH_BLOCK_GIB} GiB files"
+	ceph_start
+	ceph_pool_create "$CEPH_POOL" "$CEPH_PG_NUM" rados
 	local pgs=$CEPH_PG_NUM
 	if [[ " $SUITES " == *" ec "* ]]; then
 		# min_size stays Ceph's default for erasure-coded pools, K+1, as cairn's.
+		local setup_log="$CEPH_DIR/log/setup.out"
 		{
 			ceph_cli osd erasure-code-profile set cairnbench "k=$EC_K" "m=$EC_M" crush-failure-domain=osd &&
 				ceph_cli osd pool create "$EC_POOL" "$CEPH_PG_NUM" "$CEPH_PG_NUM" erasure cairnbench &&
@@ -852,39 +676,7 @@ EOF
 	fi
 	log "Ceph: pool $CEPH_POOL (size 3, min_size 2, pg_num $CEPH_PG_NUM); waiting for $pgs PGs to be active+clean"
 	ceph_wait 180 "$pgs"
-	local h
-	deadline=$((SECONDS + 60))
-	until h=$(ceph_cli health detail -f json 2>/dev/null | helper health); do
-		((SECONDS < deadline)) || {
-			ceph_cli -s >&2 || true
-			ceph_die "Ceph is not healthy: $h"
-		}
-		sleep 3
-	done
-	log "Ceph: $h"
-	for p in "${CEPH_OSD_PIDS[@]}"; do
-		alive "$p" || ceph_die "ceph-osd pid $p is gone"
-	done
-}
-
-# ceph_wait SECONDS PGS: wait until the OSDs are up and in (and PGS pgs clean).
-ceph_wait() {
-	local deadline=$((SECONDS + $1)) msg="no answer"
-	while :; do
-		if msg=$(ceph_cli status -f json 2>/dev/null | helper ceph-ready "$NOSDS" "$2"); then
-			log "Ceph: $msg"
-			return 0
-		fi
-		((SECONDS < deadline)) || {
-			ceph_cli -s >&2 || true
-			ceph_die "Ceph not ready after $1 s ($msg)"
-		}
-		local p
-		for p in "${CEPH_OSD_PIDS[@]}"; do
-			alive "$p" || ceph_die "ceph-osd pid $p exited"
-		done
-		sleep 2
-	done
+	ceph_healthy
 }
 
 # --- cairn -------------------------------------------------------------------

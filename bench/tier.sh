@@ -10,14 +10,20 @@
 #   meta-flash   data on the HDDs, --meta-dir on flash (today's cairn)
 #   writeback    meta-flash plus a write-back area of WRITEBACK on the flash
 #                (--writeback-size): small writes stay there until destaged
+#   ceph-db-on-flash  Ceph 16.2 BlueStore (1 mon, 1 mgr, 3 OSDs, a pool of
+#                3 copies, one per OSD), each OSD's data block a file on its
+#                HDD, its DB (RocksDB, with the WAL) a file of CEPH_DB_SIZE on
+#                the flash, as ceph-volume --block.db deploys it; fio's rbd
+#                engine into an RBD image of VOLUME
 #
-# (Ceph with its DB on flash joins the table when it is built.) One table at
-# the end, and the lines "meta-flash/hdd-only 4K randwrite QD16 ratio: X.XX"
-# and "write-back/hdd-only ...". Everything it makes
-# (loop devices, mounts, throttle rules, processes, files) is removed on exit.
+# One table at the end (with the writes a second the HDDs took), and the lines
+# "meta-flash/hdd-only 4K randwrite QD16 ratio: X.XX",
+# "write-back/ceph-db-on-flash ..." and, last, "write-back/hdd-only ...".
+# Everything it makes (loop devices, mounts, throttle rules, processes, files)
+# is removed on exit, also on an error or Ctrl-C.
 #
-#   sudo bench/tier.sh                  # about 45 minutes (the 10-minute runs)
-#   LONG=0 sudo -E bench/tier.sh        # about 10 minutes
+#   sudo bench/tier.sh                  # about an hour (the 10-minute runs)
+#   LONG=0 sudo -E bench/tier.sh        # about 15 minutes
 #   DURATION=30 VOLUME=1G LONG=0 sudo -E bench/tier.sh
 #
 # Environment:
@@ -27,12 +33,17 @@
 #   VOLUME=2G            volume size (the random writes' working set)
 #   HDD_IOPS=200 HDD_MBPS=150   the "HDD"'s limits (each direction)
 #   HDD_SIZE=8G          sparse file behind each loop device
-#   LAYOUTS="hdd-only meta-flash writeback"   which layouts to run
+#   LAYOUTS="hdd-only meta-flash writeback ceph-db-on-flash"   which layouts to run
 #   WRITEBACK=4G         each OSD's write-back area (layout writeback)
+#   CEPH_DB_SIZE=2G      each Ceph OSD's DB file on the flash (ceph-db-on-flash)
+#   CEPH_BLOCK_SIZE=4G   each Ceph OSD's data block file on its HDD
+#   CEPH_PG_NUM=128      PGs of the Ceph pool
 #   JOBS="qd16-uniform qd1-uniform qd16-zipf"   which 60-second jobs to run
 #   WORKDIR=/tmp/cairn-tier         (the daemons' logs stay in WORKDIR-logs)
 #   CAIRN_ETCD_PORT=24890 CAIRN_OSD_PORT=27890 CAIRN_NBD_PORT=20909
-# Needs root (loop devices, mount, cgroup), fio, losetup, mkfs.ext4, python3, go.
+#   CEPH_MON_V2_PORT=23300 CEPH_MON_V1_PORT=23789 CEPH_OSD_PORT_MIN=28000
+# Needs root (loop devices, mount, cgroup), fio, losetup, mkfs.ext4, python3, go,
+# and for ceph-db-on-flash Ceph 16.2 (apt-get install ceph) and fio's rbd engine.
 set -euo pipefail
 
 DURATION=${DURATION:-60}
@@ -42,13 +53,21 @@ HDD_IOPS=${HDD_IOPS:-200}
 HDD_MBPS=${HDD_MBPS:-150}
 HDD_SIZE=${HDD_SIZE:-8G}
 WORKDIR=${WORKDIR:-/tmp/cairn-tier}
-LAYOUTS=${LAYOUTS:-hdd-only meta-flash writeback}
+LAYOUTS=${LAYOUTS:-hdd-only meta-flash writeback ceph-db-on-flash}
 WRITEBACK=${WRITEBACK:-4G}
+CEPH_DB_SIZE=${CEPH_DB_SIZE:-2G}
+CEPH_BLOCK_SIZE=${CEPH_BLOCK_SIZE:-4G}
+CEPH_PG_NUM=${CEPH_PG_NUM:-128}
+CEPH_MON_V2_PORT=${CEPH_MON_V2_PORT:-23300}
+CEPH_MON_V1_PORT=${CEPH_MON_V1_PORT:-23789}
+CEPH_OSD_PORT_MIN=${CEPH_OSD_PORT_MIN:-28000}
 JOBS=${JOBS:-qd16-uniform qd1-uniform qd16-zipf}
 CAIRN_ETCD_PORT=${CAIRN_ETCD_PORT:-24890}
 CAIRN_OSD_PORT=${CAIRN_OSD_PORT:-27890}
 CAIRN_NBD_PORT=${CAIRN_NBD_PORT:-20909}
 OSDS=3
+NOSDS=$OSDS # lib.sh's Ceph
+CEPH_POOL=tier
 THROTTLE=/sys/fs/cgroup/blkio
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -60,16 +79,30 @@ BENCH=tier
 for t in fio losetup mkfs.ext4 python3 go; do
 	command -v $t >/dev/null || die "$t is not installed (apt-get install fio util-linux e2fsprogs)"
 done
+for layout in $LAYOUTS; do
+	case $layout in
+	hdd-only | meta-flash | writeback) ;;
+	ceph-db-on-flash)
+		for t in ceph ceph-mon ceph-mgr ceph-osd ceph-authtool monmaptool rbd; do
+			command -v $t >/dev/null || die "$t is not installed (apt-get install ceph)"
+		done
+		fio --enghelp 2>/dev/null | grep -qw rbd || die "this fio has no rbd engine (Debian's fio has it)"
+		;;
+	*) die "unknown layout '$layout' in LAYOUTS" ;;
+	esac
+done
 
 loops=()
 cluster=""
 cleanup() {
 	set +e
 	stop_cluster
+	stop_ceph
 	rm -rf "$WORKDIR-logs" && mkdir -p "$WORKDIR-logs"
 	for l in "$WORKDIR"/*/dev/*.log "$WORKDIR"/*.json; do
 		[[ -e $l ]] && cp "$l" "$WORKDIR-logs/$(basename "$(dirname "$(dirname "$l")")")-$(basename "$l")"
 	done
+	cp -r "$WORKDIR/ceph-logs" "$WORKDIR-logs/ceph" 2>/dev/null
 	for dev in "${loops[@]}"; do
 		unthrottle "$dev"
 		umount "$WORKDIR/hdd-$(basename "$dev")" 2>/dev/null
@@ -78,6 +111,8 @@ cleanup() {
 	rm -rf "$WORKDIR"
 }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 # throttle caps a block device at the HDD's IOPS and bandwidth, both ways.
 throttle() {
@@ -115,7 +150,8 @@ start_cluster() {
 	mkdir -p "$dir/dev" "$dir/flash"
 	[[ $layout == writeback ]] && wb=(--writeback-size "$WRITEBACK")
 	for i in $(seq 0 $((OSDS - 1))); do
-		local hdd=$WORKDIR/hdd-$(basename "${loops[$i]}")/$layout-osd.$i
+		local hdd
+		hdd=$WORKDIR/hdd-$(basename "${loops[$i]}")/$layout-osd.$i
 		mkdir -p "$hdd"
 		ln -s "$hdd" "$dir/dev/osd.$i"
 		if [[ $layout == meta-flash || $layout == writeback ]]; then
@@ -139,21 +175,138 @@ stop_cluster() {
 	cluster=""
 }
 
+# start_ceph: Ceph with each OSD's data block on its HDD and its DB (and
+# WAL) on flash, the way ceph-volume lays out an OSD given --block.db on an
+# SSD; Ceph's defaults otherwise, and its HDD or SSD profile from what it
+# detects. A pool of 3 copies (one per OSD) and an RBD image of VOLUME.
+start_ceph() {
+	local dir=$WORKDIR/ceph-db-on-flash i
+	mkdir -p "$dir"
+	for i in $(seq 0 $((OSDS - 1))); do
+		local hdd
+		hdd=$WORKDIR/hdd-$(basename "${loops[$i]}")/ceph-db-on-flash-osd.$i
+		mkdir -p "$hdd"
+		ln -s "$hdd" "$dir/hdd.$i"
+	done
+	CEPH_DIR=$dir/ceph
+	mkdir -p "$CEPH_DIR"
+	# Files stand in for the devices, hence the create and size settings.
+	CEPH_EXTRA_CONF="# The data block on the OSD's HDD, the DB (its WAL with it) on flash.
+bluestore block path = $dir/hdd.\$id/block
+bluestore block create = true
+bluestore block size = $(numfmt --from=iec "$CEPH_BLOCK_SIZE")
+bluestore block db path = $dir/osd.\$id-db
+bluestore block db create = true
+bluestore block db size = $(numfmt --from=iec "$CEPH_DB_SIZE")"
+	ceph_start
+	ceph_pool_create "$CEPH_POOL" "$CEPH_PG_NUM" rbd
+	log "Ceph: pool $CEPH_POOL (size 3, min_size 2, pg_num $CEPH_PG_NUM); waiting for its PGs to be active+clean"
+	ceph_wait 180 "$CEPH_PG_NUM"
+	ceph_healthy
+	timeout 60 rbd -c "$CEPH_CONF" create "$CEPH_POOL/tier" --size "$VOLUME" || ceph_die "rbd create failed"
+	ceph_report >"$WORKDIR/ceph.txt"
+	cat "$WORKDIR/ceph.txt" >&2
+}
+
+# ceph_report: what Ceph detected (rotational or not, where its devices are)
+# and the settings that decide how it writes 4 KiB, as osd.0 runs them.
+ceph_report() {
+	{
+		ceph_cli osd metadata 0 -f json
+		ceph --admin-daemon "$CEPH_DIR/run/ceph-osd.0.asok" config show -f json
+	} | python3 -c '
+import json, sys
+dec = json.JSONDecoder()
+text = sys.stdin.read().lstrip()
+meta, end = dec.raw_decode(text)
+conf, _ = dec.raw_decode(text[end:].lstrip())
+print("Ceph %s, osd.0 as it detected its devices:" % meta.get("ceph_version_short", "?"))
+for k in ["rotational", "journal_rotational", "bluestore_bdev_rotational",
+          "bluefs_dedicated_db", "bluefs_db_rotational", "bluefs_db_size", "bluefs_dedicated_wal",
+          "bluestore_bdev_size"]:
+    print("  %s: %s" % (k, meta.get(k, "n/a")))
+print("osd.0 settings that decide how 4 KiB writes go (Ceph defaults unless set above):")
+for k in ["bluestore_prefer_deferred_size_hdd", "bluestore_prefer_deferred_size_ssd", "bluestore_min_alloc_size_hdd",
+          "bluestore_min_alloc_size_ssd", "bluestore_deferred_batch_ops_hdd", "bluestore_throttle_deferred_bytes",
+          "osd_op_num_shards_hdd", "osd_op_num_threads_per_shard_hdd", "osd_op_queue", "osd_memory_target",
+          "bluestore_block_db_size"]:
+    print("  %s: %s" % (k, conf.get(k, "n/a")))
+' || echo "(osd.0's metadata or configuration could not be read)"
+	echo "  rbd_cache (fio's librbd, client.admin): $(ceph-conf -c "$CEPH_CONF" -n client.admin --lookup rbd_cache)"
+	local l
+	for l in "${loops[@]}"; do
+		echo "  $l (an HDD) /sys rotational: $(cat "/sys/block/$(basename "$l")/queue/rotational")"
+	done
+	echo "  the flash ($(df --output=source "$WORKDIR" | tail -n 1)) /sys rotational: $(
+		d=$(lsblk -no PKNAME "$(df --output=source "$WORKDIR" | tail -n 1)" 2>/dev/null | head -n 1)
+		[[ -z $d ]] && d=$(basename "$(df --output=source "$WORKDIR" | tail -n 1)")
+		cat "/sys/block/$d/queue/rotational" 2>/dev/null || echo n/a
+	)"
+}
+
+stop_ceph() {
+	[[ -n $CEPH_DIR ]] || return 0
+	ceph_stop
+	mkdir -p "$WORKDIR/ceph-logs" && cp -f "$CEPH_DIR"/log/* "$WORKDIR/ceph-logs/" 2>/dev/null
+	rm -rf "$CEPH_DIR" "$WORKDIR"/ceph-db-on-flash/hdd.*/block
+	CEPH_DIR=""
+}
+
+# fio_target LAYOUT: the fio options that reach the layout's volume.
+fio_target() {
+	if [[ $1 == ceph-db-on-flash ]]; then
+		echo "--ioengine=rbd --clientname=admin --pool=$CEPH_POOL --rbdname=tier"
+	else
+		echo "--ioengine=nbd --uri=nbd://127.0.0.1:$CAIRN_NBD_PORT/default/tier"
+	fi
+}
+
+# hdd_ios: reads and writes completed so far, summed over the HDDs.
+hdd_ios() {
+	local l files=()
+	for l in "${loops[@]}"; do files+=("/sys/block/$(basename "$l")/stat"); done
+	awk '{ r += $1; w += $5 } END { print r, w }' "${files[@]}"
+}
+
+# after_job LAYOUT: what has not reached the HDDs as fio ends (cairn: each
+# OSD's write-back area; Ceph: its DB's use of flash and of the HDD, where it
+# spills over).
+after_job() {
+	if [[ $1 != ceph-db-on-flash ]]; then
+		"$CAIRN" --conf "$WORKDIR/$1/dev/cairn.conf" osd df >&2 || true
+		return 0
+	fi
+	local i
+	for i in $(seq 0 $((OSDS - 1))); do
+		ceph --admin-daemon "$CEPH_DIR/run/ceph-osd.$i.asok" perf dump bluefs 2>/dev/null | python3 -c '
+import json, sys
+b = {k: v / 2**20 for k, v in json.load(sys.stdin)["bluefs"].items() if k.endswith("_bytes")}
+print("osd.%s: DB on flash %.0f of %.0f MiB used, spilled over to the HDD %.0f MiB, WAL %.0f MiB" % (
+      sys.argv[1], b["db_used_bytes"], b["db_total_bytes"], b["slow_used_bytes"], b["wal_used_bytes"]))
+' "$i" >&2 || true
+	done
+}
+
 # run_jobs LAYOUT: the fio jobs against the running cluster's volume.
 run_jobs() {
-	local layout=$1 uri="nbd://127.0.0.1:$CAIRN_NBD_PORT/default/tier"
+	local layout=$1 target
+	read -ra target <<<"$(fio_target "$layout")"
 	local jobs=("qd16-uniform 16 random $DURATION" "qd1-uniform 1 random $DURATION" "qd16-zipf 16 zipf:1.2 $DURATION")
 	[[ $LONG == 1 ]] && jobs+=("qd16-uniform-10min 16 random 600")
 	for job in "${jobs[@]}"; do
 		read -r name qd dist secs <<<"$job"
 		[[ $name == *-10min || " $JOBS " == *" $name "* ]] || continue
 		log "$layout: 4 KiB random writes, $name, ${secs}s"
-		fio --name="$name" --ioengine=nbd --uri="$uri" --rw=randwrite --bs=4k --iodepth="$qd" \
+		local ios0 t0
+		ios0=$(hdd_ios)
+		t0=$(date +%s.%N)
+		CEPH_CONF=$CEPH_CONF fio --name="$name" "${target[@]}" --rw=randwrite --bs=4k --iodepth="$qd" \
 			--random_distribution="$dist" --size="$VOLUME" --time_based --runtime="$secs" \
 			--ramp_time=5 --output-format=json >"$WORKDIR/$layout-$name.json" ||
 			log "$layout $name: fio reported an error (a write failed): see its output and the daemons' logs in $WORKDIR-logs"
-		# What the OSDs hold that has not reached their HDDs, as fio ends.
-		"$CAIRN" --conf "$WORKDIR/$layout/dev/cairn.conf" osd df >&2 || true
+		# The HDDs' reads and writes over fio's whole run (its ramp included).
+		echo "$ios0 $(hdd_ios) $t0 $(date +%s.%N)" >"$WORKDIR/$layout-$name.hdd"
+		after_job "$layout"
 	done
 }
 
@@ -165,11 +318,19 @@ log "making $OSDS HDDs: loop devices with ext4, $HDD_IOPS IOPS and $HDD_MBPS MB/
 make_hdds
 for layout in $LAYOUTS; do
 	log "layout $layout"
-	start_cluster "$layout"
-	run_jobs "$layout"
-	stop_cluster
+	if [[ $layout == ceph-db-on-flash ]]; then
+		start_ceph
+		run_jobs "$layout"
+		stop_ceph
+	else
+		start_cluster "$layout"
+		run_jobs "$layout"
+		stop_cluster
+	fi
 done
 
+[[ -e $WORKDIR/ceph.txt ]] && cat "$WORKDIR/ceph.txt" && echo
+# shellcheck disable=SC2086 # LAYOUTS: one argument a layout
 python3 - "$WORKDIR" "$LONG" "$JOBS" $LAYOUTS <<'EOF'
 import json, sys
 work, long, wanted, layouts = sys.argv[1], sys.argv[2] == "1", sys.argv[3].split(), sys.argv[4:]
@@ -179,16 +340,23 @@ def stats(layout, name):
     w = j["write"]
     lat = w["clat_ns"]["percentile"]
     return w["iops"], lat["50.000000"] / 1e6, lat["99.000000"] / 1e6, w["clat_ns"]["max"] / 1e6, j.get("error", 0)
+def hdd_writes(layout, name):
+    r0, w0, r1, w1, t0, t1 = map(float, open(f"{work}/{layout}-{name}.hdd").read().split())
+    return (w1 - w0) / (t1 - t0), (r1 - r0) / (t1 - t0)
 jobs = [n for n in ["qd16-uniform", "qd1-uniform", "qd16-zipf"] if n in wanted] + (["qd16-uniform-10min"] if long else [])
-print("| layout | job | IOPS | p50 ms | p99 ms | max ms | fio error |")
-print("|---|---|---|---|---|---|---|")
+print("| layout | job | IOPS | p50 ms | p99 ms | max ms | HDD writes/s | HDD reads/s | fio error |")
+print("|---|---|---|---|---|---|---|---|---|")
 for layout in layouts:
     for n in jobs:
         i, p50, p99, mx, err = stats(layout, n)
-        print(f"| {layout} | 4K randwrite {n} | {i:.0f} | {p50:.2f} | {p99:.2f} | {mx:.0f} | {err or ''} |")
+        hw, hr = hdd_writes(layout, n)
+        print(f"| {layout} | 4K randwrite {n} | {i:.0f} | {p50:.2f} | {p99:.2f} | {mx:.0f} | {hw:.0f} | {hr:.0f} | {err or ''} |")
 if "meta-flash" in layouts and "hdd-only" in layouts and "qd16-uniform" in jobs:
     r = stats("meta-flash", "qd16-uniform")[0] / stats("hdd-only", "qd16-uniform")[0]
     print(f"\nmeta-flash/hdd-only 4K randwrite QD16 ratio: {r:.2f}")
+if "writeback" in layouts and "ceph-db-on-flash" in layouts and "qd16-uniform" in jobs:
+    r = stats("writeback", "qd16-uniform")[0] / stats("ceph-db-on-flash", "qd16-uniform")[0]
+    print(f"write-back/ceph-db-on-flash 4K randwrite QD16 ratio: {r:.2f}")
 if "writeback" in layouts and "hdd-only" in layouts and "qd16-uniform" in jobs:
     r = stats("writeback", "qd16-uniform")[0] / stats("hdd-only", "qd16-uniform")[0]
     print(f"write-back/hdd-only 4K randwrite QD16 ratio: {r:.2f}")
