@@ -162,16 +162,19 @@ func (t *Txn) OmapRmRange(coll, name string, start, end []byte) {
 // Len is the number of operations.
 func (t *Txn) Len() int { return len(t.ops) }
 
-// Changes is what a transaction does to the bytes of one object.
+// Changes is what a transaction does to one object.
 type Changes struct {
 	Ranges      [][2]uint64 // [off, end) its writes cover, in their order
 	MinTruncate int64       // the least size its truncates leave; -1: none
 	Whole       bool        // it puts, creates or deletes the object
+	Xattrs      []string    // the xattrs it sets or removes
+	OmapKeys    [][]byte    // the omap keys it sets or removes one by one
+	OmapRanges  [][2][]byte // the omap ranges [start, end) it removes
 }
 
-// ChangesOf returns what t does to the bytes of coll/name, so that a
-// caller can keep just those bytes to undo it (an erasure-coded shard's
-// rollback, internal/osd).
+// ChangesOf returns what t does to coll/name, so that a caller can keep
+// just what it changes to undo it (an erasure-coded shard's rollback,
+// internal/osd).
 func (t *Txn) ChangesOf(coll, name string) Changes {
 	c := Changes{MinTruncate: -1}
 	for i := range t.ops {
@@ -188,6 +191,12 @@ func (t *Txn) ChangesOf(coll, name string) Changes {
 			}
 		case opPut, opCreate, opDelete:
 			c.Whole = true
+		case opSetXattr, opRmXattr:
+			c.Xattrs = append(c.Xattrs, string(o.key))
+		case opOmapSet, opOmapRm:
+			c.OmapKeys = append(c.OmapKeys, o.key)
+		case opOmapRmRange:
+			c.OmapRanges = append(c.OmapRanges, [2][]byte{o.key, o.end})
 		}
 	}
 	return c

@@ -23,9 +23,10 @@ import (
 // whose Prev is the version it replaces (proto.FlagShardPartial: a
 // position at another version refuses, and is rebuilt). Since every change
 // of keys takes a version, one version names one set of keys on every
-// position. Each position keeps, with its old shard, its old xattrs and
-// omap (proto.FlagShardKeys; keepRollBack), so a change cut short rolls
-// back with the shard. Reads go to the primary's own position when it
+// position. Each position keeps the old value (or absence) of each key
+// the change touches (an undo record, ecundo.go; the whole old shard with
+// all its keys past maxUndoKeys: proto.FlagShardKeys, keepRollBack), so a
+// change cut short rolls back with the shard. Reads go to the primary's own position when it
 // holds the version that stands, else to the first position that does.
 // Recovery copies them with the shard it rebuilds (standingKeys).
 

@@ -73,8 +73,9 @@ func setKeys(name, x, k string) func(txn *objstore.Txn) {
 
 type kv = map[string]string
 
-// A change of keys keeps the old shard with its old xattrs and omap; a
-// rollback restores them with the old bytes, a trim drops them, and a
+// A change of keys keeps the old values (or absence) of the keys it
+// changes (an undo record, ecundo.go); a rollback restores them with the
+// old bytes, a trim drops them, and a
 // shard at another version than the one the change replaces refuses it.
 func TestShardKeysRollBack(t *testing.T) {
 	s := shardTestServer(t, vfs.NewMem())
@@ -84,7 +85,7 @@ func TestShardKeysRollBack(t *testing.T) {
 	}
 	wantShard(t, s, "o", 2, 1, true, []byte("one"), []byte("one"))
 	wantKeys(t, s, "o", kv{"x": "a"}, kv{"k": "1"})
-	wantKeys(t, s, rollbackName("o"), kv{}, kv{}) // the keys the shard had: none
+	wantKeys(t, s, rollbackName("o"), kv{}, kv{"xx": "a", "ok": "a"}) // undo record: both keys were absent
 	if err := s.applyShardEntries(testShardColl, proto.OpShardTrim, []proto.ShardEntry{entry("o", 2, 0)}); err != nil {
 		t.Fatal(err)
 	}
@@ -103,8 +104,8 @@ func TestShardKeysRollBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantKeys(t, s, "o", kv{}, kv{"k": "2", "k2": "new"})
-	wantKeys(t, s, rollbackName("o"), kv{"x": "a"}, kv{"k": "1"})
-	for range 2 { // a rollback sent again changes nothing
+	wantKeys(t, s, rollbackName("o"), kv{}, kv{"xx": "va", "ok": "v1", "ok2": "a"}) // their old values
+	for range 2 {                                                                   // a rollback sent again changes nothing
 		if err := s.applyShardEntries(testShardColl, proto.OpShardRollBack, []proto.ShardEntry{entry("o", 3, 2)}); err != nil {
 			t.Fatal(err)
 		}

@@ -111,12 +111,9 @@ func (s *Server) shardMeta(coll, name string) (pg.ShardMeta, bool, error) {
 }
 
 // keepPartial keeps an undo record for a partial write's rollback
-// (ecundo.go) when txn is one that changes no keys and few of the shard's
-// bytes; kept false: keep the whole shard.
-func (s *Server) keepPartial(coll, name string, txn *objstore.Txn, keys bool) (kept bool, err error) {
-	if keys {
-		return false, nil
-	}
+// (ecundo.go) when txn changes few of the shard's bytes and keys; kept
+// false: keep the whole shard.
+func (s *Server) keepPartial(coll, name string, txn *objstore.Txn) (kept bool, err error) {
 	info, err := s.store.Stat(coll, name)
 	if err != nil {
 		return false, err
@@ -147,7 +144,7 @@ func (s *Server) keepRollBack(coll, name string, next pg.ShardMeta, txn *objstor
 	case !found || old.Tombstone:
 		txn.Delete(coll, rb) // rolls back to absent
 	default:
-		kept, err := s.keepPartial(coll, name, txn, keys)
+		kept, err := s.keepPartial(coll, name, txn)
 		if err == nil && kept {
 			txn.SetXattr(coll, rb, shardMetaXattr, old.Trimmed().Encode())
 			next.Prev = old.Ver
@@ -263,6 +260,9 @@ func (s *Server) rollBackTxn(coll string, e proto.ShardEntry, txn *objstore.Txn)
 	}
 	if isUndo {
 		undoTxn(coll, e.Object, u, old2, txn)
+		if err := s.undoKeysTxn(coll, e.Object, txn); err != nil {
+			return err
+		}
 	} else {
 		data, err := s.store.Read(coll, rb, 0, 0)
 		if err != nil {

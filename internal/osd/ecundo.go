@@ -11,20 +11,27 @@ import (
 )
 
 // Undo records of partial shard writes. A write at an offset or a truncate
-// changes a few bytes of a shard, so instead of the whole old shard its
-// rollback object (rollbackName) keeps only the old bytes of the ranges
-// the write changes, one after another, with an xattr (shardUndoXattr)
-// listing the ranges and the shard's old length. A rollback truncates the
-// shard to that length and writes the old bytes back; a read of the
-// previous shard (proto.FlagPrevShard) lays them over the shard's bytes as
-// they are. A write that changes more than half the shard, or the keys,
-// keeps the whole shard as a put does.
+// changes a few bytes of a shard, and a change of keys a few keys, so
+// instead of the whole old shard its rollback object (rollbackName) keeps
+// only the old bytes of the ranges the write changes, one after another,
+// with an xattr (shardUndoXattr) listing the ranges and the shard's old
+// length, and in its omap the old value (or absence) of each xattr and
+// omap key the write sets or removes. A rollback truncates the shard to
+// that length, writes the old bytes back and puts back the old keys; a read
+// of the previous shard (proto.FlagPrevShard) lays the old bytes over the
+// shard's bytes as they are. A write that changes more than half the
+// shard, or more than maxUndoKeys keys, keeps the whole shard as a put
+// does.
 
 // shardUndoXattr marks a kept shard that is an undo record.
 const shardUndoXattr = proto.ReservedPrefix + "eu"
 
-// maxUndoRanges bounds the ranges of one undo record (its xattr's size).
-const maxUndoRanges = 1024
+// maxUndoRanges bounds the ranges of one undo record (its xattr's size);
+// maxUndoKeys the keys it keeps.
+const (
+	maxUndoRanges = 1024
+	maxUndoKeys   = 10_000
+)
 
 // shardUndo is an undo record: the shard's old length and the ranges of
 // it the write changes, sorted and disjoint, within that length.
@@ -64,7 +71,7 @@ func undoOf(c objstore.Changes, size uint64) (u shardUndo, ok bool) {
 		}
 		u.ranges = append(u.ranges, r)
 	}
-	return u, !c.Whole && len(u.ranges) <= maxUndoRanges && 2*u.bytes() < size
+	return u, !c.Whole && len(u.ranges) <= maxUndoRanges && (u.bytes() == 0 || 2*u.bytes() < size)
 }
 
 func cmpU64(a, b uint64) int {
@@ -127,9 +134,14 @@ func decodeShardUndo(b []byte) (shardUndo, error) {
 // name's shard, whose length is size; ok false when it should keep the
 // whole shard instead. The caller holds the shard's lock.
 func (s *Server) keepUndo(coll, name string, size uint64, txn *objstore.Txn) (ok bool, err error) {
-	u, ok := undoOf(txn.ChangesOf(coll, name), size)
+	c := txn.ChangesOf(coll, name)
+	u, ok := undoOf(c, size)
 	if !ok {
 		return false, nil
+	}
+	keys, ok, err := s.oldKeys(coll, name, c)
+	if err != nil || !ok {
+		return false, err
 	}
 	old := make([]byte, 0, u.bytes())
 	for _, r := range u.ranges {
@@ -146,6 +158,9 @@ func (s *Server) keepUndo(coll, name string, size uint64, txn *objstore.Txn) (ok
 	txn.Delete(coll, rb)
 	txn.Put(coll, rb, old)
 	txn.SetXattr(coll, rb, shardUndoXattr, u.encode())
+	for _, kv := range keys {
+		txn.OmapSet(coll, rb, kv.Key, kv.Value)
+	}
 	return true, nil
 }
 
@@ -207,4 +222,120 @@ func (s *Server) prevShardRange(coll, name string, u shardUndo, old []byte, off,
 		old = old[r[1]-r[0]:]
 	}
 	return buf, nil
+}
+
+// Kept keys of an undo record: an omap entry of the rollback object whose
+// key is keyXattr or keyOmap and the key's name, and whose value is
+// keyAbsent, or keyValue and the old value.
+const (
+	keyXattr  = 'x'
+	keyOmap   = 'o'
+	keyAbsent = 'a'
+	keyValue  = 'v'
+)
+
+// oldKeys returns the kept keys of changes c to name's keys: the old
+// value or absence of each xattr and omap key c sets or removes, and of
+// each key in the ranges it removes. ok is false past maxUndoKeys or for
+// a key too long to keep.
+func (s *Server) oldKeys(coll, name string, c objstore.Changes) (kept []objstore.KV, ok bool, err error) {
+	seen := map[string]bool{}
+	keep := func(kind byte, key, old []byte, found bool) bool {
+		k := append([]byte{kind}, key...)
+		if seen[string(k)] {
+			return true
+		}
+		seen[string(k)] = true
+		v := []byte{keyAbsent}
+		if found {
+			v = append([]byte{keyValue}, old...)
+		}
+		kept = append(kept, objstore.KV{Key: k, Value: v})
+		return len(kept) <= maxUndoKeys && len(k) <= objstore.MaxOmapKeyLen
+	}
+	for _, x := range c.Xattrs {
+		if x == versionXattr || x == shardMetaXattr {
+			continue // a rollback sets them itself
+		}
+		v, err := s.store.GetXattr(coll, name, x)
+		if err != nil && !errors.Is(err, objstore.ErrNotFound) {
+			return nil, false, err
+		}
+		if !keep(keyXattr, []byte(x), v, err == nil) {
+			return nil, false, nil
+		}
+	}
+	for _, k := range c.OmapKeys {
+		v, err := s.store.OmapGet(coll, name, k)
+		if err != nil && !errors.Is(err, objstore.ErrNotFound) {
+			return nil, false, err
+		}
+		if !keep(keyOmap, k, v, err == nil) {
+			return nil, false, nil
+		}
+	}
+	for _, r := range c.OmapRanges {
+		for start := r[0]; ; {
+			kvs, more, err := s.store.OmapList(coll, name, start, r[1], 1000)
+			if err != nil {
+				return nil, false, err
+			}
+			for _, kv := range kvs {
+				if !keep(keyOmap, kv.Key, kv.Value, true) {
+					return nil, false, nil
+				}
+			}
+			if !more || len(kvs) == 0 {
+				break
+			}
+			start = append(append([]byte(nil), kvs[len(kvs)-1].Key...), 0)
+		}
+	}
+	return kept, true, nil
+}
+
+// undoKeysTxn adds to txn putting back the keys name's undo record keeps.
+func (s *Server) undoKeysTxn(coll, name string, txn *objstore.Txn) error {
+	rb := rollbackName(name)
+	for start, n := []byte(nil), 0; n <= maxUndoKeys; {
+		kvs, more, err := s.store.OmapList(coll, rb, start, nil, 1000)
+		if err != nil {
+			return err
+		}
+		for _, kv := range kvs {
+			if err := undoKey(coll, name, kv, txn); err != nil {
+				return fmt.Errorf("shard %q in %s: %w", name, coll, err)
+			}
+		}
+		if n += len(kvs); !more || len(kvs) == 0 {
+			return nil
+		}
+		start = append(append([]byte(nil), kvs[len(kvs)-1].Key...), 0)
+	}
+	return fmt.Errorf("shard %q in %s: its undo record keeps more than %d keys", name, coll, maxUndoKeys)
+}
+
+// undoKey adds to txn putting back one kept key.
+func undoKey(coll, name string, kv objstore.KV, txn *objstore.Txn) error {
+	if len(kv.Key) < 1 || len(kv.Value) < 1 || kv.Value[0] != keyAbsent && kv.Value[0] != keyValue {
+		return fmt.Errorf("%w: kept key %q", errBadUndo, kv.Key)
+	}
+	key, absent, old := kv.Key[1:], kv.Value[0] == keyAbsent, kv.Value[1:]
+	switch kv.Key[0] {
+	case keyXattr:
+		if absent {
+			txn.RmXattr(coll, name, string(key))
+		} else {
+			txn.SetXattr(coll, name, string(key), old)
+		}
+	case keyOmap:
+		if absent {
+			txn.OmapRm(coll, name, key)
+		} else {
+			txn.OmapSet(coll, name, key, old)
+		}
+	default:
+		return fmt.Errorf("%w: kept key %q", errBadUndo, kv.Key)
+	}
+	return nil
 }

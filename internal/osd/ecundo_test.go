@@ -2,6 +2,8 @@ package osd
 
 import (
 	"bytes"
+	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -159,4 +161,87 @@ func TestShardUndoSurvivesACrash(t *testing.T) {
 		}
 		wantShard(t, s2, "o", 1, 0, false, old, nil)
 	}
+}
+
+// Random changes of keys (xattrs set and removed, the OSD's own token
+// xattrs among them, omap keys set and removed, ranges removed) keep an
+// undo record of just the keys they touch; a rollback puts back every key
+// as it was, none more, none less.
+func TestKeysChangeUndo(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	s := shardTestServer(t, vfs.NewMem())
+	key := func() []byte { return []byte(fmt.Sprintf("k%03d", rng.IntN(200))) }
+	xattr := func() string { return []string{"a", "b", "c", txnSlotXattr + "\x00\x01"}[rng.IntN(4)] }
+	for round := range 40 {
+		ver := uint64(2*round + 1)
+		writeShard(t, s, "o", ver, []byte("data"), false)
+		s.applyShardEntries(testShardColl, proto.OpShardTrim, []proto.ShardEntry{entry("o", ver, 0)})
+		txn := &objstore.Txn{}
+		for range 1 + rng.IntN(60) {
+			txn.OmapSet(testShardColl, "o", key(), randBytes(rng, rng.IntN(20)))
+			txn.SetXattr(testShardColl, "o", xattr(), randBytes(rng, 8))
+		}
+		m := pg.ShardMeta{Ver: pg.EVersion{Epoch: 1, Version: ver}, Size: 4}
+		txn.SetXattr(testShardColl, "o", versionXattr, m.Ver.Encode())
+		if err := s.applyShardWrite(testShardColl, "o", m, txn, 0); err != nil {
+			t.Fatal(err)
+		}
+		before := allKeys(t, s, "o")
+		err := keysWrite(s, "o", ver+1, ver, 4, false, func(txn *objstore.Txn) {
+			for range 1 + rng.IntN(20) {
+				switch rng.IntN(5) {
+				case 0:
+					txn.OmapRm(testShardColl, "o", key())
+				case 1:
+					from := key()
+					txn.OmapRmRange(testShardColl, "o", from, append(from, 'z'))
+				case 2:
+					txn.RmXattr(testShardColl, "o", xattr())
+				case 3:
+					txn.SetXattr(testShardColl, "o", xattr(), randBytes(rng, 3))
+				default:
+					txn.OmapSet(testShardColl, "o", key(), randBytes(rng, 5))
+				}
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, isUndo, err := s.undoKept(testShardColl, "o"); err != nil || !isUndo {
+			t.Fatalf("round %d: no undo record (%v)", round, err)
+		}
+		if err := s.applyShardEntries(testShardColl, proto.OpShardRollBack, []proto.ShardEntry{entry("o", ver+1, ver)}); err != nil {
+			t.Fatal(err)
+		}
+		if after := allKeys(t, s, "o"); !maps.Equal(after, before) {
+			t.Fatalf("round %d: keys after the rollback differ from before the change:\n%v\n%v", round, after, before)
+		}
+		wantShard(t, s, "o", ver, 0, false, []byte("data"), nil)
+	}
+}
+
+// allKeys is every xattr (but the version and shard meta, which a rollback
+// sets anew) and omap key of name, prefixed "x" and "o".
+func allKeys(t *testing.T, s *Server, name string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	xs, err := s.store.Xattrs(testShardColl, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range xs {
+		if k != versionXattr && k != shardMetaXattr {
+			out["x"+k] = string(v)
+		}
+	}
+	kvs, _, err := s.store.OmapList(testShardColl, name, nil, nil, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range kvs {
+		out["o"+string(kv.Key)] = string(kv.Value)
+	}
+	return out
 }
