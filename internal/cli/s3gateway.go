@@ -45,10 +45,11 @@ pool at once. Each collects the data of replaced and deleted objects after
 --gc-grace and that of writes abandoned by a gateway that died after
 --intent-timeout.
 
---pool holds the bucket registry and indexes, which need omap: it must be
-replicated. The data of a bucket goes to the pool named when the bucket was
-created: --data-pool (default --pool), which may be erasure-coded, like an
-RGW placement target's data pool. Changing --data-pool moves no existing
+--pool holds the bucket registry and indexes (omap, changed by guarded
+transactions); it may be erasure-coded, though a replicated one answers
+listings and small PUTs faster. The data of a bucket goes to the pool named
+when the bucket was created: --data-pool (default --pool), which may be
+erasure-coded, like an RGW placement target's data pool. Changing --data-pool moves no existing
 bucket: each keeps its data where it was.
 
   cairn s3 --listen 127.0.0.1:9000 --pool s3
@@ -159,13 +160,6 @@ func (o *s3Gateway) openPools(c *client.Client) (*client.Pool, error) {
 	}
 	if err != nil {
 		return nil, err
-	}
-	info, err := pool.Info()
-	if err != nil {
-		return nil, err
-	}
-	if info.EC != "" {
-		return nil, fmt.Errorf("s3: pool %q is erasure-coded (%s): the bucket registry and indexes need guarded omap transactions, which erasure-coded pools do not take yet; give --pool a replicated pool and this one as --data-pool %s", o.pool, info.EC, o.pool)
 	}
 	if o.dataPool == o.pool {
 		o.dataPool = ""

@@ -42,7 +42,7 @@ var maxShardOmapKeys = 100_000
 // isECKeysWrite says whether op changes an object's keys (or creates it).
 func isECKeysWrite(op proto.Op) bool {
 	switch op {
-	case proto.OpCreate, proto.OpSetXattr, proto.OpRmXattr, proto.OpOmapSet, proto.OpOmapRm, proto.OpOmapRmRange:
+	case proto.OpCreate, proto.OpSetXattr, proto.OpRmXattr, proto.OpOmapSet, proto.OpOmapRm, proto.OpOmapRmRange, proto.OpOmapTxn:
 		return true
 	}
 	return false
@@ -71,7 +71,12 @@ func (s *Server) ecKeysWrite(ctx context.Context, pool *clustermap.Pool, p *pgSt
 	if bad != nil {
 		return bad
 	}
+	change, adding, bad := s.keysChange(pool, req, w.t, o)
 	switch {
+	case bad != nil:
+		return bad
+	case change == nil:
+		return s.ok() // nothing to change
 	case req.Op == proto.OpCreate && o.exists() && req.Flags&proto.FlagExclusive != 0:
 		return s.fail(proto.StatusExists, "object %q exists", req.Object)
 	case req.Op == proto.OpCreate && o.exists():
@@ -79,7 +84,7 @@ func (s *Server) ecKeysWrite(ctx context.Context, pool *clustermap.Pool, p *pgSt
 	case !o.exists() && freesSpace(req.Op):
 		return s.fail(proto.StatusNotFound, proto.MsgNoSuchObject)
 	}
-	if !freesSpace(req.Op) {
+	if !freesSpace(req.Op) && !omapTxnFreesSpace(req) {
 		if bad := s.refuseFull(req, w.writeSet); bad != nil {
 			return bad
 		}
@@ -87,11 +92,58 @@ func (s *Server) ecKeysWrite(ctx context.Context, pool *clustermap.Pool, p *pgSt
 	if len(w.acting) < pool.MinSize {
 		return s.belowMinSize(pool, req, w)
 	}
+	if own, ok := s.ownShardColl(pool, req.PG, w.t); ok && adding > 0 && o.exists() {
+		if err := s.omapRoom(own, req.Object, adding); err != nil {
+			return s.fail(proto.StatusInvalid, "%v", err)
+		}
+	}
 	w.ver = p.nextVersion()
-	if bad := s.planKeys(pool, req, w, o); bad != nil {
+	if bad := s.planKeys(pool, req, w, o, change); bad != nil {
 		return bad
 	}
 	return s.ecCommit(ctx, pool, p, req, w)
+}
+
+// keysChange returns what req adds to each position's transaction and
+// the omap keys it may add. A guarded transaction (proto.OpOmapTxn) is
+// checked on the primary's own position, which holds the version that
+// stands once ecStanding returns (the primary is in the acting set): a
+// failed guard is the answer, and a nil change means nothing to write (a
+// resend that applied, or guards only).
+func (s *Server) keysChange(pool *clustermap.Pool, req *proto.Request, t *placement.Table, o *ecObject) (change func(coll string, txn *objstore.Txn) *proto.Response, adding int, bad *proto.Response) {
+	switch req.Op {
+	case proto.OpOmapSet:
+		adding = len(req.KVs)
+	case proto.OpOmapTxn:
+		own, ok := s.ownShardColl(pool, req.PG, t)
+		if !ok {
+			return nil, 0, s.fail(proto.StatusUnavailable, "pg %s: %s holds no position of it to check the guards on; retry", req.PG, s.id)
+		}
+		ot, count, bad := s.checkOmapTxn(own, req, o.exists())
+		if bad != nil || ot == nil {
+			return nil, 0, bad
+		}
+		return func(coll string, txn *objstore.Txn) *proto.Response {
+			addOmapChanges(coll, req.Object, ot, count, false, txn) // planKeys creates it
+			return nil
+		}, len(ot.Set), nil
+	}
+	return func(coll string, txn *objstore.Txn) *proto.Response {
+		if req.Op != proto.OpCreate {
+			return s.addOp(coll, req, txn)
+		}
+		return nil
+	}, adding, nil
+}
+
+// ownShardColl is the collection of this OSD's position in pg's acting
+// set; ok false if it has none.
+func (s *Server) ownShardColl(pool *clustermap.Pool, id clustermap.PGID, t *placement.Table) (coll string, ok bool) {
+	_, osds := t.Positions(pool, id)
+	if i := slices.Index(osds, s.id); i >= 0 {
+		return shardColl(id, i), true
+	}
+	return "", false
 }
 
 // planKeys gives each position of the acting set its transaction and the
@@ -99,25 +151,17 @@ func (s *Server) ecKeysWrite(ctx context.Context, pool *clustermap.Pool, p *pgSt
 // unchanged, and the version the change replaces as the meta's Prev. A
 // change that creates the object (or makes it anew over a delete's
 // tombstone) starts every shard empty, with no keys.
-func (s *Server) planKeys(pool *clustermap.Pool, req *proto.Request, w *writePlan, o *ecObject) *proto.Response {
+func (s *Server) planKeys(pool *clustermap.Pool, req *proto.Request, w *writePlan, o *ecObject, change func(coll string, txn *objstore.Txn) *proto.Response) *proto.Response {
 	meta := pg.ShardMeta{Ver: pg.EVersion{Epoch: uint64(w.interval), Version: w.ver}, Size: uint64(o.sizeNow()), CanRollBack: true}
 	if o.exists() {
 		meta.Prev = o.plan.Ver
-	}
-	if _, osds := w.t.Positions(pool, req.PG); req.Op == proto.OpOmapSet && o.exists() && slices.Contains(osds, s.id) {
-		if err := s.omapRoom(shardColl(req.PG, slices.Index(osds, s.id)), req.Object, len(req.KVs)); err != nil {
-			return s.fail(proto.StatusInvalid, "%v", err)
-		}
 	}
 	return s.planPositions(pool, req, w, meta, func(_ int, coll string, txn *objstore.Txn) *proto.Response {
 		if !o.exists() {
 			txn.Delete(coll, req.Object)
 			txn.Put(coll, req.Object, nil)
 		}
-		if req.Op != proto.OpCreate {
-			return s.addOp(coll, req, txn)
-		}
-		return nil
+		return change(coll, txn)
 	})
 }
 

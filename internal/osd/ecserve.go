@@ -34,8 +34,6 @@ func (s *Server) refuseEC(pool *clustermap.Pool, req *proto.Request) *proto.Resp
 		return nil
 	case proto.OpScrub:
 		return s.fail(proto.StatusInvalid, "pool %q is erasure-coded (%s): scrub of erasure-coded pools is not built yet", pool.Name, pool.EC)
-	case proto.OpOmapTxn:
-		return s.fail(proto.StatusInvalid, "pool %q is erasure-coded (%s): guarded omap transactions on erasure-coded pools are not built yet: keep such objects (an S3 bucket's index) in a replicated pool", pool.Name, pool.EC)
 	case proto.OpSnaps, proto.OpSnapTrim:
 		return s.fail(proto.StatusInvalid, "pool %q is erasure-coded (%s): snapshots of erasure-coded pools are not built yet", pool.Name, pool.EC)
 	}

@@ -47,44 +47,71 @@ const txnTokensKept = 1024
 // transaction that already applied, or whose guards hold but which changes
 // nothing, adds nothing to txn (see noChange).
 func (s *Server) addOmapTxn(coll string, req *proto.Request, txn *objstore.Txn) *proto.Response {
+	exists := true
+	if _, err := s.store.Stat(coll, req.Object); errors.Is(err, objstore.ErrNotFound) {
+		exists = false
+	} else if err != nil {
+		return s.failErr(err)
+	}
+	ot, count, bad := s.checkOmapTxn(coll, req, exists)
+	if bad == nil && ot != nil {
+		addOmapChanges(coll, req.Object, ot, count, !exists, txn)
+	}
+	return bad
+}
+
+// checkOmapTxn decodes req's transaction and checks it against the object
+// as coll holds it (exists: whether the object does): its guards, and for
+// a resend whether it applied already. It returns the transaction and the
+// object's transaction count, or a nil transaction when there is nothing
+// to write, or the answer refusing it.
+func (s *Server) checkOmapTxn(coll string, req *proto.Request, exists bool) (*proto.OmapTxn, uint64, *proto.Response) {
 	ot, err := proto.DecodeOmapTxn(req.Data)
 	if err != nil {
-		return s.fail(proto.StatusInvalid, "%v", err)
+		return nil, 0, s.fail(proto.StatusInvalid, "%v", err)
 	}
-	exists := true
 	var count uint64
-	v, err := s.store.GetXattr(coll, req.Object, txnCountXattr)
-	switch {
-	case err == nil && len(v) == 8:
-		count = binary.LittleEndian.Uint64(v)
-	case err == nil:
-		return s.fail(proto.StatusIOError, "object %q: transaction count of %d bytes", req.Object, len(v))
-	case errors.Is(err, objstore.ErrNotFound):
-		if _, err := s.store.Stat(coll, req.Object); errors.Is(err, objstore.ErrNotFound) {
-			exists = false
-		} else if err != nil {
-			return s.failErr(err)
+	if exists {
+		v, err := s.store.GetXattr(coll, req.Object, txnCountXattr)
+		switch {
+		case err == nil && len(v) == 8:
+			count = binary.LittleEndian.Uint64(v)
+		case err == nil:
+			return nil, 0, s.fail(proto.StatusIOError, "object %q: transaction count of %d bytes", req.Object, len(v))
+		case !errors.Is(err, objstore.ErrNotFound):
+			return nil, 0, s.failErr(err)
 		}
-	default:
-		return s.failErr(err)
 	}
 	if exists && ot.Token != 0 && req.Flags&proto.FlagRetry != 0 && count > 0 {
 		applied, err := s.hasToken(coll, req.Object, ot.Token)
 		if err != nil {
-			return s.failErr(err)
+			return nil, 0, s.failErr(err)
 		}
 		if applied {
-			return nil // applied already: answered OK, changes nothing
+			return nil, 0, nil // applied already: answered OK, changes nothing
 		}
 	}
 	if !exists && !ot.Create {
-		return s.fail(proto.StatusNotFound, proto.MsgNoSuchObject)
+		return nil, 0, s.fail(proto.StatusNotFound, proto.MsgNoSuchObject)
 	}
-	for _, g := range ot.Guards {
+	if bad := s.checkGuards(coll, req.Object, ot.Guards, exists); bad != nil {
+		return nil, 0, bad
+	}
+	if !ot.Mutates() && exists {
+		return nil, 0, nil // guards only: nothing to write
+	}
+	return ot, count, nil
+}
+
+// checkGuards answers StatusPrecondition for the first guard that fails
+// on name in coll.
+func (s *Server) checkGuards(coll, name string, guards []proto.OmapGuard, exists bool) *proto.Response {
+	for _, g := range guards {
 		var v []byte
 		found := false
 		if exists {
-			v, err = s.store.OmapGet(coll, req.Object, g.Key)
+			var err error
+			v, err = s.store.OmapGet(coll, name, g.Key)
 			switch {
 			case err == nil:
 				found = true
@@ -95,33 +122,35 @@ func (s *Server) addOmapTxn(coll string, req *proto.Request, txn *objstore.Txn) 
 		if g.Absent && !found || !g.Absent && found && string(v) == string(g.Value) {
 			continue
 		}
-		r := s.fail(proto.StatusPrecondition, "omap key %q of %q: guard failed", g.Key, req.Object)
+		r := s.fail(proto.StatusPrecondition, "omap key %q of %q: guard failed", g.Key, name)
 		r.Data = g.Key
 		if found {
 			r.KVs = []proto.KV{{Key: g.Key, Value: v}}
 		}
 		return r
 	}
-	if !ot.Mutates() && exists {
-		return nil // guards only: nothing to write
-	}
-	if !exists {
-		txn.Create(coll, req.Object)
+	return nil
+}
+
+// addOmapChanges adds to txn the changes of ot to name in coll (creating
+// it first if create), with its token as the object's transaction count+1.
+func addOmapChanges(coll, name string, ot *proto.OmapTxn, count uint64, create bool, txn *objstore.Txn) {
+	if create {
+		txn.Create(coll, name)
 	}
 	if ot.HasRange {
-		txn.OmapRmRange(coll, req.Object, ot.RmFrom, ot.RmTo)
+		txn.OmapRmRange(coll, name, ot.RmFrom, ot.RmTo)
 	}
 	for _, k := range ot.Rm {
-		txn.OmapRm(coll, req.Object, k)
+		txn.OmapRm(coll, name, k)
 	}
 	for _, kv := range ot.Set {
-		txn.OmapSet(coll, req.Object, kv.Key, kv.Value)
+		txn.OmapSet(coll, name, kv.Key, kv.Value)
 	}
 	if ot.Token != 0 {
-		txn.SetXattr(coll, req.Object, tokenSlot(count), binary.LittleEndian.AppendUint64(nil, ot.Token))
-		txn.SetXattr(coll, req.Object, txnCountXattr, binary.LittleEndian.AppendUint64(nil, count+1))
+		txn.SetXattr(coll, name, tokenSlot(count), binary.LittleEndian.AppendUint64(nil, ot.Token))
+		txn.SetXattr(coll, name, txnCountXattr, binary.LittleEndian.AppendUint64(nil, count+1))
 	}
-	return nil
 }
 
 // noChange reports whether the write req, whose own changes txn holds,
