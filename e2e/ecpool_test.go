@@ -96,8 +96,8 @@ func checkECPools(t *testing.T, c *cluster) {
 // TestECPool runs the first slice of the data path of erasure-coded pools
 // on a dev cluster (3 hosts of 2 OSDs): a 2+1 pool takes objects of
 // awkward sizes whole, lists them and reads them back whole and by range;
-// deletes and exclusive puts behave, and guarded omap transactions are
-// refused by name; a shard with a flipped byte is rebuilt on read and reported;
+// deletes and exclusive puts behave, and a guarded omap transaction
+// applies while one whose guard fails does not; a shard with a flipped byte is rebuilt on read and reported;
 // after one OSD holding a data shard of the largest is
 // SIGKILLed, every object still reads back (what it held rebuilt from the
 // two other shards), both while the map still counts it up and once it
@@ -158,9 +158,15 @@ func TestECPool(t *testing.T) {
 	if err := p.PutNew(ctx, "page", []byte("x")); !errors.Is(err, client.ErrExists) {
 		t.Fatalf("exclusive put of an existing object: %v", err)
 	}
-	err := p.OmapApply(ctx, "odd", client.OmapTxn{Set: map[string][]byte{"k": []byte("v")}})
-	if err == nil || !strings.Contains(err.Error(), "guarded omap transactions on erasure-coded pools are not built yet") {
-		t.Errorf("a guarded omap transaction on an erasure-coded pool: want it refused by name, got %v", err)
+	if err := p.OmapApply(ctx, "odd", client.OmapTxn{Set: map[string][]byte{"k": []byte("v")}}); err != nil {
+		t.Fatalf("a guarded omap transaction on an erasure-coded pool: %v", err)
+	}
+	err := p.OmapApply(ctx, "odd", client.OmapTxn{If: []client.OmapCond{{Key: "k", Absent: true}}, Set: map[string][]byte{"k": []byte("w")}})
+	if !errors.Is(err, client.ErrPrecondition) {
+		t.Fatalf("a guard that fails (key k is present): %v", err)
+	}
+	if kv, err := p.OmapGet(ctx, "odd", "k"); err != nil || string(kv["k"]) != "v" {
+		t.Fatalf("omap key k after the transactions: %q, %v; want the first one's v", kv["k"], err)
 	}
 
 	// A flipped byte in a shard on disk: the read is rebuilt from the
