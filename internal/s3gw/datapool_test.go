@@ -19,9 +19,9 @@ import (
 )
 
 // ecPools are data pools by name for a test gateway: MemStores that refuse
-// omap, so a test sees the gateway keep nothing but data stripes there
-// (an erasure-coded pool refuses the guarded omap transactions of an
-// index), and that a test may remove.
+// omap, so a test sees the gateway keep nothing but data stripes in a
+// bucket's data pool (its index stays in the gateway's own pool), and that
+// a test may remove.
 type ecPools struct {
 	mu sync.Mutex
 	m  map[string]*MemStore
