@@ -352,6 +352,13 @@ func TestCorruptionServedFromReplica(t *testing.T) {
 // (objects that large live in files) and inverts the byte at off.
 func flipByteInDataFile(t *testing.T, dir string, size int64, off int64) {
 	t.Helper()
+	flipByte(t, newestDataFile(t, dir, size), off)
+}
+
+// newestDataFile is the newest data file of the given size under dir (the
+// object just written), outside its meta dir.
+func newestDataFile(t *testing.T, dir string, size int64) string {
+	t.Helper()
 	var found []string
 	filepath.Walk(dir, func(path string, fi os.FileInfo, err error) error {
 		if err == nil && fi.Mode().IsRegular() && fi.Size() == size && !strings.Contains(path, string(filepath.Separator)+"meta"+string(filepath.Separator)) {
@@ -362,11 +369,10 @@ func flipByteInDataFile(t *testing.T, dir string, size int64, off int64) {
 	if len(found) == 0 {
 		t.Fatalf("no data file of %d bytes under %s", size, dir)
 	}
-	// Newest file: the object just written.
 	sort.Slice(found, func(i, j int) bool {
 		a, _ := os.Stat(found[i])
 		b, _ := os.Stat(found[j])
 		return a.ModTime().After(b.ModTime())
 	})
-	flipByte(t, found[0], off)
+	return found[0]
 }

@@ -30,10 +30,8 @@ func (s *Server) refuseEC(pool *clustermap.Pool, req *proto.Request) *proto.Resp
 		return s.fail(proto.StatusInvalid, "pool %q is erasure-coded (%s): snapshots of erasure-coded pools are not built yet", pool.Name, pool.EC)
 	}
 	switch req.Op {
-	case proto.OpPut, proto.OpWrite, proto.OpTruncate, proto.OpDelete, proto.OpRead, proto.OpStat, proto.OpList:
+	case proto.OpPut, proto.OpWrite, proto.OpTruncate, proto.OpDelete, proto.OpRead, proto.OpStat, proto.OpList, proto.OpScrub:
 		return nil
-	case proto.OpScrub:
-		return s.fail(proto.StatusInvalid, "pool %q is erasure-coded (%s): scrub of erasure-coded pools is not built yet", pool.Name, pool.EC)
 	case proto.OpSnaps, proto.OpSnapTrim:
 		return s.fail(proto.StatusInvalid, "pool %q is erasure-coded (%s): snapshots of erasure-coded pools are not built yet", pool.Name, pool.EC)
 	}

@@ -103,7 +103,7 @@ func (s *Server) serveOne(ctx context.Context, req *proto.Request) *proto.Respon
 		return resp
 	}
 	switch {
-	case pool.Erasure():
+	case pool.Erasure() && req.Op != proto.OpScrub:
 		return s.serveEC(ctx, pool, p, req)
 	case isWrite(req.Op):
 		return s.write(ctx, pool, p, req)

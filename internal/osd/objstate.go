@@ -61,6 +61,9 @@ func (s *Server) localState(coll, name string, level stateLevel) (pg.ObjState, i
 			st.Ver, _ = pg.DecodeEVersion(xs[k])
 			continue
 		}
+		if k == shardMetaXattr {
+			continue // it names the shard's position: the keys compare across positions without it
+		}
 		digestKV(h, []byte(k), xs[k])
 	}
 	h.Write([]byte{0xff})

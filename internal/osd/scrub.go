@@ -16,6 +16,7 @@ import (
 	"github.com/cairn-storage/cairn/internal/meta"
 	"github.com/cairn-storage/cairn/internal/objstore"
 	"github.com/cairn-storage/cairn/internal/pg"
+	"github.com/cairn-storage/cairn/internal/placement"
 	"github.com/cairn-storage/cairn/internal/proto"
 )
 
@@ -80,6 +81,18 @@ func (s *Server) scrubPG(ctx context.Context, id clustermap.PGID, p *pgState, de
 	p.mu.Lock()
 	members, epoch := slices.Clone(p.prim.Acting), p.prim.Epoch
 	p.mu.Unlock()
+	pool, _ := s.view.Map().Pool(id.Pool)
+	consistent, scrubObject := pg.Consistent, s.scrubObject
+	if pool != nil && pool.Erasure() {
+		var err error
+		if members, err = s.scrubPositions(pool, id); err != nil {
+			return res, err
+		}
+		consistent = pg.ShardsConsistent
+		scrubObject = func(ctx context.Context, id clustermap.PGID, p *pgState, epoch clustermap.Epoch, members []clustermap.OSDID, name string, deep bool) (bool, bool, error) {
+			return s.scrubShardObject(ctx, pool.EC.K, id, p, epoch, members, name, deep)
+		}
+	}
 	kind := "scrub"
 	if deep {
 		kind = "deep-scrub"
@@ -115,11 +128,11 @@ func (s *Server) scrubPG(ctx context.Context, id clustermap.PGID, p *pgState, de
 		s.scrubs.done++
 		s.scrubs.left--
 		s.scrubs.mu.Unlock()
-		if pg.Consistent(lists, n) {
+		if consistent(lists, n) {
 			continue
 		}
 		// Look again under the object's lock: a write may have raced the listing.
-		found, repaired, err := s.scrubObject(ctx, id, p, epoch, members, n, deep)
+		found, repaired, err := scrubObject(ctx, id, p, epoch, members, n, deep)
 		if err != nil {
 			return res, err
 		}
@@ -135,10 +148,19 @@ func (s *Server) scrubPG(ctx context.Context, id clustermap.PGID, p *pgState, de
 	if deep {
 		s.scrubs.bytes.Add(res.Bytes)
 	}
-	now := time.Now().Unix()
+	s.recordScrub(id, deep)
+	if res.Errors > 0 {
+		s.logf("%s: pg %s %s: %d objects, %d inconsistent, %d repaired", s.id, id, kind, res.Objects, res.Errors, res.Repaired)
+	}
+	s.metrics.noteScrub(kind, res)
+	return res, nil
+}
+
+// recordScrub keeps the time of the PG's scrub in its metadata object.
+func (s *Server) recordScrub(id clustermap.PGID, deep bool) {
 	txn := &objstore.Txn{}
 	var stamp [8]byte
-	binary.BigEndian.PutUint64(stamp[:], uint64(now))
+	binary.BigEndian.PutUint64(stamp[:], uint64(time.Now().Unix()))
 	txn.OmapSet(id.String(), pgMetaObject, keyLastScrub, stamp[:])
 	if deep {
 		txn.OmapSet(id.String(), pgMetaObject, keyLastDeepScrub, stamp[:])
@@ -146,11 +168,6 @@ func (s *Server) scrubPG(ctx context.Context, id clustermap.PGID, p *pgState, de
 	if err := s.apply(txn); err != nil {
 		s.logf("%s: pg %s: recording the scrub time: %v", s.id, id, err)
 	}
-	if res.Errors > 0 {
-		s.logf("%s: pg %s %s: %d objects, %d inconsistent, %d repaired", s.id, id, kind, res.Objects, res.Errors, res.Repaired)
-	}
-	s.metrics.noteScrub(kind, res)
-	return res, nil
 }
 
 // listMembers lists the copy of the PG on every member, in parallel.
@@ -226,6 +243,61 @@ func (s *Server) scrubObject(ctx context.Context, id clustermap.PGID, p *pgState
 		}
 	}
 	s.report(id, name, "scrub-repaired", fmt.Sprintf("%s; repaired from %s", detail, src))
+	return true, true, nil
+}
+
+// scrubPositions returns the OSD of every position of an erasure-coded
+// PG, in position order; a position without one waits for recovery.
+func (s *Server) scrubPositions(pool *clustermap.Pool, id clustermap.PGID) ([]clustermap.OSDID, error) {
+	_, positions := s.view.Table().Positions(pool, id)
+	if i := slices.Index(positions, placement.NoOSD); i >= 0 {
+		return nil, fmt.Errorf("position %d has no OSD up; scrub runs when every position is", i)
+	}
+	return positions, nil
+}
+
+// scrubShardObject compares the shards of one erasure-coded object under
+// its lock (pg.BadShards) and rebuilds those that differ from the others,
+// as recovery does: marked missing, then rebuilt from k good shards.
+func (s *Server) scrubShardObject(ctx context.Context, k int, id clustermap.PGID, p *pgState, epoch clustermap.Epoch, positions []clustermap.OSDID, name string, deep bool) (found, repaired bool, err error) {
+	l := s.lock(id, name)
+	l.Lock()
+	defer l.Unlock()
+	t := s.view.Table()
+	copies := make([]pg.Copy, len(positions))
+	for i, o := range positions {
+		st, present, err := s.objectState(ctx, t, o, id, name, deep)
+		if err != nil {
+			return false, false, fmt.Errorf("reading the shard of %q on %s: %w", name, o, err)
+		}
+		copies[i] = pg.Copy{Present: present, State: st}
+	}
+	bad, ok := pg.BadShards(k, copies)
+	if len(bad) == 0 {
+		return false, false, nil // it was a write racing the listing
+	}
+	detail := describeCopies(positions, func(i int) string {
+		c := copies[i]
+		switch {
+		case !c.Present:
+			return fmt.Sprintf("position %d absent", i)
+		case c.State.Corrupt:
+			return fmt.Sprintf("position %d checksum error", i)
+		}
+		return fmt.Sprintf("position %d v%s", i, c.State.Ver)
+	})
+	if !ok {
+		s.report(id, name, "corruption", fmt.Sprintf("scrub: fewer than %d good shards: %s", k, detail))
+		return true, false, nil
+	}
+	for _, i := range bad {
+		p.markMissing(positions[i], name, epoch)
+	}
+	if err := s.ensureObject(ctx, id, p, name, ensureAll); err != nil {
+		s.report(id, name, "inconsistent", fmt.Sprintf("scrub: %s; rebuilding positions %v failed: %v", detail, bad, err))
+		return true, false, nil
+	}
+	s.report(id, name, "scrub-repaired", fmt.Sprintf("%s; rebuilt positions %v", detail, bad))
 	return true, true, nil
 }
 
@@ -308,13 +380,9 @@ func (s *Server) scrubLoop(ctx context.Context) {
 // dueScrub picks an active, clean primary PG whose scrub is due.
 func (s *Server) dueScrub() (clustermap.PGID, *pgState, bool) {
 	now := time.Now()
-	m := s.view.Map()
 	s.pgMu.Lock()
 	defer s.pgMu.Unlock()
 	for id, p := range s.pgs {
-		if pool, ok := m.Pool(id.Pool); ok && pool.Erasure() {
-			continue // no scrub of erasure-coded PGs yet
-		}
 		p.mu.Lock()
 		ok := p.phase == phaseActive && p.nMissing.Load() == 0
 		if ok && p.scrubDue.IsZero() {

@@ -1,6 +1,9 @@
 package pg
 
-import "sort"
+import (
+	"slices"
+	"sort"
+)
 
 // Copy is one member's copy of an object as scrub read it under the
 // object's lock: absent (a delete counts as a copy too), or its state.
@@ -71,4 +74,73 @@ func Consistent(lists []*Listing, name string) bool {
 		}
 	}
 	return !ok0 || !first.Corrupt
+}
+
+// sameShardCopy reports whether two positions hold the same version of an
+// erasure-coded object: both absent, or at one version, both tombstones
+// or neither, with the same keys. Lengths and data digests differ by
+// position and are not compared.
+func sameShardCopy(a, b Copy) bool {
+	return a.Present == b.Present && (!a.Present ||
+		a.State.Ver == b.State.Ver && a.State.Meta == b.State.Meta && a.State.Tombstone == b.State.Tombstone)
+}
+
+// ShardsConsistent is Consistent for the positions of an erasure-coded
+// PG: every position holds the same version of name (or none holds it),
+// none failing its checksums.
+func ShardsConsistent(lists []*Listing, name string) bool {
+	first, ok0 := lists[0].Objs[name]
+	for _, l := range lists {
+		st, ok := l.Objs[name]
+		if ok && st.Corrupt || !sameShardCopy(Copy{ok0, first}, Copy{ok, st}) {
+			return false
+		}
+	}
+	return true
+}
+
+// BadShards picks the positions of an erasure-coded object that scrub
+// rebuilds from the others: those failing their checksums and those that
+// differ from the group of equal shards most positions hold (ties go to
+// the newer version, then to the group holding the earliest position). ok
+// is false when that group is of fewer than k positions holding the
+// object: too few to rebuild it from.
+func BadShards(k int, copies []Copy) (bad []int, ok bool) {
+	var groups [][]int
+	for i, c := range copies {
+		if c.Present && c.State.Corrupt {
+			continue
+		}
+		placed := false
+		for g := range groups {
+			if sameShardCopy(copies[groups[g][0]], c) {
+				groups[g] = append(groups[g], i)
+				placed = true
+				break
+			}
+		}
+		if !placed {
+			groups = append(groups, []int{i})
+		}
+	}
+	if len(groups) == 0 {
+		return nil, false
+	}
+	sort.SliceStable(groups, func(a, b int) bool {
+		ga, gb := groups[a], groups[b]
+		if len(ga) != len(gb) {
+			return len(ga) > len(gb)
+		}
+		if va, vb := copies[ga[0]].State.Ver, copies[gb[0]].State.Ver; va != vb {
+			return vb.Less(va)
+		}
+		return ga[0] < gb[0]
+	})
+	best := groups[0]
+	for i := range copies {
+		if !slices.Contains(best, i) {
+			bad = append(bad, i)
+		}
+	}
+	return bad, !copies[best[0]].Present || len(best) >= k
 }

@@ -75,3 +75,47 @@ func TestChooseProperties(t *testing.T) {
 		}
 	}
 }
+
+func TestBadShards(t *testing.T) {
+	// Shards of one version differ in length and data digest, never in keys.
+	v := func(n uint64, size uint64) ObjState {
+		return ObjState{Ver: EVersion{1, n}, Size: size, Data: size * 7, Meta: 3}
+	}
+	rot := ObjState{Ver: EVersion{1, 2}, Deep: true, Corrupt: true}
+	for _, c := range []struct {
+		name   string
+		k      int
+		copies []Copy
+		bad    []int
+		ok     bool
+	}{
+		{"all agree, lengths differ", 2, []Copy{{true, v(2, 8)}, {true, v(2, 8)}, {true, v(2, 4)}}, nil, true},
+		{"a corrupt shard", 2, []Copy{{true, v(2, 8)}, {true, rot}, {true, v(2, 8)}}, []int{1}, true},
+		{"an older shard", 2, []Copy{{true, v(2, 8)}, {true, v(1, 8)}, {true, v(2, 8)}}, []int{1}, true},
+		{"a missing shard", 2, []Copy{{false, ObjState{}}, {true, v(2, 8)}, {true, v(2, 8)}}, []int{0}, true},
+		{"other keys", 2, []Copy{{true, v(2, 8)}, {true, v(2, 8)}, {true, ObjState{Ver: EVersion{1, 2}, Meta: 4}}}, []int{2}, true},
+		{"a tie goes to the newer", 1, []Copy{{true, v(1, 8)}, {true, v(2, 8)}}, []int{0}, true},
+		{"too few to rebuild from", 2, []Copy{{true, v(2, 8)}, {true, rot}, {true, rot}}, []int{1, 2}, false},
+		{"no shard left", 2, []Copy{{true, rot}, {true, rot}, {true, rot}}, nil, false},
+		{"stray shards of an absent object", 2, []Copy{{false, ObjState{}}, {false, ObjState{}}, {true, v(2, 8)}}, []int{2}, true},
+	} {
+		bad, ok := BadShards(c.k, c.copies)
+		if !slices.Equal(bad, c.bad) || ok != c.ok {
+			t.Errorf("%s: BadShards = %v, %v; want %v, %v", c.name, bad, ok, c.bad, c.ok)
+		}
+	}
+	lists := func(sts ...ObjState) []*Listing {
+		var out []*Listing
+		for _, st := range sts {
+			out = append(out, &Listing{Objs: map[string]ObjState{"o": st}})
+		}
+		return out
+	}
+	if !ShardsConsistent(lists(v(2, 8), v(2, 8), v(2, 4)), "o") {
+		t.Error("shards of one version with other lengths: inconsistent")
+	}
+	if ShardsConsistent(lists(v(2, 8), rot, v(2, 4)), "o") || ShardsConsistent(lists(v(2, 8), v(1, 8), v(2, 4)), "o") ||
+		ShardsConsistent(append(lists(v(2, 8), v(2, 8)), &Listing{Objs: map[string]ObjState{}}), "o") {
+		t.Error("a corrupt, older or missing shard: consistent")
+	}
+}
