@@ -135,6 +135,9 @@ func osdCmd(g *globals) *cobra.Command {
 			if o.WritebackBytes, err = parseAreaSize(writeback); err != nil {
 				return err
 			}
+			if o.StallTimeout == 0 {
+				o.StallTimeout = -1 // none
+			}
 			if debugListen != "" {
 				if err := serveDebug(debugListen); err != nil {
 					return err
@@ -159,6 +162,7 @@ func osdCmd(g *globals) *cobra.Command {
 	f.Int64Var(&o.DataCacheBytes, "data-cache-size", 0, "bytes of memory for repeated large reads (128 KiB to 4 MiB), outside the Go heap; negative: none (default 1 GiB, or a sixteenth of the machine's memory if less)")
 	f.BoolVar(&o.ReserveDataCache, "data-cache-reserve", true, "take the data cache's memory at start, faulted in at idle priority, and keep it; false: take it as reads fill the cache")
 	f.StringVar(&writeback, "writeback-size", "0", "size of the write-back area on the --meta-dir device, e.g. 8G: small overwrites stay there, durable, until they are moved to the data disk in sorted batches (0: none)")
+	f.DurationVar(&o.StallTimeout, "stall-timeout", objstore.DefaultStallTimeout, "how long the --meta-dir device may leave a commit-log write or index flush unanswered before the OSD stops, as after an IO error (its data comes back from the other copies); 0: wait forever")
 	f.StringVar(&debugListen, "debug-listen", "", "serve Go profiling (/debug/pprof) on this address, e.g. 127.0.0.1:6060")
 	f.StringVar(&o.MetricsListen, "metrics-listen", "", "serve Prometheus metrics at /metrics on this address, e.g. 127.0.0.1:9283")
 	f.IntVar(&o.RecoveryParallel, "recovery-parallel", 4, "objects recovery and backfill copy at once; fewer leaves more room for client IO")

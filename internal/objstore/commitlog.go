@@ -101,7 +101,12 @@ type commitLog struct {
 	mu      sync.Mutex
 	queue   []*logWaiter
 	leading bool
-	err     error // sticky: set by the first failed write or flush
+	err     error         // sticky: set by the first failed write or flush (setErr)
+	stopped chan struct{} // closed when err is set: queued writers stop waiting
+
+	// The device operations the stall watchdog times (stall.go): the
+	// leader's writes, syncs and applies, and the flusher's flushes.
+	writing, flushing ioClock
 
 	// Only the leader touches these.
 	cur  int      // active segment
@@ -159,13 +164,20 @@ func (l *commitLog) release(p commitPos, n int) {
 // journal records would otherwise wait forever.
 func (l *commitLog) abort(err error) {
 	l.mu.Lock()
-	if l.err == nil {
-		l.err = fmt.Errorf("%w: %v", errCommitLog, err)
-	}
+	l.setErr(err)
 	l.mu.Unlock()
 	l.segMu.Lock()
 	l.segCond.Broadcast()
 	l.segMu.Unlock()
+}
+
+// setErr makes err (as an errCommitLog) the log's sticky error, unless it
+// has one, and tells the writers waiting in the queue. Called with mu held.
+func (l *commitLog) setErr(err error) {
+	if l.err == nil {
+		l.err = fmt.Errorf("%w: %v", errCommitLog, err)
+		close(l.stopped)
+	}
 }
 
 // failed returns the log's sticky error.
@@ -206,7 +218,7 @@ func (s *Store) LogSegmentBytes() int64 { return s.log.segSize }
 // replayed.
 func openCommitLog(fs vfs.FS, dir string, segSize int64, direct bool, apply func(*pebble.Batch) error, flush func() error, onHeld func()) (*commitLog, int, error) {
 	l := &commitLog{fs: fs, segSize: segSize, align: logMinAlign, apply: apply, flush: flush, onHeld: onHeld,
-		kick: make(chan struct{}, 1), closing: make(chan struct{}), done: make(chan struct{})}
+		kick: make(chan struct{}, 1), closing: make(chan struct{}), done: make(chan struct{}), stopped: make(chan struct{})}
 	l.segCond = sync.NewCond(&l.segMu)
 	if err := l.openSegments(dir); err != nil {
 		l.closeFiles()

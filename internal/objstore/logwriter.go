@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -23,10 +25,62 @@ type logWaiter struct {
 	batch   *pebble.Batch
 	journal *pebble.Batch // written to the log only, or nil
 	held    int           // journal records the segment holds until released
+	bytes   int64         // its records' size in a group (takeGroup)
 	pos     commitPos     // where the journal went
 	err     error
 	lead    bool          // woken to lead, not done
 	wake    chan struct{} // capacity 1
+	// state says who may read the batches: once the log failed, a waiting
+	// writer gives up (waiterGone) and its caller may release them, unless
+	// the leader is reading them (waiterInUse) for a group it took before.
+	state atomic.Int32
+}
+
+const (
+	waiterWaiting = iota
+	waiterInUse
+	waiterGone
+)
+
+// useBatches marks the group's batches in use by the leader, or returns
+// false, marking none, if a writer of the group gave up on the failed log.
+func useBatches(group []*logWaiter) bool {
+	for i, g := range group {
+		if !g.state.CompareAndSwap(waiterWaiting, waiterInUse) {
+			releaseBatches(group[:i])
+			return false
+		}
+	}
+	return true
+}
+
+func releaseBatches(group []*logWaiter) {
+	for _, g := range group {
+		g.state.Store(waiterWaiting)
+	}
+}
+
+// await waits until w is woken, and returns true; or, once the log has
+// failed, gives up waiting and returns false, which leaves w to the leader
+// (it may still write to it and wake it) and its batches to the caller.
+// The leader of a stalled write holds the log until the device answers;
+// the writers queued behind it do not wait for that.
+func (l *commitLog) await(w *logWaiter) bool {
+	select {
+	case <-w.wake:
+		return true
+	case <-l.stopped:
+	}
+	for !w.state.CompareAndSwap(waiterWaiting, waiterGone) {
+		// The leader is reading its batches (encoding or applying, not
+		// waiting on the device): until it is done with them.
+		select {
+		case <-w.wake:
+			return true
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return false
 }
 
 var waiterPool = sync.Pool{New: func() any { return &logWaiter{wake: make(chan struct{}, 1)} }}
@@ -42,24 +96,30 @@ func (l *commitLog) commit(b *pebble.Batch) error {
 // segment from being reused until released at the position returned.
 func (l *commitLog) commitJournal(b, journal *pebble.Batch, held int) (commitPos, error) {
 	w := waiterPool.Get().(*logWaiter)
-	defer waiterPool.Put(w)
 	w.batch, w.journal, w.held, w.pos, w.err, w.lead = b, journal, held, commitPos{}, nil, false
+	w.state.Store(waiterWaiting)
 	l.mu.Lock()
 	if l.err != nil {
 		err := l.err
 		l.mu.Unlock()
+		waiterPool.Put(w)
 		return commitPos{}, err
 	}
 	l.queue = append(l.queue, w)
 	if l.leading {
 		l.mu.Unlock()
-		<-w.wake
+		if !l.await(w) {
+			return commitPos{}, l.failed() // w stays out of the pool
+		}
 		if !w.lead {
 			w.batch, w.journal = nil, nil
-			return w.pos, w.err
+			pos, err := w.pos, w.err
+			waiterPool.Put(w)
+			return pos, err
 		}
 		l.mu.Lock()
 	}
+	defer waiterPool.Put(w)
 	l.leading = true
 	for {
 		group := l.takeGroup()
@@ -70,9 +130,14 @@ func (l *commitLog) commitJournal(b, journal *pebble.Batch, held int) (commitPos
 			l.mu.Unlock()
 			err = l.commitGroup(group)
 			l.mu.Lock()
+			if err == nil && l.err != nil {
+				// Written after the log failed (the stall watchdog gave up
+				// on it): never acknowledged.
+				err = l.err
+			}
 		}
-		if err != nil && l.err == nil {
-			l.err = fmt.Errorf("%w: %v", errCommitLog, err)
+		if err != nil {
+			l.setErr(err)
 		}
 		mine := false
 		for _, g := range group {
@@ -104,10 +169,19 @@ func (l *commitLog) commitJournal(b, journal *pebble.Batch, held int) (commitPos
 // takeGroup takes waiters off the queue for one group: as many as fit a
 // group, or one batch too large for a group alone. Called with mu held.
 func (l *commitLog) takeGroup() []*logWaiter {
+	if l.err != nil {
+		// Nothing more is written: every waiter gets the error, and no
+		// batch is read (a writer that gave up may have released its own).
+		group := slices.Clone(l.queue)
+		l.queue = l.queue[:0]
+		return group
+	}
 	size := int64(logHeaderLen)
 	n := 0
 	for n < len(l.queue) {
-		s := l.queue[n].size()
+		w := l.queue[n]
+		w.bytes = w.size()
+		s := w.bytes
 		if n > 0 && size+s > l.maxGroup() {
 			break
 		}
@@ -137,14 +211,20 @@ func (w *logWaiter) size() int64 {
 
 // commitGroup writes a group and applies its batches, in order.
 func (l *commitLog) commitGroup(group []*logWaiter) error {
-	if len(group) == 1 && logHeaderLen+group[0].size() > l.maxGroup() {
+	if len(group) == 1 && logHeaderLen+group[0].bytes > l.maxGroup() {
 		w := group[0]
 		w.pos.indexed = true
-		return l.commitLarge(w.batch, w.journal)
+		return l.commitLarge(w)
 	}
 	if err := l.writeGroup(group); err != nil {
 		return err
 	}
+	if !useBatches(group) {
+		return l.failed()
+	}
+	defer releaseBatches(group)
+	l.writing.start()
+	defer l.writing.end()
 	for _, g := range group {
 		if g.batch.Empty() {
 			continue
@@ -160,9 +240,9 @@ func (l *commitLog) commitGroup(group []*logWaiter) error {
 // records: once every earlier batch is in the index's sstables and every
 // journal record in the log is released, an empty group moves the tail to
 // itself; then both are applied to the index and flushed.
-func (l *commitLog) commitLarge(b, journal *pebble.Batch) error {
+func (l *commitLog) commitLarge(w *logWaiter) error {
 	l.large.Add(1)
-	if err := l.flush(); err != nil {
+	if err := l.timedFlush(); err != nil {
 		return err
 	}
 	l.segMu.Lock()
@@ -186,14 +266,33 @@ func (l *commitLog) commitLarge(b, journal *pebble.Batch) error {
 	if err := l.writeGroup(nil); err != nil {
 		return err
 	}
-	if err := l.apply(b); err != nil {
+	if err := l.applyLarge(w); err != nil {
 		return err
 	}
-	if journal != nil {
-		if err := l.apply(journal); err != nil {
-			return err
-		}
+	return l.timedFlush()
+}
+
+// applyLarge applies a large batch and its journal records to the index.
+func (l *commitLog) applyLarge(w *logWaiter) error {
+	group := []*logWaiter{w}
+	if !useBatches(group) {
+		return l.failed()
 	}
+	defer releaseBatches(group)
+	if err := l.apply(w.batch); err != nil {
+		return err
+	}
+	if w.journal != nil {
+		return l.apply(w.journal)
+	}
+	return nil
+}
+
+// timedFlush is the leader's flush of the index, timed by the watchdog as
+// part of its commit.
+func (l *commitLog) timedFlush() error {
+	l.writing.start()
+	defer l.writing.end()
 	return l.flush()
 }
 
@@ -201,7 +300,7 @@ func (l *commitLog) commitLarge(b, journal *pebble.Batch) error {
 func (l *commitLog) writeGroup(group []*logWaiter) error {
 	n := int64(logHeaderLen)
 	for _, g := range group {
-		n += g.size()
+		n += g.bytes
 	}
 	size := roundUp(n, l.align)
 	if size > l.segSize-l.off {
@@ -220,6 +319,9 @@ func (l *commitLog) writeGroup(group []*logWaiter) error {
 	if int64(cap(l.buf)) < size {
 		bufpool.Put(l.buf)
 		l.buf = bufpool.Aligned(int(max(size, 64<<10)))
+	}
+	if !useBatches(group) {
+		return l.failed()
 	}
 	l.recs = l.recs[:0]
 	held := 0
@@ -240,7 +342,11 @@ func (l *commitLog) writeGroup(group []*logWaiter) error {
 		checkGroup(b, l.seq, tail, l.recs)
 	}
 	clear(l.recs) // no references to batches past their commit
-	if err := l.segs[l.cur].writeDurable(b, l.off); err != nil {
+	releaseBatches(group)
+	l.writing.start()
+	err := l.segs[l.cur].writeDurable(b, l.off)
+	l.writing.end()
+	if err != nil {
 		return err
 	}
 	if held > 0 {
@@ -318,13 +424,13 @@ func (l *commitLog) flusher() {
 		if len(full) == 0 {
 			continue
 		}
+		l.flushing.start()
 		err := l.flush()
+		l.flushing.end()
 		l.segMu.Lock()
 		if err != nil {
 			l.mu.Lock()
-			if l.err == nil {
-				l.err = fmt.Errorf("%w: index flush: %v", errCommitLog, err)
-			}
+			l.setErr(fmt.Errorf("index flush: %w", err))
 			l.mu.Unlock()
 		} else {
 			for _, f := range full {

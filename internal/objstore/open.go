@@ -60,6 +60,9 @@ func Open(o Options) (*Store, error) {
 	}
 	go s.checkpointer()
 	go s.destager()
+	if t := o.stallTimeout(); t > 0 {
+		go s.watchStalls(t)
+	}
 	s.rm = newRemover(s.fs, s.spaceFreed)
 	opened = true
 	if o.ReserveDataCache {
@@ -471,8 +474,13 @@ func (s *Store) countObjects() error {
 	return nil
 }
 
-// Close checkpoints the journal and closes the store.
+// Close checkpoints the journal and closes the store. A store whose meta
+// device stopped answering (stall.go) is not waited for: Close stops its
+// background work and returns its failure at once.
 func (s *Store) Close() error {
+	if s.stalled.Load() {
+		return s.closeStalled()
+	}
 	err := errors.New("objstore: already closed")
 	s.closeOnce.Do(func() {
 		close(s.closing)
@@ -485,6 +493,10 @@ func (s *Store) Close() error {
 		err = e
 		if err == nil && len(done) > 0 {
 			err = s.dropJournal(done)
+		}
+		if s.stalled.Load() {
+			err = s.failure() // the device stopped answering meanwhile: see closeStalled
+			return
 		}
 		s.rm.close()
 		s.closeFiles()

@@ -46,6 +46,11 @@ type Options struct {
 	// area; later writes of the run bypass it (seqstream.go). 0:
 	// DefaultSequentialCutoff; negative: no bypass.
 	SequentialCutoff int64
+	// StallTimeout is how long a commit-log write and sync, or a flush of
+	// the index, may stay outstanding on the meta device before the store
+	// fails as if it had returned an error (stall.go). 0:
+	// DefaultStallTimeout; negative: never.
+	StallTimeout time.Duration
 }
 
 // DefaultSequentialCutoff suits data disks that seek (hdd): a megabyte run
@@ -172,6 +177,7 @@ type Store struct {
 	failMu   sync.Mutex
 	failed   error
 	failedCh chan struct{} // closed with the first failure
+	stalled  atomic.Bool   // the failure is the meta device's stall (stall.go)
 
 	idx *indexCache // object records and checksum chunks recently looked up
 
@@ -256,7 +262,8 @@ func (s *Store) fail(err error) {
 }
 
 // Failed is closed when the store fails (a write of its commit log, a
-// checkpoint or a deferred write failed): it takes no more writes, and what
+// checkpoint or a deferred write failed, or its meta device left a commit
+// unanswered for Options.StallTimeout): it takes no more writes, and what
 // reached its disk is replayed when it is opened again. Its owner stops
 // serving (an OSD stops, so that its PGs go on without it); Err says why.
 func (s *Store) Failed() <-chan struct{} { return s.failedCh }

@@ -59,6 +59,10 @@ type Options struct {
 	// WritebackBytes sizes the store's write-back area on the meta
 	// device (objstore.Options.WritebackBytes; 0: none).
 	WritebackBytes int64
+	// StallTimeout: how long the meta device may leave a commit
+	// outstanding before the store fails and the OSD stops
+	// (objstore.Options.StallTimeout; 0: its default, negative: never).
+	StallTimeout time.Duration
 	// RecoveryParallel bounds the objects recovery copies at once (0: 4).
 	RecoveryParallel int
 	// ScrubInterval and DeepScrubInterval: how often each PG is scrubbed
@@ -169,7 +173,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	st, err := openStore(ctx, objstore.Options{Dir: o.DataDir, MetaDir: o.MetaDir, ReserveBytes: o.ReserveBytes, CacheBytes: o.CacheBytes, DataCacheBytes: o.DataCacheBytes, ReserveDataCache: o.ReserveDataCache, WritebackBytes: o.WritebackBytes, SequentialCutoff: sequentialCutoff(o.Class)}, storeLockWait, func() {
+	st, err := openStore(ctx, objstore.Options{Dir: o.DataDir, MetaDir: o.MetaDir, ReserveBytes: o.ReserveBytes, CacheBytes: o.CacheBytes, DataCacheBytes: o.DataCacheBytes, ReserveDataCache: o.ReserveDataCache, WritebackBytes: o.WritebackBytes, SequentialCutoff: sequentialCutoff(o.Class), StallTimeout: o.StallTimeout}, storeLockWait, func() {
 		o.Logf("%s: the store in %s is locked by another process; waiting up to %v for it to exit", id, o.DataDir, storeLockWait)
 	})
 	if err != nil {
