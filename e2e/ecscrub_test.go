@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-storage/cairn/client"
 	"github.com/cairn-storage/cairn/internal/clustermap"
 	"github.com/cairn-storage/cairn/internal/ec"
+	"github.com/cairn-storage/cairn/internal/osd"
 	"github.com/cairn-storage/cairn/internal/placement"
 )
 
@@ -93,5 +95,61 @@ func TestECScrub(t *testing.T) {
 		if got, err := p.Get(ctx, name); err != nil || !bytes.Equal(got, exp) {
 			t.Fatalf("get %s after the repairs: %v", name, err)
 		}
+	}
+}
+
+// TestECScrubParity: shards that pass their checksums but do not code
+// together (the skew failpoint inverts a byte of one position's shard as
+// it is put). In a 4+2 pool (one shard per OSD) deep scrub places the bad
+// shard by the folds alone and rebuilds it; in a 2+1 pool it finds the
+// mismatch, cannot place it, and reports the object inconsistent. Light
+// scrub finds neither.
+func TestECScrubParity(t *testing.T) {
+	t.Setenv(osd.FailpointECSkewShard, "1")
+	c := startCluster(t, clusterOpts{})
+	p42, _ := c.createECPool(t, "ec42", "4+2", "--failure-domain", "osd")
+	p21, _ := c.createECPool(t, "ec21", "2+1")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	want := payload("skewed", 0, 300<<10+77)
+	for _, p := range []*client.Pool{p42, p21} {
+		if err := p.Put(ctx, "skewed", want); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := currentMap(t, c)
+	scrub := func(pool string, deep bool) string {
+		t.Helper()
+		mp, _ := m.PoolByName(pool)
+		args := []string{"scrub", "--json", placement.PGOf(mp, "skewed").String()}
+		if deep {
+			args = append(args, "--deep")
+		}
+		out, err := c.cli(nil, args...)
+		if err != nil {
+			t.Fatalf("scrub of %s: %v\n%s", pool, err, out)
+		}
+		return string(out)
+	}
+	for _, pool := range []string{"ec42", "ec21"} {
+		if out := scrub(pool, false); !strings.Contains(out, `"errors": 0`) {
+			t.Fatalf("light scrub of %s found the skewed shard, which passes its checksums:\n%s", pool, out)
+		}
+	}
+	if out := scrub("ec42", true); !strings.Contains(out, `"repaired": 1`) {
+		t.Fatalf("deep scrub of ec42: want the skewed shard placed and rebuilt:\n%s", out)
+	}
+	if out := scrub("ec42", true); !strings.Contains(out, `"errors": 0`) {
+		hl, _ := c.cli(nil, "health", "ls")
+		t.Fatalf("second deep scrub of ec42: want nothing found:\n%s\n%s", out, hl)
+	}
+	if out := scrub("ec21", true); !strings.Contains(out, `"errors": 1`) || !strings.Contains(out, `"repaired": 0`) {
+		t.Fatalf("deep scrub of ec21: want the mismatch found and left unrepaired:\n%s", out)
+	}
+	c.waitStatus(10*time.Second, "both findings reported", func(_ map[string]any, raw string) bool {
+		return strings.Contains(raw, "position 1 passed its checksums but did not code") && strings.Contains(raw, "cannot tell which shard is wrong")
+	})
+	if got, err := p42.Get(ctx, "skewed"); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("get from ec42 after the repair: %v", err)
 	}
 }

@@ -46,6 +46,9 @@ func (s *Server) ensureShards(ctx context.Context, pool *clustermap.Pool, id clu
 	if bad != nil {
 		return fmt.Errorf("%s: %s", bad.Status, bad.Message)
 	}
+	// The shards being rebuilt are never read for it, even at the version
+	// that stands: scrub marks a shard that does not code with the others.
+	o.plan.Keep = slices.DeleteFunc(slices.Clone(o.plan.Keep), func(i int) bool { return slices.Contains(targets, i) })
 	var shards [][]byte
 	var keys *shardKeys
 	if o.exists() {

@@ -269,7 +269,7 @@ func (s *Server) planShards(pool *clustermap.Pool, req *proto.Request, w *writeP
 	return s.planPositions(pool, req, w, meta, func(i int, coll string, txn *objstore.Txn) *proto.Response {
 		var data []byte
 		if shards != nil {
-			data = shards[i]
+			data = skewShard(req.Object, i, shards[i])
 		}
 		if meta.Tombstone {
 			txn.Delete(coll, req.Object) // its xattrs and omap go too

@@ -120,6 +120,9 @@ func (s *Server) readShard(t *placement.Table, req *proto.Request) *proto.Respon
 	r := s.ok()
 	r.Size = meta.Size
 	r.KVs = []proto.KV{{Key: []byte(shardMetaXattr), Value: meta.Encode()}}
+	if req.Flags&proto.FlagFold != 0 && name == req.Object && !meta.Tombstone {
+		return s.foldShard(t, r, coll, req)
+	}
 	if req.Length > 0 && !meta.Tombstone {
 		if name != req.Object {
 			return s.readPrevShard(r, coll, req)
@@ -260,3 +263,29 @@ func (s *Server) doPeerEC(ctx context.Context, t *placement.Table, pool *cluster
 	}
 	return res, nil
 }
+
+// foldShard answers the fold of req's shard (proto.FlagFold), reading it
+// a megabyte at a time.
+func (s *Server) foldShard(t *placement.Table, r *proto.Response, coll string, req *proto.Request) *proto.Response {
+	pool, ok := t.Map().Pool(req.PG.Pool)
+	if !ok || !pool.Erasure() {
+		return s.fail(proto.StatusInvalid, "pg %s is not of an erasure-coded pool", req.PG)
+	}
+	l := ec.LayoutOf(*pool.EC)
+	fold := make([]byte, l.Unit)
+	for at := uint64(0); ; {
+		b, err := s.store.Read(coll, req.Object, at, foldPiece)
+		if err != nil {
+			return s.failErr(err)
+		}
+		l.FoldInto(fold, b, int64(at))
+		if at += uint64(len(b)); len(b) < foldPiece {
+			break
+		}
+	}
+	r.Data = fold
+	return r
+}
+
+// foldPiece is how much of a shard a fold reads at once.
+const foldPiece = 1 << 20

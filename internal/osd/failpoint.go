@@ -64,3 +64,24 @@ func ecPartialPut(s *Server, req *proto.Request, w *writePlan) bool {
 	os.Exit(failpointExit)
 	return true
 }
+
+// FailpointECSkewShard names the environment variable of a failpoint for
+// tests of deep scrub. Unset (always, outside tests) it does nothing. Set
+// to a position N, a put to an erasure-coded pool of an object whose name
+// starts with "skewed" gives position N its shard with the first byte
+// inverted: a shard that passes its checksums but does not code with the
+// others.
+const FailpointECSkewShard = "CAIRN_FAILPOINT_EC_SKEW_SHARD"
+
+var skewPosition = os.Getenv(FailpointECSkewShard)
+
+// skewShard returns data, position i's shard of object name, skewed if
+// the failpoint says so.
+func skewShard(name string, i int, data []byte) []byte {
+	if skewPosition == "" || len(data) == 0 || !strings.HasPrefix(name, "skewed") || skewPosition != strconv.Itoa(i) {
+		return data
+	}
+	out := append([]byte(nil), data...)
+	out[0] ^= 0xff
+	return out
+}

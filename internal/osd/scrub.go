@@ -83,6 +83,12 @@ func (s *Server) scrubPG(ctx context.Context, id clustermap.PGID, p *pgState, de
 	p.mu.Unlock()
 	pool, _ := s.view.Map().Pool(id.Pool)
 	consistent, scrubObject := pg.Consistent, s.scrubObject
+	var parity func(ctx context.Context, name string) (found, repaired bool, err error)
+	if pool != nil && pool.Erasure() && deep {
+		parity = func(ctx context.Context, name string) (bool, bool, error) {
+			return s.scrubParity(ctx, pool, id, p, epoch, members, name)
+		}
+	}
 	if pool != nil && pool.Erasure() {
 		var err error
 		if members, err = s.scrubPositions(pool, id); err != nil {
@@ -128,22 +134,18 @@ func (s *Server) scrubPG(ctx context.Context, id clustermap.PGID, p *pgState, de
 		s.scrubs.done++
 		s.scrubs.left--
 		s.scrubs.mu.Unlock()
-		if consistent(lists, n) {
-			continue
+		var found, repaired bool
+		switch {
+		case !consistent(lists, n):
+			// Look again under the object's lock: a write may have raced the listing.
+			found, repaired, err = scrubObject(ctx, id, p, epoch, members, n, deep)
+		case parity != nil:
+			found, repaired, err = parity(ctx, n)
 		}
-		// Look again under the object's lock: a write may have raced the listing.
-		found, repaired, err := scrubObject(ctx, id, p, epoch, members, n, deep)
 		if err != nil {
 			return res, err
 		}
-		if found {
-			res.Errors++
-			if repaired {
-				res.Repaired++
-			} else {
-				res.Unrepaired = append(res.Unrepaired, n)
-			}
-		}
+		res.note(n, found, repaired)
 	}
 	if deep {
 		s.scrubs.bytes.Add(res.Bytes)
@@ -167,6 +169,19 @@ func (s *Server) recordScrub(id clustermap.PGID, deep bool) {
 	}
 	if err := s.apply(txn); err != nil {
 		s.logf("%s: pg %s: recording the scrub time: %v", s.id, id, err)
+	}
+}
+
+// note counts what scrubbing one object found.
+func (r *scrubResult) note(name string, found, repaired bool) {
+	if !found {
+		return
+	}
+	r.Errors++
+	if repaired {
+		r.Repaired++
+	} else {
+		r.Unrepaired = append(r.Unrepaired, name)
 	}
 }
 
@@ -460,4 +475,56 @@ func (s *Server) workProgress() []meta.WorkProgress {
 	}
 	s.scrubs.mu.Unlock()
 	return out
+}
+
+// scrubParity checks, under the object's lock, that the shards of one
+// erasure-coded object code together, from their folds (proto.FlagFold,
+// ec.Codec.CheckFolds): no shard's bytes leave its OSD. A shard the folds
+// place (M ≥ 2) is rebuilt from the others; a mismatch they cannot place
+// (M = 1) is reported as inconsistent. A shard missing, a tombstone or
+// positions at different versions are left to the next scrub's listing.
+func (s *Server) scrubParity(ctx context.Context, pool *clustermap.Pool, id clustermap.PGID, p *pgState, epoch clustermap.Epoch, positions []clustermap.OSDID, name string) (found, repaired bool, err error) {
+	c, err := s.codecOf(pool)
+	if err != nil {
+		return false, false, err
+	}
+	l := s.lock(id, name)
+	l.Lock()
+	defer l.Unlock()
+	t := s.view.Table()
+	folds, metas, errs := make([][]byte, len(positions)), make([]*pg.ShardMeta, len(positions)), make([]error, len(positions))
+	var wg sync.WaitGroup
+	for i, o := range positions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			metas[i], folds[i], errs[i] = s.readShardFrom(ctx, t, o, id, name, 0, 0, proto.FlagFold)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		switch {
+		case errors.Is(err, objstore.ErrNotFound):
+			return false, false, nil
+		case err != nil:
+			return false, false, fmt.Errorf("folding the shard of %q on %s: %w", name, positions[i], err)
+		case metas[i].Tombstone || metas[i].Ver != metas[0].Ver:
+			return false, false, nil
+		}
+	}
+	ok, bad, err := c.CheckFolds(folds)
+	if ok || err != nil {
+		return false, false, err
+	}
+	if bad < 0 {
+		s.report(id, name, "inconsistent", fmt.Sprintf("deep scrub: its parity does not match its data, and a %s code cannot tell which shard is wrong", pool.EC))
+		return true, false, nil
+	}
+	p.markMissing(positions[bad], name, epoch)
+	if err := s.ensureObject(ctx, id, p, name, ensureAll); err != nil {
+		s.report(id, name, "inconsistent", fmt.Sprintf("deep scrub: the shard at position %d does not code with the others; rebuilding it failed: %v", bad, err))
+		return true, false, nil
+	}
+	s.report(id, name, "scrub-repaired", fmt.Sprintf("deep scrub: the shard at position %d passed its checksums but did not code with the others; rebuilt", bad))
+	return true, true, nil
 }

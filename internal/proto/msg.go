@@ -120,6 +120,10 @@ const (
 	// xattrs or omap (a create, an xattr or omap change, a delete): the
 	// receiver keeps them with the old shard, so a rollback restores them.
 	FlagShardKeys
+	// FlagFold: OpReadReplica of an erasure-coded PG answers, with the
+	// shard's meta, the XOR of its chunks (ec.Layout.FoldInto) instead of
+	// its bytes: deep scrub checks parity with it.
+	FlagFold
 )
 
 // Keys of an OpScrub reply (decimal values).
