@@ -231,7 +231,7 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("%s was removed from the cluster map (cairn osd rm), so it stopped; wipe %s to add it again as a new OSD", id, o.DataDir)
 	}
 	if err := st.Err(); err != nil {
-		return fmt.Errorf("%s stopped because its store failed (%v): its placement groups go on from the other copies; check the device of %s, then start it again (what reached the disk is replayed)", id, err, o.DataDir)
+		return fmt.Errorf("%s stopped because its store failed (%v): its placement groups go on from the other copies; check the devices of %s and of its meta dir, then start it again (what reached them is replayed)", id, err, o.DataDir)
 	}
 	return nil
 }
