@@ -26,10 +26,16 @@
 #                      rbd engine on a Ceph RBD image vs fio's nbd engine on a
 #                      cairn volume (and on nbdkit memory, if installed); ec:
 #                      rados bench on a Ceph erasure-coded pool vs cairn bench
-#                      on a cairn one (EC_PROFILE, one shard per OSD)
-#   EC_PROFILE=2+1     K+M of the ec suite's pools (K+M at most the 3 OSDs)
+#                      on a cairn one (EC_PROFILE, one shard per OSD);
+#                      ecblock: the block suite's 4 KiB fio jobs on an RBD
+#                      image whose data pool is that erasure-coded pool
+#                      (allow_ec_overwrites) vs a cairn volume on the cairn
+#                      one, and cairn's 3-copy volume's 4 KiB randwrite QD16
+#   EC_PROFILE=2+1     K+M of the ec and ecblock suites' pools (K+M at most the 3 OSDs)
 #   FIO_IMAGE_MIB=1024 size of the RBD image / cairn volume the fio jobs use
 #   CAIRN_NBD_PORT=20909 NBDKIT_PORT=20910
+#   CAIRN_S3_PORT=9000 CAIRN_DASHBOARD_PORT=8080 CAIRN_METRICS_PORT=9300
+#                      the rest of the cairn dev cluster's ports (its defaults)
 set -euo pipefail
 
 DURATION=${DURATION:-20}
@@ -53,6 +59,9 @@ CAIRN_OSD_PORT=${CAIRN_OSD_PORT:-26800}
 CAIRN_LEASE_TTL=${CAIRN_LEASE_TTL:-10s}
 CAIRN_NBD_PORT=${CAIRN_NBD_PORT:-20909}
 NBDKIT_PORT=${NBDKIT_PORT:-20910}
+CAIRN_S3_PORT=${CAIRN_S3_PORT:-9000}
+CAIRN_DASHBOARD_PORT=${CAIRN_DASHBOARD_PORT:-8080}
+CAIRN_METRICS_PORT=${CAIRN_METRICS_PORT:-9300}
 SUITES=${SUITES:-objects block}
 EC_PROFILE=${EC_PROFILE:-2+1}
 FIO_IMAGE_MIB=${FIO_IMAGE_MIB:-1024}
@@ -61,7 +70,7 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 NOSDS=3
 CEPH_POOL=bench
 CAIRN_POOL=default
-EC_POOL=bench-ec # the ec suite's pool, on both sides
+EC_POOL=bench-ec # the ec and ecblock suites' pool, on both sides
 
 BENCH=compare-ceph
 . "$REPO/bench/lib.sh"
@@ -74,12 +83,15 @@ BENCH=compare-ceph
 [[ $SETTLE_MAX =~ ^[0-9]+$ ]] || die "SETTLE_MAX must be a whole number of seconds, got '$SETTLE_MAX'"
 [[ $IDLE_CORES =~ ^[0-9]*\.?[0-9]+$ ]] || die "IDLE_CORES must be a number of cores such as 0.2, got '$IDLE_CORES'"
 for suite in $SUITES; do
-	[[ $suite == objects || $suite == block || $suite == ec ]] || die "SUITES holds 'objects', 'block' and/or 'ec', got '$SUITES'"
+	[[ $suite == objects || $suite == block || $suite == ec || $suite == ecblock ]] ||
+		die "SUITES holds 'objects', 'block', 'ec' and/or 'ecblock', got '$SUITES'"
 done
+# suite NAME: SUITES has NAME.
+suite() { [[ " $SUITES " == *" $1 "* ]]; }
 [[ $EC_PROFILE =~ ^([1-9])\+([1-9])$ ]] || die "EC_PROFILE must be K+M such as 2+1, got '$EC_PROFILE'"
 EC_K=${BASH_REMATCH[1]}
 EC_M=${BASH_REMATCH[2]}
-if [[ " $SUITES " == *" ec "* ]] && ((EC_K + EC_M > 3)); then
+if { suite ec || suite ecblock; } && ((EC_K + EC_M > 3)); then
 	die "EC_PROFILE $EC_PROFILE needs $((EC_K + EC_M)) OSDs, one per shard; both clusters here have 3"
 fi
 [[ $FIO_IMAGE_MIB =~ ^[1-9][0-9]*$ ]] || die "FIO_IMAGE_MIB must be a positive number of MiB, got '$FIO_IMAGE_MIB'"
@@ -330,11 +342,18 @@ BLOCK_ROWS = [
     ("fio-read-1m-qd4", "1 MiB seq read, QD4 (MiB/s)", "mib_s", 0, True),
 ]
 
-def block_table(recs):
-    if not any(w.startswith("fio-") for (_, w) in recs):
+def block_table(recs, systems=("ceph", "cairn", "nbdkit"),
+                title="Block volumes: fio rbd (Ceph RBD, rbd_cache off) vs fio nbd (cairn volume)",
+                heads=("Ceph RBD", "cairn", "nbdkit memory", "cairn / nbdkit"),
+                note="nbdkit memory is the cost of the NBD protocol alone on this machine (the ratio there is cairn's, "
+                     "<1 means slower than memory)."):
+    """The fio jobs that ran on SYSTEMS (Ceph's, cairn's and a third target
+    cairn's figures are compared with), one row per figure."""
+    ran = lambda wl: any((s, wl) in recs for s in systems)
+    if not any(ran(wl) for wl, *_ in BLOCK_ROWS):
         return []
-    out = ["## Block volumes: fio rbd (Ceph RBD, rbd_cache off) vs fio nbd (cairn volume)", "",
-           "| job | Ceph RBD | cairn | ratio (>1: cairn better) | nbdkit memory | cairn / nbdkit | Ceph OSD CPU s/GiB | cairn OSD CPU s/GiB |",
+    out = [f"## {title}", "",
+           f"| job | {heads[0]} | {heads[1]} | ratio (>1: cairn better) | {heads[2]} | {heads[3]} | Ceph OSD CPU s/GiB | cairn OSD CPU s/GiB |",
            "|---|---:|---:|---:|---:|---:|---:|---:|"]
     def val(r, key, digits):
         if r is None:
@@ -344,7 +363,9 @@ def block_table(recs):
         return fmt(r.get(key), digits), r.get(key)
     done = set()
     for wl, label, key, digits, higher in BLOCK_ROWS:
-        c, k, m = recs.get(("ceph", wl)), recs.get(("cairn", wl)), recs.get(("nbdkit", wl))
+        if not ran(wl):
+            continue
+        c, k, m = (recs.get((s, wl)) for s in systems)
         cs, cv = val(c, key, digits)
         ks, kv = val(k, key, digits)
         ms, mv = val(m, key, digits)
@@ -353,9 +374,26 @@ def block_table(recs):
         out.append(f"| {label} | {cs} | {ks} | {ratio(kv, cv)} | {ms} | {ratio(kv, mv)} | {cpu(c)} | {cpu(k)} |")
         done.add(wl)
     out += ["", "Same fio jobs, same run, alternating. CPU: utime+stime of the OSD processes only (librbd runs "
-            "inside fio, cairn's client inside `cairn nbd`). nbdkit memory is the cost of the NBD protocol "
-            "alone on this machine (the ratio there is cairn's, <1 means slower than memory).", ""]
+            "inside fio, cairn's client inside `cairn nbd`). " + note, ""]
     return out
+
+def ecblock_table(recs):
+    return block_table(recs, ("ceph-ec", "cairn-ec", "cairn-3copy"),
+                       "Block volumes on erasure-coded pools: fio rbd (Ceph RBD image, its data pool erasure-coded with "
+                       "allow_ec_overwrites, rbd_cache off) vs fio nbd (cairn volume in an erasure-coded pool)",
+                       ("Ceph RBD, EC data pool", "cairn EC volume", "cairn 3-copy volume", "cairn EC / 3-copy"),
+                       "The 3-copy volume ran right after the erasure-coded one (same cluster, same run); the ratio "
+                       "there is the erasure-coded volume's against it.")
+
+def ec_volume_ratio(recs):
+    """The line that closes the report when the ecblock suite ran on cairn."""
+    e, r = recs.get(("cairn-ec", "fio-randwrite-4k-qd16")), recs.get(("cairn-3copy", "fio-randwrite-4k-qd16"))
+    if not e or not r:
+        return None
+    ev = e.get("iops") if e.get("status") == "ok" else None
+    rv = r.get("iops") if r.get("status") == "ok" else None
+    return f"cairn ec-volume/3-copy-volume 4K randwrite QD16 ratio: {ev / rv:.2f}" if ev and rv else \
+        "cairn ec-volume/3-copy-volume 4K randwrite QD16 ratio: n/a (a run failed)"
 
 def record_status(raw, system, workload, status, note):
     with open(raw, "a") as f:
@@ -445,13 +483,18 @@ def ec_line(b, recs, profile):
                    f"its 3-copy 4 MiB writes ({fmt(r.get('mib_s'), 1)} MiB/s) in the same run.")
     return " ".join(out)
 
-def report(raw, md_path, json_path, meta_path):
+def load(raw):
+    """The records of raw.jsonl by (system, workload), the last one of each."""
     recs = {}
     for line in open(raw):
         line = line.strip()
         if line:
             r = json.loads(line)
             recs[(r["system"], r["workload"])] = r
+    return recs
+
+def report(raw, md_path, json_path, meta_path):
+    recs = load(raw)
     meta = json.load(open(meta_path))
     threads = meta.get("threads", 16)
 
@@ -528,11 +571,14 @@ def report(raw, md_path, json_path, meta_path):
           f"{meta.get('duration')} s per run, 3 OSDs, 3 copies (erasure-coded runs: code {meta.get('ec_profile')}, one shard per OSD), one disk, {meta.get('nproc')} CPUs; "
           f"Ceph {meta.get('ceph_version','n/a')} (OSD rotational={meta.get('ceph_rotational','n/a')}, "
           f"pg_num {meta.get('ceph_pg_num')}); cairn {meta.get('cairn_version','n/a')}.", "",
-          *objects, idle, "", *block_table(recs)]
+          *objects, idle, "", *block_table(recs), *ecblock_table(recs)]
     if len(cleanups) > 2:
         md += cleanups + [""]
     if notes:
         md += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
+    line = ec_volume_ratio(recs)
+    if line:
+        md += [line, ""]
     with open(md_path, "w") as f:
         f.write("\n".join(md))
     out = dict(meta=meta, results=list(recs.values()))
@@ -565,6 +611,10 @@ if __name__ == "__main__":
             print(f"{r['system']} {r['workload']}: {r.get('status')} {r.get('note', '')}")
     elif cmd == "report":
         report(*args)
+    elif cmd == "ec-volume-ratio":
+        line = ec_volume_ratio(load(args[0]))
+        if line:
+            print(line)
     else:
         sys.exit(f"unknown helper command {cmd}")
 PY
@@ -586,17 +636,29 @@ CEPH_BLOCK_GIB=$(((EST_CEPH_MIBS * est_secs * 2 + 1023) / 1024 + 2))
 ((CEPH_BLOCK_GIB < 10)) && CEPH_BLOCK_GIB=10
 need_gib=$MIN_FREE_GIB
 full_gib=0
-if [[ " $SUITES " == *" block "* ]]; then
+if suite block; then
 	# Each system keeps 3 copies of the image.
 	need_gib=$((need_gib + 2 * 3 * FIO_IMAGE_MIB / 1024 + 1))
 fi
-if ((RUN_CEPH)); then
+if suite ecblock; then
+	# K+M/K of an image on each side (at most 1.5 for the 3 shards here, plus
+	# what partial writes keep to roll back), and cairn's 3-copy volume.
+	need_gib=$((need_gib + (2 + 2 + 3) * FIO_IMAGE_MIB / 1024 + 1))
+fi
+# The ecblock suite writes no 4 MiB objects: alone, it needs its images only.
+writes_4m=0
+for s in $SUITES; do
+	[[ $s == ecblock ]] || writes_4m=1
+done
+if ((RUN_CEPH && writes_4m)); then
 	ceph_gib=$((NOSDS * EST_CEPH_MIBS * est_secs * 110 / 100 / 1024 + 2))
 	need_gib=$((need_gib + ceph_gib))
 fi
 if ((RUN_CAIRN)); then
-	cairn_gib=$((NOSDS * EST_CAIRN_MIBS * est_secs * 110 / 100 / 1024 + 2))
-	need_gib=$((need_gib + cairn_gib))
+	if ((writes_4m)); then
+		cairn_gib=$((NOSDS * EST_CAIRN_MIBS * est_secs * 110 / 100 / 1024 + 2))
+		need_gib=$((need_gib + cairn_gib))
+	fi
 	# cairn's OSDs refuse new data once their filesystem is 95% used
 	# (clustermap.FullRatio), counted by the space left to non-root users;
 	# here all of them share one filesystem. That much must stay free.
@@ -604,8 +666,14 @@ if ((RUN_CAIRN)); then
 	((full_gib > MIN_FREE_GIB)) && need_gib=$((need_gib - MIN_FREE_GIB + full_gib))
 fi
 avail=$(free_bytes)
-log "disk: $(gib "$avail") GiB free on $(df --output=target "$WORKDIR" | tail -n 1); this run needs about $need_gib GiB" \
-	"(Ceph ${ceph_gib:-0}, cairn ${cairn_gib:-0}, at $EST_CEPH_MIBS / $EST_CAIRN_MIBS MiB/s of 4 MiB writes for ${est_secs}s ×$NOSDS copies, plus $((full_gib > MIN_FREE_GIB ? full_gib : MIN_FREE_GIB)) GiB kept free)"
+kept_gib=$((full_gib > MIN_FREE_GIB ? full_gib : MIN_FREE_GIB))
+if ((writes_4m)); then
+	log "disk: $(gib "$avail") GiB free on $(df --output=target "$WORKDIR" | tail -n 1); this run needs about $need_gib GiB" \
+		"(Ceph ${ceph_gib:-0}, cairn ${cairn_gib:-0}, at $EST_CEPH_MIBS / $EST_CAIRN_MIBS MiB/s of 4 MiB writes for ${est_secs}s ×$NOSDS copies, plus $kept_gib GiB kept free)"
+else
+	log "disk: $(gib "$avail") GiB free on $(df --output=target "$WORKDIR" | tail -n 1); this run needs about $need_gib GiB" \
+		"(the volumes' images, plus $kept_gib GiB kept free)"
+fi
 if ((avail < need_gib * 1073741824)); then
 	die "not enough free disk space in $WORKDIR: $(gib "$avail") GiB free, about $need_gib GiB needed. Use a shorter DURATION (now $DURATION), another WORKDIR, or free space."
 fi
@@ -651,7 +719,7 @@ fi
 
 start_ceph() {
 	CEPH_DIR=$(mktemp -d "$WORKDIR/ceph.XXXXXX")
-	CEPH_EXTRA_CONF="# Room for the ec suite's second pool of CEPH_PG_NUM PGs (the default, 250
+	CEPH_EXTRA_CONF="# Room for the erasure-coded pool of CEPH_PG_NUM PGs (the default, 250
 # per OSD, refuses two pools of 128 PGs on 3 OSDs).
 mon max pg per osd = 1000
 # BlueStore on a sparse file per OSD; everything else is Ceph's default
@@ -662,7 +730,7 @@ bluestore block size = $((CEPH_BLOCK_GIB * 1073741824))"
 	ceph_start
 	ceph_pool_create "$CEPH_POOL" "$CEPH_PG_NUM" rados
 	local pgs=$CEPH_PG_NUM
-	if [[ " $SUITES " == *" ec "* ]]; then
+	if suite ec || suite ecblock; then
 		# min_size stays Ceph's default for erasure-coded pools, K+1, as cairn's.
 		local setup_log="$CEPH_DIR/log/setup.out"
 		{
@@ -683,8 +751,10 @@ bluestore block size = $((CEPH_BLOCK_GIB * 1073741824))"
 
 start_cairn() {
 	local p
-	for p in "$CAIRN_ETCD_PORT" "$((CAIRN_ETCD_PORT + 1))" "$CAIRN_OSD_PORT" "$((CAIRN_OSD_PORT + 1))" "$((CAIRN_OSD_PORT + 2))" "$CAIRN_NBD_PORT"; do
-		port_free "$p" || die "port $p (cairn) is in use; set CAIRN_ETCD_PORT / CAIRN_OSD_PORT / CAIRN_NBD_PORT"
+	for p in "$CAIRN_ETCD_PORT" "$((CAIRN_ETCD_PORT + 1))" "$CAIRN_OSD_PORT" "$((CAIRN_OSD_PORT + 1))" "$((CAIRN_OSD_PORT + 2))" "$CAIRN_NBD_PORT" \
+		"$CAIRN_S3_PORT" "$CAIRN_DASHBOARD_PORT"; do
+		((p == 0)) || port_free "$p" ||
+			die "port $p (cairn) is in use; set CAIRN_ETCD_PORT / CAIRN_OSD_PORT / CAIRN_NBD_PORT / CAIRN_S3_PORT / CAIRN_DASHBOARD_PORT"
 	done
 	if [[ -e $CAIRN_DIR ]]; then
 		# Left by an earlier run with KEEP=1: cairn dev would restart it with its data.
@@ -695,7 +765,8 @@ start_cairn() {
 	fi
 	log "cairn: starting a dev cluster (3 hosts × 1 OSD, pool '$CAIRN_POOL' size 3) in $CAIRN_DIR"
 	CAIRN_EXPERIMENTAL_EC=1 "$CAIRN" dev --dir "$CAIRN_DIR" --hosts 3 --osds-per-host 1 --etcd-port "$CAIRN_ETCD_PORT" \
-		--osd-port "$CAIRN_OSD_PORT" --nbd-port "$CAIRN_NBD_PORT" --lease-ttl "$CAIRN_LEASE_TTL" >"$WORKDIR/cairn-dev.out" 2>&1 &
+		--osd-port "$CAIRN_OSD_PORT" --nbd-port "$CAIRN_NBD_PORT" --s3-port "$CAIRN_S3_PORT" --dashboard-port "$CAIRN_DASHBOARD_PORT" \
+		--metrics-port "$CAIRN_METRICS_PORT" --lease-ttl "$CAIRN_LEASE_TTL" >"$WORKDIR/cairn-dev.out" 2>&1 &
 	CAIRN_DEV_PID=$!
 	local deadline=$((SECONDS + 120))
 	until grep -q "is up" "$WORKDIR/cairn-dev.out" 2>/dev/null; do
@@ -716,7 +787,7 @@ for p in json.load(open(sys.argv[1]))["processes"]:
 	# Beside cairn.conf, where cairn bench looks for it.
 	[[ -f $BASELINE ]] && cp "$BASELINE" "$CAIRN_DIR/baseline.json"
 	log "cairn: up, dev pid $CAIRN_DEV_PID, osd pids ${CAIRN_OSD_PIDS[*]}"
-	if [[ " $SUITES " == *" ec "* ]]; then
+	if suite ec || suite ecblock; then
 		CAIRN_EXPERIMENTAL_EC=1 "$CAIRN" --conf "$CAIRN_CONF" pool create "$EC_POOL" --ec "$EC_PROFILE" >"$WORKDIR/cairn-ec-pool.out" 2>&1 ||
 			die "cairn pool create $EC_POOL --ec $EC_PROFILE failed: $(cat "$WORKDIR/cairn-ec-pool.out")"
 		cairn_wait_ok 120
@@ -917,12 +988,32 @@ FIO_JOBS=(
 	"fio-read-1m-qd4 read 1m 4"
 )
 NBDKIT_PID=""
+declare -A FIO_READY=() # fio_target of each image made and prefilled
+
+# The systems fio runs on: ceph (an RBD image in the replicated pool), cairn
+# (a volume in the 3-copy pool), nbdkit (memory); and for the ecblock suite
+# ceph-ec (an RBD image whose data pool is the erasure-coded one), cairn-ec
+# (a volume in the erasure-coded pool) and cairn-3copy (cairn's volume again,
+# recorded apart so the ecblock table has its own run of it).
+
+# fio_image SYSTEM: POOL/NAME of SYSTEM's image (an RBD image's pool is
+# where its header lives; ceph-ec's data go to EC_POOL).
+fio_image() {
+	case $1 in
+	ceph) echo "$CEPH_POOL/fioimg" ;;
+	ceph-ec) echo "$CEPH_POOL/fioimg-ec" ;;
+	cairn | cairn-3copy) echo "$CAIRN_POOL/fioimg" ;;
+	cairn-ec) echo "$EC_POOL/fioimg" ;;
+	esac
+}
 
 # fio_target SYSTEM: the fio options that reach SYSTEM's image.
 fio_target() {
+	local image
+	image=$(fio_image "$1")
 	case $1 in
-	ceph) echo "--ioengine=rbd --clientname=admin --pool=$CEPH_POOL --rbdname=fioimg" ;;
-	cairn) echo "--ioengine=nbd --uri=nbd://127.0.0.1:$CAIRN_NBD_PORT/$CAIRN_POOL/fioimg" ;;
+	ceph | ceph-ec) echo "--ioengine=rbd --clientname=admin --pool=${image%%/*} --rbdname=${image#*/}" ;;
+	cairn | cairn-3copy | cairn-ec) echo "--ioengine=nbd --uri=nbd://127.0.0.1:$CAIRN_NBD_PORT/$image" ;;
 	nbdkit) echo "--ioengine=nbd --uri=nbd://127.0.0.1:$NBDKIT_PORT/" ;;
 	esac
 }
@@ -930,10 +1021,51 @@ fio_target() {
 # fio_pids SYSTEM: the server processes whose CPU a job is charged.
 fio_pids() {
 	case $1 in
-	ceph) echo "${CEPH_OSD_PIDS[*]}" ;;
-	cairn) echo "${CAIRN_OSD_PIDS[*]}" ;;
+	ceph | ceph-ec) echo "${CEPH_OSD_PIDS[*]}" ;;
+	cairn | cairn-3copy | cairn-ec) echo "${CAIRN_OSD_PIDS[*]}" ;;
 	nbdkit) echo "$NBDKIT_PID" ;;
 	esac
+}
+
+# fio_prepare SYSTEM...: make each system's image, FIO_IMAGE_MIB large, unless
+# an earlier suite did, and prefill it with 1 MiB writes so reads read data.
+# nbdkit must be running already.
+fio_prepare() {
+	local sys target image
+	for sys in "$@"; do
+		target=$(fio_target "$sys")
+		image=$(fio_image "$sys")
+		[[ -z ${FIO_READY[$target]:-} ]] || continue
+		case $sys in
+		ceph)
+			log "Ceph: RBD image $image, ${FIO_IMAGE_MIB} MiB"
+			ceph_cli osd pool application enable "$CEPH_POOL" rbd --yes-i-really-mean-it >/dev/null 2>&1 || true
+			timeout 60 rbd -c "$CEPH_CONF" create "$image" --size "$FIO_IMAGE_MIB" || die "rbd create $image failed"
+			;;
+		ceph-ec)
+			# RBD writes into parts of objects: an erasure-coded data pool
+			# needs allow_ec_overwrites. The image's header and omap stay in
+			# the replicated pool.
+			log "Ceph: RBD image $image, ${FIO_IMAGE_MIB} MiB, its data in $EC_POOL ($EC_PROFILE, allow_ec_overwrites)"
+			ceph_cli osd pool application enable "$CEPH_POOL" rbd --yes-i-really-mean-it >/dev/null 2>&1 || true
+			ceph_cli osd pool application enable "$EC_POOL" rbd --yes-i-really-mean-it >/dev/null 2>&1 || true
+			ceph_cli osd pool set "$EC_POOL" allow_ec_overwrites true >>"$CEPH_DIR/log/setup.out" 2>&1 ||
+				ceph_die "ceph osd pool set $EC_POOL allow_ec_overwrites true failed: $(tail -n 3 "$CEPH_DIR/log/setup.out")"
+			timeout 60 rbd -c "$CEPH_CONF" create "$image" --size "$FIO_IMAGE_MIB" --data-pool "$EC_POOL" ||
+				die "rbd create $image --data-pool $EC_POOL failed"
+			;;
+		cairn | cairn-3copy | cairn-ec)
+			log "cairn: volume $image, ${FIO_IMAGE_MIB} MiB, served by cairn nbd on $CAIRN_NBD_PORT"
+			CAIRN_EXPERIMENTAL_EC=1 "$CAIRN" --conf "$CAIRN_CONF" volume create "$image" --size "${FIO_IMAGE_MIB}M" >/dev/null ||
+				die "cairn volume create $image failed"
+			;;
+		esac
+		log "$sys: prefilling the image (1 MiB writes) so reads read data"
+		# shellcheck disable=SC2086
+		CEPH_CONF="$CEPH_CONF" timeout "$BENCH_TIMEOUT" fio --name=fill $target --rw=write --bs=1m \
+			--iodepth=4 --size="${FIO_IMAGE_MIB}M" >"$RESULTS/$sys-fill.txt" 2>&1 || die "prefilling $sys failed: $(tail -n 5 "$RESULTS/$sys-fill.txt")"
+		FIO_READY[$target]=1
+	done
 }
 
 # run_fio SYSTEM NAME RW BS QD
@@ -960,22 +1092,16 @@ run_fio() {
 	settle
 }
 
-block_suite() {
+fio_check() {
 	command -v fio >/dev/null || die "fio is not installed (apt-get install fio)"
 	fio --enghelp 2>/dev/null | grep -qw rbd || die "this fio has no rbd engine (Debian's fio has it)"
+}
+
+block_suite() {
+	fio_check
 	local systems=()
-	if ((RUN_CEPH)); then
-		log "Ceph: RBD image $CEPH_POOL/fioimg, ${FIO_IMAGE_MIB} MiB"
-		ceph_cli osd pool application enable "$CEPH_POOL" rbd --yes-i-really-mean-it >/dev/null 2>&1 || true
-		timeout 60 rbd -c "$CEPH_CONF" create "$CEPH_POOL/fioimg" --size "$FIO_IMAGE_MIB" || die "rbd create failed"
-		systems+=(ceph)
-	fi
-	if ((RUN_CAIRN)); then
-		log "cairn: volume $CAIRN_POOL/fioimg, ${FIO_IMAGE_MIB} MiB, served by cairn nbd on $CAIRN_NBD_PORT"
-		"$CAIRN" --conf "$CAIRN_CONF" volume create "$CAIRN_POOL/fioimg" --size "${FIO_IMAGE_MIB}M" >/dev/null ||
-			die "cairn volume create failed"
-		systems+=(cairn)
-	fi
+	((RUN_CEPH)) && systems+=(ceph)
+	((RUN_CAIRN)) && systems+=(cairn)
 	if command -v nbdkit >/dev/null && port_free "$NBDKIT_PORT"; then
 		nbdkit --foreground --port "$NBDKIT_PORT" --ipaddr 127.0.0.1 memory "${FIO_IMAGE_MIB}M" &
 		NBDKIT_PID=$!
@@ -984,13 +1110,8 @@ block_suite() {
 	else
 		log "nbdkit is not installed (or port $NBDKIT_PORT is busy): no NBD-protocol baseline column"
 	fi
+	fio_prepare "${systems[@]}"
 	local sys job name rw bs qd
-	for sys in "${systems[@]}"; do
-		log "$sys: prefilling the image (1 MiB writes) so reads read data"
-		# shellcheck disable=SC2046
-		CEPH_CONF="$CEPH_CONF" timeout "$BENCH_TIMEOUT" fio --name=fill $(fio_target "$sys") --rw=write --bs=1m \
-			--iodepth=4 --size="${FIO_IMAGE_MIB}M" >"$RESULTS/$sys-fill.txt" 2>&1 || die "prefilling $sys failed: $(tail -n 5 "$RESULTS/$sys-fill.txt")"
-	done
 	for job in "${FIO_JOBS[@]}"; do
 		read -r name rw bs qd <<<"$job"
 		for sys in "${systems[@]}"; do
@@ -999,6 +1120,30 @@ block_suite() {
 	done
 	[[ -n $NBDKIT_PID ]] && stop_pids 5 "$NBDKIT_PID"
 	NBDKIT_PID=""
+}
+
+# ecblock_suite: the block suite's 4 KiB jobs on an RBD image whose data are
+# in Ceph's erasure-coded pool and on a volume in cairn's, each job on one
+# and then the other; the 4 KiB random writes at depth 16 also on cairn's
+# 3-copy volume right after, for what the erasure code costs cairn.
+ecblock_suite() {
+	fio_check
+	local systems=()
+	((RUN_CEPH)) && systems+=(ceph-ec)
+	((RUN_CAIRN)) && systems+=(cairn-ec)
+	fio_prepare "${systems[@]}"
+	((RUN_CAIRN)) && fio_prepare cairn-3copy
+	local sys job name rw bs qd
+	for job in "${FIO_JOBS[@]}"; do
+		read -r name rw bs qd <<<"$job"
+		[[ $bs == 4k ]] || continue
+		for sys in "${systems[@]}"; do
+			run_fio "$sys" "$name" "$rw" "$bs" "$qd"
+		done
+		if ((RUN_CAIRN)) && [[ $name == fio-randwrite-4k-qd16 ]]; then
+			run_fio cairn-3copy "$name" "$rw" "$bs" "$qd"
+		fi
+	done
 }
 
 # ec_suite: the object workloads on the erasure-coded pools (the caller
@@ -1010,7 +1155,7 @@ ec_suite() {
 	cleanup_objects cleanup-ec-4m "e4m-$STAMP"
 	workload ec-write-4k write 4096 "$THREADS" "e4k-$STAMP"
 	workload ec-rand-4k rand 4096 "$THREADS" "e4k-$STAMP"
-	if [[ " $SUITES " == *" block "* ]]; then
+	if suite block || suite ecblock; then
 		cleanup_objects cleanup-ec-4k "e4k-$STAMP"
 	else
 		cleanup_objects cleanup-ec-4k "e4k-$STAMP" last
@@ -1062,7 +1207,7 @@ json.dump(dict(date="$(date -u +%Y-%m-%dT%H:%M:%SZ)", duration=$DURATION, thread
 EOF
 
 STAMP=$$
-if [[ " $SUITES " == *" objects "* ]]; then
+if suite objects; then
 	log "object workloads: $DURATION s each, Ceph then cairn"
 	workload write-4m write 4194304 "$THREADS" "b4m-$STAMP"
 	workload seq-4m seq 4194304 "$THREADS" "b4m-$STAMP"
@@ -1073,22 +1218,28 @@ if [[ " $SUITES " == *" objects "* ]]; then
 	workload rand-4k rand 4096 "$THREADS" "b4k-$STAMP"
 	cleanup_objects cleanup-4k "b4k-$STAMP"
 	workload write-4k-qd1 write 4096 1 "b4kq1-$STAMP"
-	# The block and ec suites need the space back; otherwise the clusters go next.
-	if [[ " $SUITES " == *" block "* || " $SUITES " == *" ec "* ]]; then
+	# The other suites need the space back; otherwise the clusters go next.
+	if suite block || suite ec || suite ecblock; then
 		cleanup_objects cleanup-4k-qd1 "b4kq1-$STAMP"
 	else
 		cleanup_objects cleanup-4k-qd1 "b4kq1-$STAMP" last
 	fi
 fi
-if [[ " $SUITES " == *" ec "* ]]; then
+if suite ec; then
 	log "erasure-coded object workloads ($EC_PROFILE): $DURATION s each, Ceph then cairn"
 	CEPH_POOL=$EC_POOL CAIRN_POOL=$EC_POOL ec_suite
 fi
-if [[ " $SUITES " == *" block "* ]]; then
+if suite block; then
 	block_suite
+fi
+if suite ecblock; then
+	log "block volumes on the erasure-coded pools ($EC_PROFILE): $DURATION s per job, Ceph then cairn"
+	ecblock_suite
 fi
 
 echo
 helper report "$RAW" "$WORKDIR/results.md" "$WORKDIR/results.json" "$RESULTS/meta.json"
 echo
 log "wrote $WORKDIR/results.md and $WORKDIR/results.json (raw outputs in $RESULTS)"
+# Last, where a glance finds it.
+helper ec-volume-ratio "$RAW"
