@@ -31,15 +31,7 @@ func TestS3ECDataPool(t *testing.T) {
 	c := startCluster(t, clusterOpts{s3: true, s3GCGrace: 2 * time.Second})
 	info := c.s3Info()
 	work := t.TempDir()
-	files := map[string][]byte{}
-	write := func(name string, n int) string {
-		files[name] = randomBytes(n)
-		p := filepath.Join(work, name)
-		if err := os.WriteFile(p, files[name], 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	files, write := localFiles(t, work)
 	mustAWS(t, info, work, "s3", "mb", "s3://rep")
 	mustAWS(t, info, work, "s3api", "put-object", "--bucket", "rep", "--key", "before.bin", "--body", write("before.bin", 9<<20+3))
 
@@ -224,5 +216,20 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 			t.Fatalf("%s: not after %s", what, timeout)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// localFiles gives a test files of random bytes in dir: write makes one of
+// n bytes and returns its path; files keeps what each holds, by name.
+func localFiles(t *testing.T, dir string) (files map[string][]byte, write func(name string, n int) string) {
+	files = map[string][]byte{}
+	return files, func(name string, n int) string {
+		t.Helper()
+		files[name] = randomBytes(n)
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, files[name], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
 	}
 }

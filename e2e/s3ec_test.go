@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,15 +27,7 @@ func TestS3WhollyOnEC(t *testing.T) {
 	info := c.s3Info()
 	info.Endpoint = "http://" + startGateway(t, c, "--pool", "s3ec", "--data-pool", "s3ec")
 	work := t.TempDir()
-	files := map[string][]byte{}
-	write := func(name string, n int) string {
-		files[name] = randomBytes(n)
-		p := filepath.Join(work, name)
-		if err := os.WriteFile(p, files[name], 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	files, write := localFiles(t, work)
 	mustAWS(t, info, work, "s3", "mb", "s3://allec")
 	mustAWS(t, info, work, "s3api", "put-object", "--bucket", "allec", "--key", "small.txt", "--body", write("small.txt", 4096))
 	mustAWS(t, info, work, "s3api", "put-object", "--bucket", "allec", "--key", "big.bin", "--body", write("big.bin", 10<<20+5))
