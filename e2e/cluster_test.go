@@ -96,9 +96,10 @@ type clusterOpts struct {
 	// s3DataPool and s3DataEC: cairn dev --s3-data-pool, --s3-data-ec
 	// (which runs cairn dev with the experimental EC switch on).
 	s3DataPool, s3DataEC string
-	dashboard            bool   // the mon serves the web dashboard (c.dashPort)
-	writeback            string // cairn dev --writeback-size: each OSD's write-back area
-	tls                  bool   // cairn dev --tls: the S3 gateway serves HTTPS, the cluster's traffic is encrypted
+	dashboard            bool     // the mon serves the web dashboard (c.dashPort)
+	writeback            string   // cairn dev --writeback-size: each OSD's write-back area
+	tls                  bool     // cairn dev --tls: the S3 gateway serves HTTPS, the cluster's traffic is encrypted
+	env                  []string // more environment for cairn dev and its daemons (failpoints), so the test may run in parallel
 }
 
 // freePorts finds n consecutive free TCP ports on 127.0.0.1 to .4, below
@@ -232,8 +233,9 @@ func (c *cluster) start() {
 	t.Helper()
 	c.out = &bytes.Buffer{}
 	c.cmd = exec.Command(cairnBin, c.devArgs()...)
+	c.cmd.Env = append(os.Environ(), c.opts.env...)
 	if c.opts.s3DataEC != "" {
-		c.cmd.Env = append(os.Environ(), client.ExperimentalECEnv+"=1")
+		c.cmd.Env = append(c.cmd.Env, client.ExperimentalECEnv+"=1")
 	}
 	pr, pw, err := os.Pipe()
 	if err != nil {

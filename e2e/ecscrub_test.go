@@ -105,8 +105,8 @@ func TestECScrub(t *testing.T) {
 // mismatch, cannot place it, and reports the object inconsistent. Light
 // scrub finds neither.
 func TestECScrubParity(t *testing.T) {
-	t.Setenv(osd.FailpointECSkewShard, "1")
-	c := startCluster(t, clusterOpts{})
+	t.Parallel()
+	c := startCluster(t, clusterOpts{env: []string{osd.FailpointECSkewShard + "=1"}})
 	p42, _ := c.createECPool(t, "ec42", "4+2", "--failure-domain", "osd")
 	p21, _ := c.createECPool(t, "ec21", "2+1")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
