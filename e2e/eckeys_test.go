@@ -229,9 +229,9 @@ func waitLog(t *testing.T, path, want string, timeout time.Duration) {
 // not, with the third position still down and once it is back and
 // rebuilt.
 func TestECKeysChangeCutShort(t *testing.T) {
+	t.Parallel()
 	trigger := filepath.Join(t.TempDir(), "keys-change")
-	t.Setenv(osd.FailpointECPartialPut, trigger)
-	c := startCluster(t, clusterOpts{downOut: 10 * time.Minute})
+	c := startCluster(t, clusterOpts{downOut: 10 * time.Minute, env: []string{osd.FailpointECPartialPut + "=" + trigger}})
 	p, _ := c.createECPool(t, "eckc", "2+1", "--min-size", "2")
 	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Second)
 	defer cancel()

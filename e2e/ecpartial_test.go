@@ -145,9 +145,9 @@ func TestECPartialWrites(t *testing.T) {
 // object takes partial writes again, and on every position's disk its
 // shard ends at one version, of the object's size, keeping nothing.
 func TestECPartialWriteCutShort(t *testing.T) {
+	t.Parallel()
 	trigger := filepath.Join(t.TempDir(), "partial-write")
-	t.Setenv(osd.FailpointECPartialPut, trigger)
-	c := startCluster(t, clusterOpts{})
+	c := startCluster(t, clusterOpts{env: []string{osd.FailpointECPartialPut + "=" + trigger}})
 	p, _ := c.createECPool(t, "ecwc", "2+1", "--min-size", "2")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

@@ -30,9 +30,9 @@ import (
 // the object's shard then holds the acknowledged version, with nothing
 // left to roll back.
 func TestECPutCutShort(t *testing.T) {
+	t.Parallel()
 	trigger := filepath.Join(t.TempDir(), "partial-put")
-	t.Setenv(osd.FailpointECPartialPut, trigger)
-	c := startCluster(t, clusterOpts{})
+	c := startCluster(t, clusterOpts{env: []string{osd.FailpointECPartialPut + "=" + trigger}})
 	p, _ := c.createECPool(t, "ecw", "2+1", "--min-size", "2")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
