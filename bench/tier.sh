@@ -38,7 +38,9 @@
 #   CEPH_DB_SIZE=2G      each Ceph OSD's DB file on the flash (ceph-db-on-flash)
 #   CEPH_BLOCK_SIZE=4G   each Ceph OSD's data block file on its HDD
 #   CEPH_PG_NUM=128      PGs of the Ceph pool
-#   JOBS="qd16-uniform qd1-uniform qd16-zipf"   which 60-second jobs to run
+#   JOBS="qd16-uniform qd1-uniform qd16-zipf qd16-randread-cold"   which jobs of
+#                        DURATION to run (the last: 4 KiB random reads with the
+#                        page cache dropped, as of data evicted from memory)
 #   WORKDIR=/tmp/cairn-tier         (the daemons' logs stay in WORKDIR-logs)
 #   CAIRN_ETCD_PORT=24890 CAIRN_OSD_PORT=27890 CAIRN_NBD_PORT=20909
 #   CEPH_MON_V2_PORT=23300 CEPH_MON_V1_PORT=23789 CEPH_OSD_PORT_MIN=28000
@@ -61,7 +63,7 @@ CEPH_PG_NUM=${CEPH_PG_NUM:-128}
 CEPH_MON_V2_PORT=${CEPH_MON_V2_PORT:-23300}
 CEPH_MON_V1_PORT=${CEPH_MON_V1_PORT:-23789}
 CEPH_OSD_PORT_MIN=${CEPH_OSD_PORT_MIN:-28000}
-JOBS=${JOBS:-qd16-uniform qd1-uniform qd16-zipf}
+JOBS=${JOBS:-qd16-uniform qd1-uniform qd16-zipf qd16-randread-cold}
 CAIRN_ETCD_PORT=${CAIRN_ETCD_PORT:-24890}
 CAIRN_OSD_PORT=${CAIRN_OSD_PORT:-27890}
 CAIRN_NBD_PORT=${CAIRN_NBD_PORT:-20909}
@@ -287,23 +289,51 @@ print("osd.%s: DB on flash %.0f of %.0f MiB used, spilled over to the HDD %.0f M
 	done
 }
 
+# sample_dirty LAYOUT FILE: every 5 s until killed, the bytes in the OSDs'
+# write-back areas not yet on their HDDs, summed, one line each.
+sample_dirty() {
+	while sleep 5; do
+		"$CAIRN" --conf "$WORKDIR/$1/dev/cairn.conf" --json osd df 2>/dev/null |
+			python3 -c 'import json, sys; print(sum(r.get("writeback_dirty_bytes", 0) for r in json.load(sys.stdin)))' >>"$2" || true
+	done
+}
+
 # run_jobs LAYOUT: the fio jobs against the running cluster's volume.
 run_jobs() {
 	local layout=$1 target
 	read -ra target <<<"$(fio_target "$layout")"
-	local jobs=("qd16-uniform 16 random $DURATION" "qd1-uniform 1 random $DURATION" "qd16-zipf 16 zipf:1.2 $DURATION")
-	[[ $LONG == 1 ]] && jobs+=("qd16-uniform-10min 16 random 600")
+	local jobs=("qd16-uniform 16 random $DURATION randwrite" "qd1-uniform 1 random $DURATION randwrite" "qd16-zipf 16 zipf:1.2 $DURATION randwrite")
+	[[ $LONG == 1 ]] && jobs+=("qd16-uniform-10min 16 random 600 randwrite")
+	jobs+=("qd16-randread-cold 16 random $DURATION randread")
 	for job in "${jobs[@]}"; do
-		read -r name qd dist secs <<<"$job"
+		read -r name qd dist secs rw <<<"$job"
 		[[ $name == *-10min || " $JOBS " == *" $name "* ]] || continue
-		log "$layout: 4 KiB random writes, $name, ${secs}s"
-		local ios0 t0
+		log "$layout: 4 KiB $rw, $name, ${secs}s"
+		# Cold reads: the whole volume written (a thin volume's holes would
+		# read without any IO), then nothing of it in the page cache, as for
+		# data evicted from memory (what a read cache on flash would serve).
+		if [[ $rw == randread ]]; then
+			log "$layout: writing the whole volume in 1 MiB writes before the reads"
+			CEPH_CONF=$CEPH_CONF timeout 300 fio --name=fill "${target[@]}" --rw=write --bs=1m --iodepth=4 --size="$VOLUME" >/dev/null ||
+				log "$layout: writing the volume did not finish in 5 minutes; the reads find part of it unwritten"
+			sync
+			echo 3 >/proc/sys/vm/drop_caches
+		fi
+		local ios0 t0 sampler=""
 		ios0=$(hdd_ios)
 		t0=$(date +%s.%N)
-		CEPH_CONF=$CEPH_CONF fio --name="$name" "${target[@]}" --rw=randwrite --bs=4k --iodepth="$qd" \
+		if [[ $layout != ceph-db-on-flash ]]; then
+			sample_dirty "$layout" "$WORKDIR/$layout-$name.dirty" &
+			sampler=$!
+		fi
+		CEPH_CONF=$CEPH_CONF fio --name="$name" "${target[@]}" --rw="$rw" --bs=4k --iodepth="$qd" \
 			--random_distribution="$dist" --size="$VOLUME" --time_based --runtime="$secs" \
 			--ramp_time=5 --output-format=json >"$WORKDIR/$layout-$name.json" ||
-			log "$layout $name: fio reported an error (a write failed): see its output and the daemons' logs in $WORKDIR-logs"
+			log "$layout $name: fio reported an error: see its output and the daemons' logs in $WORKDIR-logs"
+		if [[ -n $sampler ]]; then
+			kill "$sampler" 2>/dev/null || true
+			wait "$sampler" 2>/dev/null || true
+		fi
 		# The HDDs' reads and writes over fio's whole run (its ramp included).
 		echo "$ios0 $(hdd_ios) $t0 $(date +%s.%N)" >"$WORKDIR/$layout-$name.hdd"
 		after_job "$layout"
@@ -337,20 +367,33 @@ work, long, wanted, layouts = sys.argv[1], sys.argv[2] == "1", sys.argv[3].split
 def stats(layout, name):
     text = open(f"{work}/{layout}-{name}.json").read()
     j = json.loads(text[text.index("{"):])["jobs"][0]
-    w = j["write"]
+    w = j["write"] if j["write"]["io_bytes"] else j["read"]
     lat = w["clat_ns"]["percentile"]
     return w["iops"], lat["50.000000"] / 1e6, lat["99.000000"] / 1e6, w["clat_ns"]["max"] / 1e6, j.get("error", 0)
 def hdd_writes(layout, name):
     r0, w0, r1, w1, t0, t1 = map(float, open(f"{work}/{layout}-{name}.hdd").read().split())
     return (w1 - w0) / (t1 - t0), (r1 - r0) / (t1 - t0)
 jobs = [n for n in ["qd16-uniform", "qd1-uniform", "qd16-zipf"] if n in wanted] + (["qd16-uniform-10min"] if long else [])
+jobs += [n for n in ["qd16-randread-cold"] if n in wanted]
 print("| layout | job | IOPS | p50 ms | p99 ms | max ms | HDD writes/s | HDD reads/s | fio error |")
 print("|---|---|---|---|---|---|---|---|---|")
 for layout in layouts:
     for n in jobs:
         i, p50, p99, mx, err = stats(layout, n)
         hw, hr = hdd_writes(layout, n)
-        print(f"| {layout} | 4K randwrite {n} | {i:.0f} | {p50:.2f} | {p99:.2f} | {mx:.0f} | {hw:.0f} | {hr:.0f} | {err or ''} |")
+        kind = "randread" if "randread" in n else "randwrite"
+        print(f"| {layout} | 4K {kind} {n} | {i:.0f} | {p50:.2f} | {p99:.2f} | {mx:.0f} | {hw:.0f} | {hr:.0f} | {err or ''} |")
+def dirty(layout, name):
+    try:
+        return [int(x) for x in open(f"{work}/{layout}-{name}.dirty").read().split()]
+    except (OSError, ValueError):
+        return []
+charts = [(l, n, dirty(l, n)) for l in layouts for n in jobs if max(dirty(l, n), default=0) > 0]
+if charts:
+    print("\nDirty bytes in the write-back areas (all OSDs), every 5 s, each bar a share of the job's peak:")
+    for l, n, d in charts:
+        bars = "".join("▁▂▃▄▅▆▇█"[min(7, v * 8 // max(d))] for v in d)
+        print(f"  {l} {n:<20} {bars}  peak {max(d) / 2**20:.0f} MiB, last {d[-1] / 2**20:.0f} MiB")
 if "meta-flash" in layouts and "hdd-only" in layouts and "qd16-uniform" in jobs:
     r = stats("meta-flash", "qd16-uniform")[0] / stats("hdd-only", "qd16-uniform")[0]
     print(f"\nmeta-flash/hdd-only 4K randwrite QD16 ratio: {r:.2f}")
