@@ -227,11 +227,17 @@ func Run(ctx context.Context, o Options) error {
 	if err := s.serve(ctx, ln.Addr().String()); err != nil {
 		return err
 	}
-	if removed() {
-		return fmt.Errorf("%s was removed from the cluster map (cairn osd rm), so it stopped; wipe %s to add it again as a new OSD", id, o.DataDir)
+	return whyStopped(id, o.DataDir, removed(), st.Err())
+}
+
+// whyStopped is what an OSD that stopped serving tells its operator: nil
+// for a plain stop.
+func whyStopped(id clustermap.OSDID, dataDir string, removed bool, storeErr error) error {
+	if removed {
+		return fmt.Errorf("%s was removed from the cluster map (cairn osd rm), so it stopped; wipe %s to add it again as a new OSD", id, dataDir)
 	}
-	if err := st.Err(); err != nil {
-		return fmt.Errorf("%s stopped because its store failed (%v): its placement groups go on from the other copies; check the devices of %s and of its meta dir, then start it again (what reached them is replayed)", id, err, o.DataDir)
+	if storeErr != nil {
+		return fmt.Errorf("%s stopped because its store failed (%v): its placement groups go on from the other copies; check the devices of %s and of its meta dir, then start it again (what reached them is replayed)", id, storeErr, dataDir)
 	}
 	return nil
 }

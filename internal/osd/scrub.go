@@ -78,26 +78,9 @@ func (s *Server) scrubPG(ctx context.Context, id clustermap.PGID, p *pgState, de
 	if p.nMissing.Load() > 0 {
 		return res, errors.New("it is recovering; scrub runs when recovery is done")
 	}
-	p.mu.Lock()
-	members, epoch := slices.Clone(p.prim.Acting), p.prim.Epoch
-	p.mu.Unlock()
-	pool, _ := s.view.Map().Pool(id.Pool)
-	consistent, scrubObject := pg.Consistent, s.scrubObject
-	var parity func(ctx context.Context, name string) (found, repaired bool, err error)
-	if pool != nil && pool.Erasure() && deep {
-		parity = func(ctx context.Context, name string) (bool, bool, error) {
-			return s.scrubParity(ctx, pool, id, p, epoch, members, name)
-		}
-	}
-	if pool != nil && pool.Erasure() {
-		var err error
-		if members, err = s.scrubPositions(pool, id); err != nil {
-			return res, err
-		}
-		consistent = pg.ShardsConsistent
-		scrubObject = func(ctx context.Context, id clustermap.PGID, p *pgState, epoch clustermap.Epoch, members []clustermap.OSDID, name string, deep bool) (bool, bool, error) {
-			return s.scrubShardObject(ctx, pool.EC.K, id, p, epoch, members, name, deep)
-		}
+	sc, err := s.pgScrubOf(id, p, deep)
+	if err != nil {
+		return res, err
 	}
 	kind := "scrub"
 	if deep {
@@ -112,7 +95,7 @@ func (s *Server) scrubPG(ctx context.Context, id clustermap.PGID, p *pgState, de
 		s.scrubs.mu.Unlock()
 	}()
 
-	lists, err := s.listMembers(ctx, id, members, scrubFlags(deep))
+	lists, err := s.listMembers(ctx, id, sc.members, scrubFlags(deep))
 	if err != nil {
 		return res, err
 	}
@@ -136,11 +119,11 @@ func (s *Server) scrubPG(ctx context.Context, id clustermap.PGID, p *pgState, de
 		s.scrubs.mu.Unlock()
 		var found, repaired bool
 		switch {
-		case !consistent(lists, n):
+		case !sc.consistent(lists, n):
 			// Look again under the object's lock: a write may have raced the listing.
-			found, repaired, err = scrubObject(ctx, id, p, epoch, members, n, deep)
-		case parity != nil:
-			found, repaired, err = parity(ctx, n)
+			found, repaired, err = sc.object(ctx, n)
+		case sc.parity != nil:
+			found, repaired, err = sc.parity(ctx, n)
 		}
 		if err != nil {
 			return res, err
@@ -170,6 +153,43 @@ func (s *Server) recordScrub(id clustermap.PGID, deep bool) {
 	if err := s.apply(txn); err != nil {
 		s.logf("%s: pg %s: recording the scrub time: %v", s.id, id, err)
 	}
+}
+
+// pgScrub is how a scrub compares one PG's objects: its members (by
+// position for an erasure-coded PG), whether their listings show an
+// object consistent, how one that is not is scrubbed under its lock, and,
+// for a deep scrub of an erasure-coded PG, how one that is has its parity
+// checked.
+type pgScrub struct {
+	members        []clustermap.OSDID
+	consistent     func(lists []*pg.Listing, name string) bool
+	object, parity func(ctx context.Context, name string) (found, repaired bool, err error)
+}
+
+// pgScrubOf returns the pgScrub of PG id as it is served now.
+func (s *Server) pgScrubOf(id clustermap.PGID, p *pgState, deep bool) (pgScrub, error) {
+	p.mu.Lock()
+	members, epoch := slices.Clone(p.prim.Acting), p.prim.Epoch
+	p.mu.Unlock()
+	pool, _ := s.view.Map().Pool(id.Pool)
+	if pool == nil || !pool.Erasure() {
+		return pgScrub{members: members, consistent: pg.Consistent, object: func(ctx context.Context, name string) (bool, bool, error) {
+			return s.scrubObject(ctx, id, p, epoch, members, name, deep)
+		}}, nil
+	}
+	positions, err := s.scrubPositions(pool, id)
+	if err != nil {
+		return pgScrub{}, err
+	}
+	sc := pgScrub{members: positions, consistent: pg.ShardsConsistent, object: func(ctx context.Context, name string) (bool, bool, error) {
+		return s.scrubShardObject(ctx, pool.EC.K, id, p, epoch, positions, name, deep)
+	}}
+	if deep {
+		sc.parity = func(ctx context.Context, name string) (bool, bool, error) {
+			return s.scrubParity(ctx, pool, id, p, epoch, positions, name)
+		}
+	}
+	return sc, nil
 }
 
 // note counts what scrubbing one object found.
