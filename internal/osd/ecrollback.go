@@ -114,11 +114,15 @@ func (s *Server) shardMeta(coll, name string) (pg.ShardMeta, bool, error) {
 // (ecundo.go) when txn changes few of the shard's bytes and keys; kept
 // false: keep the whole shard.
 func (s *Server) keepPartial(coll, name string, txn *objstore.Txn) (kept bool, err error) {
+	c := txn.ChangesOf(coll, name)
+	if c.Whole {
+		return false, nil // a put or delete: no lookup of the shard for nothing
+	}
 	info, err := s.store.Stat(coll, name)
 	if err != nil {
 		return false, err
 	}
-	return s.keepUndo(coll, name, uint64(info.Size), txn)
+	return s.keepUndo(coll, name, uint64(info.Size), c, txn)
 }
 
 // keepRollBack adds to txn, a shard write of name in coll that leaves meta

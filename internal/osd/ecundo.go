@@ -130,11 +130,10 @@ func decodeShardUndo(b []byte) (shardUndo, error) {
 	return u, nil
 }
 
-// keepUndo adds to txn the undo record of the partial write txn makes to
-// name's shard, whose length is size; ok false when it should keep the
-// whole shard instead. The caller holds the shard's lock.
-func (s *Server) keepUndo(coll, name string, size uint64, txn *objstore.Txn) (ok bool, err error) {
-	c := txn.ChangesOf(coll, name)
+// keepUndo adds to txn the undo record of changes c, the partial write
+// txn makes to name's shard, whose length is size; ok false when it should
+// keep the whole shard instead. The caller holds the shard's lock.
+func (s *Server) keepUndo(coll, name string, size uint64, c objstore.Changes, txn *objstore.Txn) (ok bool, err error) {
 	u, ok := undoOf(c, size)
 	if !ok {
 		return false, nil

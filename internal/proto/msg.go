@@ -8,9 +8,6 @@ import (
 // Op is the operation a Request asks for.
 type Op uint8
 
-// Valid reports whether op is a known operation.
-func (op Op) Valid() bool { return op >= OpPing && op < opMax }
-
 const (
 	OpPing Op = iota + 1
 	// Object data.
@@ -84,6 +81,9 @@ const (
 	OpShardTrim
 	opMax
 )
+
+// Valid reports whether op is a known operation.
+func (op Op) Valid() bool { return op >= OpPing && op < opMax }
 
 // Request flags.
 const (
