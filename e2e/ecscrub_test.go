@@ -3,7 +3,9 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -152,4 +154,64 @@ func TestECScrubParity(t *testing.T) {
 	if got, err := p42.Get(ctx, "skewed"); err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("get from ec42 after the repair: %v", err)
 	}
+}
+
+// TestECDeepScrubReadsOnce: a deep scrub of a 2+1 pool reads each shard
+// once. The bytes its OSDs read while it runs (their read calls,
+// /proc/PID/io rchar) come to the shard bytes the pool holds, not twice
+// them, and the scrub finds nothing.
+func TestECDeepScrubReadsOnce(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, clusterOpts{})
+	p, _ := c.createECPool(t, "ecr", "2+1")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	pool, _ := currentMap(t, c).PoolByName("ecr")
+	l := ec.LayoutOf(*pool.EC)
+	var shardBytes int64
+	for i := range 8 {
+		name, size := fmt.Sprintf("r%d", i), 4<<20+i*12345
+		if err := p.Put(ctx, name, payload(name, 0, size)); err != nil {
+			t.Fatal(err)
+		}
+		for pos := range l.K + l.M {
+			shardBytes += l.ShardLen(int64(size), pos)
+		}
+	}
+	before := osdReadBytes(t, c)
+	out, err := c.cli(nil, "scrub", "--deep", "--json", "ecr")
+	if err != nil || !strings.Contains(string(out), `"errors": 0`) || strings.Contains(string(out), `"errors": 1`) {
+		t.Fatalf("deep scrub of a healthy erasure-coded pool: %v\n%s", err, out)
+	}
+	read := osdReadBytes(t, c) - before
+	t.Logf("deep scrub: the OSDs read %d bytes for %d bytes of shards (%.2fx)", read, shardBytes, float64(read)/float64(shardBytes))
+	if read < shardBytes*8/10 || read > shardBytes*3/2 {
+		t.Fatalf("deep scrub: the OSDs read %d bytes for %d bytes of shards; want each shard read once", read, shardBytes)
+	}
+}
+
+// osdReadBytes sums the bytes every OSD process of c has read by read
+// calls (files and sockets alike: /proc/PID/io rchar).
+func osdReadBytes(t *testing.T, c *cluster) int64 {
+	t.Helper()
+	var sum int64
+	for name, proc := range c.devJSON() {
+		if !strings.HasPrefix(name, "osd.") {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", proc.PID))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "rchar: "); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					t.Fatalf("%s: /proc/%d/io: %q", name, proc.PID, line)
+				}
+				sum += n
+			}
+		}
+	}
+	return sum
 }

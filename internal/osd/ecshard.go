@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cairn-storage/cairn/internal/clustermap"
 	"github.com/cairn-storage/cairn/internal/ec"
@@ -265,7 +266,10 @@ func (s *Server) doPeerEC(ctx context.Context, t *placement.Table, pool *cluster
 }
 
 // foldShard answers the fold of req's shard (proto.FlagFold), reading it
-// a megabyte at a time.
+// a megabyte at a time through the store's checked reads: this is a deep
+// scrub's one read of the shard, so a block failing its checksum is
+// answered StatusCorrupt, and while clients work it reads at most half
+// the time, as a deep listing does.
 func (s *Server) foldShard(t *placement.Table, r *proto.Response, coll string, req *proto.Request) *proto.Response {
 	pool, ok := t.Map().Pool(req.PG.Pool)
 	if !ok || !pool.Erasure() {
@@ -274,11 +278,15 @@ func (s *Server) foldShard(t *placement.Table, r *proto.Response, coll string, r
 	l := ec.LayoutOf(*pool.EC)
 	fold := make([]byte, l.Unit)
 	for at := uint64(0); ; {
+		start := time.Now()
 		b, err := s.store.Read(coll, req.Object, at, foldPiece)
 		if err != nil {
 			return s.failErr(err)
 		}
 		l.FoldInto(fold, b, int64(at))
+		if s.clientBusy() {
+			time.Sleep(time.Since(start))
+		}
 		if at += uint64(len(b)); len(b) < foldPiece {
 			break
 		}

@@ -95,7 +95,7 @@ func (s *Server) scrubPG(ctx context.Context, id clustermap.PGID, p *pgState, de
 		s.scrubs.mu.Unlock()
 	}()
 
-	lists, err := s.listMembers(ctx, id, sc.members, scrubFlags(deep))
+	lists, err := s.listMembers(ctx, id, sc.members, sc.listFlags)
 	if err != nil {
 		return res, err
 	}
@@ -156,12 +156,15 @@ func (s *Server) recordScrub(id clustermap.PGID, deep bool) {
 }
 
 // pgScrub is how a scrub compares one PG's objects: its members (by
-// position for an erasure-coded PG), whether their listings show an
-// object consistent, how one that is not is scrubbed under its lock, and,
-// for a deep scrub of an erasure-coded PG, how one that is has its parity
-// checked.
+// position for an erasure-coded PG), how they list them (listFlags),
+// whether their listings show an object consistent, how one that is not
+// is scrubbed under its lock, and, for a deep scrub of an erasure-coded
+// PG, how one that is has its parity checked. That check reads every
+// shard (its folds), so the listing of a deep scrub of an erasure-coded
+// PG reads no data: each shard is read once.
 type pgScrub struct {
 	members        []clustermap.OSDID
+	listFlags      uint32
 	consistent     func(lists []*pg.Listing, name string) bool
 	object, parity func(ctx context.Context, name string) (found, repaired bool, err error)
 }
@@ -173,7 +176,7 @@ func (s *Server) pgScrubOf(id clustermap.PGID, p *pgState, deep bool) (pgScrub, 
 	p.mu.Unlock()
 	pool, _ := s.view.Map().Pool(id.Pool)
 	if pool == nil || !pool.Erasure() {
-		return pgScrub{members: members, consistent: pg.Consistent, object: func(ctx context.Context, name string) (bool, bool, error) {
+		return pgScrub{members: members, listFlags: scrubFlags(deep), consistent: pg.Consistent, object: func(ctx context.Context, name string) (bool, bool, error) {
 			return s.scrubObject(ctx, id, p, epoch, members, name, deep)
 		}}, nil
 	}
@@ -181,7 +184,7 @@ func (s *Server) pgScrubOf(id clustermap.PGID, p *pgState, deep bool) (pgScrub, 
 	if err != nil {
 		return pgScrub{}, err
 	}
-	sc := pgScrub{members: positions, consistent: pg.ShardsConsistent, object: func(ctx context.Context, name string) (bool, bool, error) {
+	sc := pgScrub{members: positions, listFlags: scrubFlags(false), consistent: pg.ShardsConsistent, object: func(ctx context.Context, name string) (bool, bool, error) {
 		return s.scrubShardObject(ctx, pool.EC.K, id, p, epoch, positions, name, deep)
 	}}
 	if deep {
@@ -291,9 +294,10 @@ func (s *Server) scrubPositions(pool *clustermap.Pool, id clustermap.PGID) ([]cl
 	return positions, nil
 }
 
-// scrubShardObject compares the shards of one erasure-coded object under
-// its lock (pg.BadShards) and rebuilds those that differ from the others,
-// as recovery does: marked missing, then rebuilt from k good shards.
+// scrubShardObject reads the state of one erasure-coded object's shards
+// under its lock (deep: every byte, each block's checksum verified) and
+// rebuilds those that fail their checksums or differ from the others
+// (repairShards).
 func (s *Server) scrubShardObject(ctx context.Context, k int, id clustermap.PGID, p *pgState, epoch clustermap.Epoch, positions []clustermap.OSDID, name string, deep bool) (found, repaired bool, err error) {
 	l := s.lock(id, name)
 	l.Lock()
@@ -307,8 +311,16 @@ func (s *Server) scrubShardObject(ctx context.Context, k int, id clustermap.PGID
 		}
 		copies[i] = pg.Copy{Present: present, State: st}
 	}
+	return s.repairShards(ctx, k, id, p, epoch, positions, name, copies)
+}
+
+// repairShards rebuilds, as recovery does (marked missing, then rebuilt
+// from k good shards), the shards of one erasure-coded object that
+// pg.BadShards picks from copies, and reports them by position. The
+// caller holds the object's lock.
+func (s *Server) repairShards(ctx context.Context, k int, id clustermap.PGID, p *pgState, epoch clustermap.Epoch, positions []clustermap.OSDID, name string, copies []pg.Copy) (found, repaired bool, err error) {
 	bad, ok := pg.BadShards(k, copies)
-	if len(bad) == 0 {
+	if ok && len(bad) == 0 {
 		return false, false, nil // it was a write racing the listing
 	}
 	detail := describeCopies(positions, func(i int) string {
@@ -497,12 +509,17 @@ func (s *Server) workProgress() []meta.WorkProgress {
 	return out
 }
 
-// scrubParity checks, under the object's lock, that the shards of one
-// erasure-coded object code together, from their folds (proto.FlagFold,
-// ec.Codec.CheckFolds): no shard's bytes leave its OSD. A shard the folds
-// place (M ≥ 2) is rebuilt from the others; a mismatch they cannot place
-// (M = 1) is reported as inconsistent. A shard missing, a tombstone or
-// positions at different versions are left to the next scrub's listing.
+// scrubParity is a deep scrub's read of an erasure-coded object whose
+// positions' listings agree: under the object's lock, every position
+// reads its whole shard through the store's checked reads and folds it
+// (proto.FlagFold), and the folds must code together (ec.Codec.CheckFolds);
+// no shard's bytes leave its OSD. A shard failing its checksums (or whose
+// meta is damaged) is rebuilt from the others and reported by position,
+// as a shard found so by a listing is (repairShards). A shard that
+// passes them but does not code with the others is rebuilt when the folds
+// place it (M ≥ 2); a mismatch they cannot place (M = 1) is reported as
+// inconsistent. A shard missing, a tombstone or positions at different
+// versions are left to the next scrub's listing.
 func (s *Server) scrubParity(ctx context.Context, pool *clustermap.Pool, id clustermap.PGID, p *pgState, epoch clustermap.Epoch, positions []clustermap.OSDID, name string) (found, repaired bool, err error) {
 	c, err := s.codecOf(pool)
 	if err != nil {
@@ -511,26 +528,13 @@ func (s *Server) scrubParity(ctx context.Context, pool *clustermap.Pool, id clus
 	l := s.lock(id, name)
 	l.Lock()
 	defer l.Unlock()
-	t := s.view.Table()
-	folds, metas, errs := make([][]byte, len(positions)), make([]*pg.ShardMeta, len(positions)), make([]error, len(positions))
-	var wg sync.WaitGroup
-	for i, o := range positions {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			metas[i], folds[i], errs[i] = s.readShardFrom(ctx, t, o, id, name, 0, 0, proto.FlagFold)
-		}()
-	}
-	wg.Wait()
-	for i, err := range errs {
-		switch {
-		case errors.Is(err, objstore.ErrNotFound):
-			return false, false, nil
-		case err != nil:
-			return false, false, fmt.Errorf("folding the shard of %q on %s: %w", name, positions[i], err)
-		case metas[i].Tombstone || metas[i].Ver != metas[0].Ver:
-			return false, false, nil
-		}
+	metas, folds, errs := s.foldShards(ctx, positions, id, name)
+	copies, corrupt, err := foldCopies(positions, name, metas, errs)
+	switch {
+	case err != nil || copies == nil:
+		return false, false, err
+	case corrupt:
+		return s.repairShards(ctx, pool.EC.K, id, p, epoch, positions, name, copies)
 	}
 	ok, bad, err := c.CheckFolds(folds)
 	if ok || err != nil {
@@ -547,4 +551,48 @@ func (s *Server) scrubParity(ctx context.Context, pool *clustermap.Pool, id clus
 	}
 	s.report(id, name, "scrub-repaired", fmt.Sprintf("deep scrub: the shard at position %d passed its checksums but did not code with the others; rebuilt", bad))
 	return true, true, nil
+}
+
+// foldShards asks every position, in parallel, for the fold of its shard
+// of name and its meta.
+func (s *Server) foldShards(ctx context.Context, positions []clustermap.OSDID, id clustermap.PGID, name string) ([]*pg.ShardMeta, [][]byte, []error) {
+	t := s.view.Table()
+	folds, metas, errs := make([][]byte, len(positions)), make([]*pg.ShardMeta, len(positions)), make([]error, len(positions))
+	var wg sync.WaitGroup
+	for i, o := range positions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			metas[i], folds[i], errs[i] = s.readShardFrom(ctx, t, o, id, name, 0, 0, proto.FlagFold)
+		}()
+	}
+	wg.Wait()
+	return metas, folds, errs
+}
+
+// foldCopies turns the answers of foldShards into the copies
+// repairShards weighs, and says whether a position failed its checksums
+// (answered StatusCorrupt). It returns no copies when a shard is missing,
+// a tombstone or at another version than the others: the next scrub's
+// listing sees to those.
+func foldCopies(positions []clustermap.OSDID, name string, metas []*pg.ShardMeta, errs []error) (copies []pg.Copy, corrupt bool, err error) {
+	copies = make([]pg.Copy, len(positions))
+	var ver *pg.EVersion
+	for i, err := range errs {
+		var se *shardError
+		switch {
+		case errors.As(err, &se) && se.status == proto.StatusCorrupt:
+			copies[i], corrupt = pg.Copy{Present: true, State: pg.ObjState{Corrupt: true}}, true
+			continue
+		case errors.Is(err, objstore.ErrNotFound):
+			return nil, false, nil
+		case err != nil:
+			return nil, false, fmt.Errorf("folding the shard of %q on %s: %w", name, positions[i], err)
+		case metas[i].Tombstone || ver != nil && metas[i].Ver != *ver:
+			return nil, false, nil
+		}
+		ver = &metas[i].Ver
+		copies[i] = pg.Copy{Present: true, State: pg.ObjState{Ver: *ver}}
+	}
+	return copies, corrupt, nil
 }
