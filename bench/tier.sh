@@ -10,6 +10,9 @@
 #   meta-flash   data on the HDDs, --meta-dir on flash (today's cairn)
 #   writeback    meta-flash plus a write-back area of WRITEBACK on the flash
 #                (--writeback-size): small writes stay there until destaged
+#   flash-cache  writeback plus a read cache of FLASH_CACHE on the flash
+#                (--flash-cache-size): blocks of small reads that went to an
+#                HDD are read from flash the next time
 #   ceph-db-on-flash  Ceph 16.2 BlueStore (1 mon, 1 mgr, 3 OSDs, a pool of
 #                3 copies, one per OSD), each OSD's data block a file on its
 #                HDD, its DB (RocksDB, with the WAL) a file of CEPH_DB_SIZE on
@@ -33,14 +36,22 @@
 #   VOLUME=2G            volume size (the random writes' working set)
 #   HDD_IOPS=200 HDD_MBPS=150   the "HDD"'s limits (each direction)
 #   HDD_SIZE=8G          sparse file behind each loop device
-#   LAYOUTS="hdd-only meta-flash writeback ceph-db-on-flash"   which layouts to run
+#   LAYOUTS="hdd-only meta-flash writeback flash-cache ceph-db-on-flash"   which layouts to run
 #   WRITEBACK=4G         each OSD's write-back area (layout writeback)
 #   CEPH_DB_SIZE=2G      each Ceph OSD's DB file on the flash (ceph-db-on-flash)
 #   CEPH_BLOCK_SIZE=4G   each Ceph OSD's data block file on its HDD
 #   CEPH_PG_NUM=128      PGs of the Ceph pool
-#   JOBS="qd16-uniform qd1-uniform qd16-zipf qd16-randread-cold"   which jobs of
-#                        DURATION to run (the last: 4 KiB random reads with the
-#                        page cache dropped, as of data evicted from memory)
+#   FLASH_CACHE=1G       each OSD's read cache on flash (layout flash-cache)
+#   JOBS="qd16-uniform qd1-uniform qd16-zipf qd16-randread-cold qd16-randread-hot"
+#                        which jobs of DURATION to run. qd16-randread-cold:
+#                        4 KiB random reads with the page cache dropped, as of
+#                        data evicted from memory. qd16-randread-hot: a hot
+#                        set larger than memory: the volume read once in
+#                        64 KiB reads, then 4 KiB random reads over it, with
+#                        the cluster's processes capped (memory cgroup) at
+#                        READ_MEMORY of new memory, page cache included (not
+#                        run on Ceph: its cache is its own memory)
+#   READ_MEMORY=512M     the cap of qd16-randread-hot
 #   WORKDIR=/tmp/cairn-tier         (the daemons' logs stay in WORKDIR-logs)
 #   CAIRN_ETCD_PORT=24890 CAIRN_OSD_PORT=27890 CAIRN_NBD_PORT=20909
 #   CEPH_MON_V2_PORT=23300 CEPH_MON_V1_PORT=23789 CEPH_OSD_PORT_MIN=28000
@@ -55,15 +66,17 @@ HDD_IOPS=${HDD_IOPS:-200}
 HDD_MBPS=${HDD_MBPS:-150}
 HDD_SIZE=${HDD_SIZE:-8G}
 WORKDIR=${WORKDIR:-/tmp/cairn-tier}
-LAYOUTS=${LAYOUTS:-hdd-only meta-flash writeback ceph-db-on-flash}
+LAYOUTS=${LAYOUTS:-hdd-only meta-flash writeback flash-cache ceph-db-on-flash}
 WRITEBACK=${WRITEBACK:-4G}
+FLASH_CACHE=${FLASH_CACHE:-1G}
+READ_MEMORY=${READ_MEMORY:-512M}
 CEPH_DB_SIZE=${CEPH_DB_SIZE:-2G}
 CEPH_BLOCK_SIZE=${CEPH_BLOCK_SIZE:-4G}
 CEPH_PG_NUM=${CEPH_PG_NUM:-128}
 CEPH_MON_V2_PORT=${CEPH_MON_V2_PORT:-23300}
 CEPH_MON_V1_PORT=${CEPH_MON_V1_PORT:-23789}
 CEPH_OSD_PORT_MIN=${CEPH_OSD_PORT_MIN:-28000}
-JOBS=${JOBS:-qd16-uniform qd1-uniform qd16-zipf qd16-randread-cold}
+JOBS=${JOBS:-qd16-uniform qd1-uniform qd16-zipf qd16-randread-cold qd16-randread-hot}
 CAIRN_ETCD_PORT=${CAIRN_ETCD_PORT:-24890}
 CAIRN_OSD_PORT=${CAIRN_OSD_PORT:-27890}
 CAIRN_NBD_PORT=${CAIRN_NBD_PORT:-20909}
@@ -71,6 +84,7 @@ OSDS=3
 NOSDS=$OSDS # lib.sh's Ceph
 CEPH_POOL=tier
 THROTTLE=/sys/fs/cgroup/blkio
+MEMCG=/sys/fs/cgroup/memory/cairn-tier
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 
 BENCH=tier
@@ -83,7 +97,7 @@ for t in fio losetup mkfs.ext4 python3 go; do
 done
 for layout in $LAYOUTS; do
 	case $layout in
-	hdd-only | meta-flash | writeback) ;;
+	hdd-only | meta-flash | writeback | flash-cache) ;;
 	ceph-db-on-flash)
 		for t in ceph ceph-mon ceph-mgr ceph-osd ceph-authtool monmaptool rbd; do
 			command -v $t >/dev/null || die "$t is not installed (apt-get install ceph)"
@@ -98,6 +112,7 @@ loops=()
 cluster=""
 cleanup() {
 	set +e
+	uncap_memory
 	stop_cluster
 	stop_ceph
 	rm -rf "$WORKDIR-logs" && mkdir -p "$WORKDIR-logs"
@@ -130,6 +145,23 @@ unthrottle() {
 	for f in read_iops write_iops read_bps write_bps; do echo "$mm 0" >"$THROTTLE/blkio.throttle.${f}_device" 2>/dev/null; done
 }
 
+# cap_memory: the cluster's processes into a memory cgroup that lets them
+# take READ_MEMORY more (what they hold already stays outside it): their
+# page cache then holds that much of what they read.
+cap_memory() {
+	mkdir -p "$MEMCG"
+	numfmt --from=iec "$READ_MEMORY" >"$MEMCG/memory.limit_in_bytes"
+	local p
+	for p in $(pgrep -f "^$CAIRN "); do echo "$p" >"$MEMCG/cgroup.procs" 2>/dev/null || true; done
+}
+
+uncap_memory() {
+	[[ -d $MEMCG ]] || return 0
+	local p
+	for p in $(cat "$MEMCG/cgroup.procs"); do echo "$p" >"${MEMCG%/*}/cgroup.procs" 2>/dev/null; done
+	rmdir "$MEMCG" 2>/dev/null || true
+}
+
 # make_hdds makes OSDS throttled loop devices with ext4, mounted under WORKDIR.
 make_hdds() {
 	for i in $(seq 0 $((OSDS - 1))); do
@@ -150,13 +182,14 @@ make_hdds() {
 start_cluster() {
 	local layout=$1 dir=$WORKDIR/$1 wb=()
 	mkdir -p "$dir/dev" "$dir/flash"
-	[[ $layout == writeback ]] && wb=(--writeback-size "$WRITEBACK")
+	[[ $layout == writeback || $layout == flash-cache ]] && wb=(--writeback-size "$WRITEBACK")
+	[[ $layout == flash-cache ]] && wb+=(--flash-cache-size "$FLASH_CACHE")
 	for i in $(seq 0 $((OSDS - 1))); do
 		local hdd
 		hdd=$WORKDIR/hdd-$(basename "${loops[$i]}")/$layout-osd.$i
 		mkdir -p "$hdd"
 		ln -s "$hdd" "$dir/dev/osd.$i"
-		if [[ $layout == meta-flash || $layout == writeback ]]; then
+		if [[ $layout != hdd-only ]]; then
 			mkdir -p "$dir/flash/osd.$i-meta"
 			ln -s "$dir/flash/osd.$i-meta" "$hdd/meta"
 		fi
@@ -298,27 +331,41 @@ sample_dirty() {
 	done
 }
 
+# prepare_reads LAYOUT JOB: the whole volume written (a thin volume's holes
+# would read without any IO), then nothing of it in the page cache, as for
+# data evicted from memory. For the hot job, the cluster's memory capped and
+# the volume read once, as a hot set read before.
+prepare_reads() {
+	local layout=$1 name=$2 target
+	read -ra target <<<"$(fio_target "$layout")"
+	log "$layout: writing the whole volume in 1 MiB writes before the reads"
+	CEPH_CONF=$CEPH_CONF timeout 300 fio --name=fill "${target[@]}" --rw=write --bs=1m --iodepth=4 --size="$VOLUME" >/dev/null ||
+		log "$layout: writing the volume did not finish in 5 minutes; the reads find part of it unwritten"
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+	[[ $name == *-hot ]] || return 0
+	cap_memory
+	log "$layout: memory capped at $READ_MEMORY more; reading the whole volume once in 64 KiB reads"
+	CEPH_CONF=$CEPH_CONF timeout 300 fio --name=warm "${target[@]}" --rw=read --bs=64k --iodepth=16 --size="$VOLUME" >/dev/null ||
+		log "$layout: reading the volume did not finish in 5 minutes"
+}
+
 # run_jobs LAYOUT: the fio jobs against the running cluster's volume.
 run_jobs() {
 	local layout=$1 target
 	read -ra target <<<"$(fio_target "$layout")"
 	local jobs=("qd16-uniform 16 random $DURATION randwrite" "qd1-uniform 1 random $DURATION randwrite" "qd16-zipf 16 zipf:1.2 $DURATION randwrite")
 	[[ $LONG == 1 ]] && jobs+=("qd16-uniform-10min 16 random 600 randwrite")
-	jobs+=("qd16-randread-cold 16 random $DURATION randread")
+	jobs+=("qd16-randread-cold 16 random $DURATION randread" "qd16-randread-hot 16 random $DURATION randread")
 	for job in "${jobs[@]}"; do
 		read -r name qd dist secs rw <<<"$job"
 		[[ $name == *-10min || " $JOBS " == *" $name "* ]] || continue
-		log "$layout: 4 KiB $rw, $name, ${secs}s"
-		# Cold reads: the whole volume written (a thin volume's holes would
-		# read without any IO), then nothing of it in the page cache, as for
-		# data evicted from memory (what a read cache on flash would serve).
-		if [[ $rw == randread ]]; then
-			log "$layout: writing the whole volume in 1 MiB writes before the reads"
-			CEPH_CONF=$CEPH_CONF timeout 300 fio --name=fill "${target[@]}" --rw=write --bs=1m --iodepth=4 --size="$VOLUME" >/dev/null ||
-				log "$layout: writing the volume did not finish in 5 minutes; the reads find part of it unwritten"
-			sync
-			echo 3 >/proc/sys/vm/drop_caches
+		if [[ $name == *-hot && $layout == ceph-db-on-flash ]]; then
+			log "$layout: no $name (Ceph's cache is its own memory, which the cap would not bound the same way)"
+			continue
 		fi
+		log "$layout: 4 KiB $rw, $name, ${secs}s"
+		[[ $rw == randread ]] && prepare_reads "$layout" "$name"
 		local ios0 t0 sampler=""
 		ios0=$(hdd_ios)
 		t0=$(date +%s.%N)
@@ -336,6 +383,7 @@ run_jobs() {
 		fi
 		# The HDDs' reads and writes over fio's whole run (its ramp included).
 		echo "$ios0 $(hdd_ios) $t0 $(date +%s.%N)" >"$WORKDIR/$layout-$name.hdd"
+		uncap_memory
 		after_job "$layout"
 	done
 }
@@ -374,11 +422,13 @@ def hdd_writes(layout, name):
     r0, w0, r1, w1, t0, t1 = map(float, open(f"{work}/{layout}-{name}.hdd").read().split())
     return (w1 - w0) / (t1 - t0), (r1 - r0) / (t1 - t0)
 jobs = [n for n in ["qd16-uniform", "qd1-uniform", "qd16-zipf"] if n in wanted] + (["qd16-uniform-10min"] if long else [])
-jobs += [n for n in ["qd16-randread-cold"] if n in wanted]
+jobs += [n for n in ["qd16-randread-cold", "qd16-randread-hot"] if n in wanted]
 print("| layout | job | IOPS | p50 ms | p99 ms | max ms | HDD writes/s | HDD reads/s | fio error |")
 print("|---|---|---|---|---|---|---|---|---|")
 for layout in layouts:
     for n in jobs:
+        if n.endswith("-hot") and layout == "ceph-db-on-flash":
+            continue
         i, p50, p99, mx, err = stats(layout, n)
         hw, hr = hdd_writes(layout, n)
         kind = "randread" if "randread" in n else "randwrite"
@@ -400,6 +450,9 @@ if "meta-flash" in layouts and "hdd-only" in layouts and "qd16-uniform" in jobs:
 if "writeback" in layouts and "ceph-db-on-flash" in layouts and "qd16-uniform" in jobs:
     r = stats("writeback", "qd16-uniform")[0] / stats("ceph-db-on-flash", "qd16-uniform")[0]
     print(f"write-back/ceph-db-on-flash 4K randwrite QD16 ratio: {r:.2f}")
+if "flash-cache" in layouts and "writeback" in layouts and "qd16-randread-hot" in jobs:
+    r = stats("flash-cache", "qd16-randread-hot")[0] / stats("writeback", "qd16-randread-hot")[0]
+    print(f"flash-cache/writeback 4K randread hot QD16 ratio: {r:.2f}")
 if "writeback" in layouts and "hdd-only" in layouts and "qd16-uniform" in jobs:
     r = stats("writeback", "qd16-uniform")[0] / stats("hdd-only", "qd16-uniform")[0]
     print(f"write-back/hdd-only 4K randwrite QD16 ratio: {r:.2f}")

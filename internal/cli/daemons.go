@@ -116,7 +116,7 @@ func monTLS(o *mon.Options, c *client.Config) error {
 func osdCmd(g *globals) *cobra.Command {
 	var o osd.Options
 	var id int
-	var class, debugListen, writeback string
+	var class, debugListen, writeback, flashCache string
 	cmd := &cobra.Command{
 		Use:   "osd",
 		Short: "run an OSD daemon on one data directory (and the osd admin commands)",
@@ -132,7 +132,10 @@ func osdCmd(g *globals) *cobra.Command {
 			}
 			o.Conf, o.ID, o.Class, o.Logf = cfg, clustermap.OSDID(id), clustermap.DeviceClass(class), logger.Printf
 			o.WriteLoad = writes
-			if o.WritebackBytes, err = parseAreaSize(writeback); err != nil {
+			if o.WritebackBytes, err = parseAreaSize("--writeback-size", writeback); err != nil {
+				return err
+			}
+			if o.FlashCacheBytes, err = parseAreaSize("--flash-cache-size", flashCache); err != nil {
 				return err
 			}
 			if o.StallTimeout == 0 {
@@ -162,6 +165,7 @@ func osdCmd(g *globals) *cobra.Command {
 	f.Int64Var(&o.DataCacheBytes, "data-cache-size", 0, "bytes of memory for repeated large reads (128 KiB to 4 MiB), outside the Go heap; negative: none (default 1 GiB, or a sixteenth of the machine's memory if less)")
 	f.BoolVar(&o.ReserveDataCache, "data-cache-reserve", true, "take the data cache's memory at start, faulted in at idle priority, and keep it; false: take it as reads fill the cache")
 	f.StringVar(&writeback, "writeback-size", "0", "size of the write-back area on the --meta-dir device, e.g. 8G: small overwrites stay there, durable, until they are moved to the data disk in sorted batches (0: none)")
+	f.StringVar(&flashCache, "flash-cache-size", "0", "size of a read cache on the --meta-dir device, e.g. 16G: data blocks of small reads that went to the data disk are kept there and read from flash next time, as ZFS's L2ARC (0: none)")
 	f.DurationVar(&o.StallTimeout, "stall-timeout", objstore.DefaultStallTimeout, "how long the --meta-dir device may leave a commit-log write or index flush unanswered before the OSD stops, as after an IO error (its data comes back from the other copies); 0: wait forever")
 	f.StringVar(&debugListen, "debug-listen", "", "serve Go profiling (/debug/pprof) on this address, e.g. 127.0.0.1:6060")
 	f.StringVar(&o.MetricsListen, "metrics-listen", "", "serve Prometheus metrics at /metrics on this address, e.g. 127.0.0.1:9283")
@@ -319,14 +323,15 @@ func serveDebug(addr string) error {
 	return nil
 }
 
-// parseAreaSize parses --writeback-size: 0, or a size as parseBytes takes.
-func parseAreaSize(s string) (int64, error) {
+// parseAreaSize parses a size flag of the meta device (flag names it): 0,
+// or a size as parseBytes takes.
+func parseAreaSize(flag, s string) (int64, error) {
 	if strings.TrimSpace(s) == "0" {
 		return 0, nil
 	}
 	n, err := parseBytes(s)
 	if err != nil {
-		return 0, fmt.Errorf("--writeback-size: %w", err)
+		return 0, fmt.Errorf("%s: %w", flag, err)
 	}
 	return int64(n), nil
 }

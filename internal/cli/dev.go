@@ -52,6 +52,7 @@ one now. DIR/dev.json always lists the running pids.`,
 	f.StringVar(&o.S3DataEC, "s3-data-ec", "", "make --s3-data-pool erasure-coded K+M (one shard per host, or per OSD with fewer than K+M hosts; needs "+client.ExperimentalECEnv+"=1)")
 	f.Int64Var(&o.DataCacheSize, "data-cache-size", 0, "each OSD's memory for repeated large reads, as cairn osd --data-cache-size (0: its default)")
 	f.StringVar(&o.WritebackSize, "writeback-size", "", "each OSD's write-back area on its meta device, as cairn osd --writeback-size (e.g. 64M; empty or 0: none)")
+	f.StringVar(&o.FlashCacheSize, "flash-cache-size", "", "each OSD's read cache on its meta device, as cairn osd --flash-cache-size (e.g. 1G; empty or 0: none)")
 	f.DurationVar(&o.StallTimeout, "stall-timeout", 0, "each OSD's --stall-timeout: how long its meta device may leave a commit unanswered before it stops (0: cairn osd's default)")
 	f.BoolVar(&o.DataCacheReserve, "data-cache-reserve", true, "whether each OSD takes its data cache's memory at start, as cairn osd --data-cache-reserve")
 	f.DurationVar(&o.DownOut, "down-out", 30*time.Second, "how long an OSD may stay down before it is marked out and its data re-replicated")

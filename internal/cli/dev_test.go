@@ -3,6 +3,7 @@ package cli
 import (
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/cairn-storage/cairn/internal/devcluster"
@@ -71,11 +72,37 @@ func TestDevPassesWritebackSize(t *testing.T) {
 			t.Fatal(err)
 		}
 		s, _ := osd.Flags().GetString("writeback-size")
-		if n, err := parseAreaSize(s); err != nil || n != tc.want {
+		if n, err := parseAreaSize("--writeback-size", s); err != nil || n != tc.want {
 			t.Errorf("cairn osd --writeback-size %q: %d, %v; want %d", s, n, err, tc.want)
 		}
 	}
-	if _, err := parseAreaSize("lots"); err == nil {
+	if _, err := parseAreaSize("--writeback-size", "lots"); err == nil {
 		t.Error("--writeback-size lots was taken")
+	}
+}
+
+// --flash-cache-size of cairn dev reaches each OSD as cairn osd's flag,
+// which parses it into the store's cache size.
+func TestDevPassesFlashCacheSize(t *testing.T) {
+	dev := devCmd(&globals{})
+	if err := dev.ParseFlags([]string{"--flash-cache-size=2G"}); err != nil {
+		t.Fatal(err)
+	}
+	o := devcluster.Options{DataCacheReserve: true}
+	o.FlashCacheSize, _ = dev.Flags().GetString("flash-cache-size")
+	args := o.OSDCacheArgs()
+	if !slices.Equal(args, []string{"--flash-cache-size", "2G"}) {
+		t.Fatalf("cairn dev --flash-cache-size=2G gives its OSDs %q", args)
+	}
+	osd := osdCmd(&globals{})
+	if err := osd.ParseFlags(args); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := osd.Flags().GetString("flash-cache-size")
+	if n, err := parseAreaSize("--flash-cache-size", s); err != nil || n != 2<<30 {
+		t.Fatalf("cairn osd --flash-cache-size %q: %d, %v", s, n, err)
+	}
+	if _, err := parseAreaSize("--flash-cache-size", "big"); err == nil || !strings.Contains(err.Error(), "--flash-cache-size") {
+		t.Fatalf("a bad size: %v, want an error naming the flag", err)
 	}
 }

@@ -57,6 +57,8 @@ type Options struct {
 	AutoRestart      bool
 	// WritebackSize is each OSD's --writeback-size ("" or "0": none).
 	WritebackSize string
+	// FlashCacheSize is each OSD's --flash-cache-size ("" or "0": none).
+	FlashCacheSize string
 	// StallTimeout is each OSD's --stall-timeout (0: its default).
 	StallTimeout time.Duration
 
@@ -68,8 +70,8 @@ type Options struct {
 	Logf func(format string, args ...any)
 }
 
-// OSDCacheArgs are the data cache, write-back area and stall timeout
-// options, as flags of cairn osd.
+// OSDCacheArgs are the data cache, write-back area, flash read cache and
+// stall timeout options, as flags of cairn osd.
 func (o Options) OSDCacheArgs() []string {
 	var args []string
 	if o.DataCacheSize != 0 {
@@ -80,6 +82,9 @@ func (o Options) OSDCacheArgs() []string {
 	}
 	if o.WritebackSize != "" && o.WritebackSize != "0" {
 		args = append(args, "--writeback-size", o.WritebackSize)
+	}
+	if o.FlashCacheSize != "" && o.FlashCacheSize != "0" {
+		args = append(args, "--flash-cache-size", o.FlashCacheSize)
 	}
 	if o.StallTimeout != 0 {
 		args = append(args, "--stall-timeout", o.StallTimeout.String())

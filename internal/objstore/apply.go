@@ -122,10 +122,28 @@ func (a *applyCtx) release() {
 	for _, st := range a.order {
 		if st.startFileID != 0 {
 			a.s.rc.dropFile(st.startFileID)
+			a.dropFlash(st)
 		}
 		if !st.rec.inline && st.rec.fileID != 0 && st.rec.fileID != st.startFileID {
 			a.s.rc.dropFile(st.rec.fileID)
 		}
+	}
+}
+
+// dropFlash takes what st's transaction changed of its object's file out
+// of the flash read cache: the blocks it wrote, or the whole file if the
+// object was cut, replaced or removed. New files have nothing cached.
+func (a *applyCtx) dropFlash(st *objState) {
+	fc := a.s.fc
+	if fc == nil {
+		return
+	}
+	if st.shrunk || !st.exists || st.rec.inline || st.rec.fileID != st.startFileID {
+		fc.dropFile(st.startFileID)
+		return
+	}
+	for b := range st.dirty {
+		fc.dropBlocks(st.startFileID, b, b)
 	}
 }
 

@@ -174,7 +174,9 @@
 // Client reads of 128 KiB to 4 MiB repeated in the same shape are answered
 // from the store's own read cache instead (readcache.go, ReadShared):
 // checked data and checksums, in memory outside the Go heap, sent as they
-// lie.
+// lie. Small client reads that go to the data disk fill a read cache on
+// the meta device if the store has one (flashcache.go,
+// Options.FlashCacheBytes), which serves them from flash next time.
 //
 // The index's memtable is 1/64 of its disk, 4 to 64 MiB, and each of the
 // three commit-log segments its size: a small disk keeps room for data.

@@ -51,6 +51,10 @@ type objState struct {
 	// (and mtime, as in POSIX) alone: on every client write the OSD sets a
 	// version xattr, and rewriting the record for it cost a memtable insert.
 	recChanged bool
+	// shrunk: a truncate of this txn cut the object's data, or a put
+	// replaced it, so the flash read cache drops its whole file, not only
+	// the dirty blocks.
+	shrunk bool
 }
 
 // reserve sizes the dirty block maps of an object with none yet for n
@@ -122,6 +126,7 @@ func (a *applyCtx) do(st *objState, o *op) error {
 	st.recChanged = true
 	switch o.typ {
 	case opPut:
+		st.shrunk = true
 		return a.put(st, o)
 	case opWrite:
 		return a.write(st, o)
@@ -290,6 +295,9 @@ func (a *applyCtx) writeFile(st *objState, off uint64, data []byte, sums []uint3
 }
 
 func (a *applyCtx) truncate(st *objState, size uint64) error {
+	if size < st.rec.size {
+		st.shrunk = true
+	}
 	if st.rec.inline {
 		if err := st.verifyInline(); err != nil {
 			return err

@@ -52,7 +52,18 @@ func Open(o Options) (*Store, error) {
 	if err := s.openIndexAndLog(realFS); err != nil {
 		return nil, err
 	}
+	if o.FlashCacheBytes > 0 && realFS {
+		fc, err := openFlashCache(o.MetaDir, o.FlashCacheBytes)
+		if err != nil {
+			s.closeFiles()
+			s.log.close()
+			s.db.Close()
+			return nil, err
+		}
+		s.fc = fc
+	}
 	if err := s.startChecked(); err != nil {
+		s.fc.close()
 		s.closeFiles()
 		s.log.close()
 		s.db.Close()
@@ -501,6 +512,7 @@ func (s *Store) Close() error {
 		s.rm.close()
 		s.closeFiles()
 		s.rc.close()
+		s.fc.close()
 		if s.fsSync != nil {
 			s.fsSync.close()
 		}

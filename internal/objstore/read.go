@@ -70,7 +70,7 @@ func (s *Store) read(coll, name string, off, length uint64, cached bool) (data [
 		n := int(lb-fb+1) * blockSize
 		if e := s.rc.alloc(k, n); e != nil {
 			sums := make([]uint32, lb-fb+1)
-			if err := s.readBlocks(coll, name, r.fileID, fb, lb, e.buf[:n], sums); err != nil {
+			if err := s.readBlocks(coll, name, r.fileID, fb, lb, e.buf[:n], sums, nil); err != nil {
 				e.release()
 				return nil, Info{}, nil, nil, err
 			}
@@ -80,7 +80,11 @@ func (s *Store) read(coll, name string, off, length uint64, cached bool) (data [
 			return e.data, info, sums, e.release, nil
 		}
 	}
-	data, pooled, sums, err := s.readRec(coll, name, &r, off, length)
+	var fc *flashCache
+	if cached {
+		fc = s.fc
+	}
+	data, pooled, sums, err := s.readRec(coll, name, &r, off, length, fc)
 	if err != nil {
 		return nil, Info{}, nil, nil, err
 	}
@@ -95,8 +99,9 @@ var noRelease = func() {}
 
 // readRec reads [off, off+length) of the object whose record is r, into a
 // bufpool buffer (returned as pooled) if the read is large, with its blocks'
-// checksums if it starts at a block (see ReadPooled).
-func (s *Store) readRec(coll, name string, r *objRec, off, length uint64) (data, pooled []byte, sums []uint32, err error) {
+// checksums if it starts at a block (see ReadPooled), through the flash
+// read cache fc if not nil.
+func (s *Store) readRec(coll, name string, r *objRec, off, length uint64, fc *flashCache) (data, pooled []byte, sums []uint32, err error) {
 	if off >= r.size {
 		return []byte{}, nil, nil, nil
 	}
@@ -124,7 +129,7 @@ func (s *Store) readRec(coll, name string, r *objRec, off, length uint64) (data,
 	} else {
 		buf = make([]byte, n)
 	}
-	if err := s.readBlocks(coll, name, r.fileID, fb, lb, buf, sums); err != nil {
+	if err := s.readBlocks(coll, name, r.fileID, fb, lb, buf, sums, fc); err != nil {
 		bufpool.Put(pooled)
 		return nil, nil, nil, err
 	}
@@ -137,8 +142,10 @@ func (s *Store) readRec(coll, name string, r *objRec, off, length uint64) (data,
 }
 
 // readBlocks fills buf with verified blocks fb..lb of a data file, zeros
-// for blocks never written, and sums (if not nil) with their checksums.
-func (s *Store) readBlocks(coll, name string, fileID, fb, lb uint64, buf []byte, sums []uint32) error {
+// for blocks never written, and sums (if not nil) with their checksums. A
+// small read goes through the flash read cache fc, if not nil: a block it
+// holds is read from flash, and blocks read from the disk fill it.
+func (s *Store) readBlocks(coll, name string, fileID, fb, lb uint64, buf []byte, sums []uint32, fc *flashCache) error {
 	chunks, err := s.loadChunks(coll, name, fileID, fb/chunkBlocks, lb/chunkBlocks)
 	if err != nil {
 		return err
@@ -151,32 +158,30 @@ func (s *Store) readBlocks(coll, name string, fileID, fb, lb uint64, buf []byte,
 		return c.crc[b%chunkBlocks], true
 	}
 	inB := func(b uint64) bool { return chunks[b/chunkBlocks].inB(b % chunkBlocks) }
+	if (lb-fb+1)*blockSize > flashAdmitMax {
+		fc = nil
+	}
 	wset := s.wb.blocksIn(fileID, fb, lb) // blocks whose W key overrides the file
 	var df *dataFile
 	defer func() { s.releaseFile(df) }()
 	for b := fb; b <= lb; {
-		want, ok := present(b)
-		if !ok {
-			clear(buf[(b-fb)*blockSize : (b-fb+1)*blockSize]) // buf may be recycled
+		blk := buf[(b-fb)*blockSize : (b-fb+1)*blockSize]
+		want, present0 := present(b)
+		copied := false
+		if !present0 {
+			clear(blk) // buf may be recycled
+			want, copied = zeroBlockCRC, true
+		} else if wset[b] || fc != nil {
+			if copied, err = s.readCopy(coll, name, fileID, b, blk, want, wset[b], fc); err != nil {
+				return err
+			}
+		}
+		if copied {
 			if sums != nil {
-				sums[b-fb] = zeroBlockCRC
+				sums[b-fb] = want
 			}
 			b++
 			continue
-		}
-		if wset[b] {
-			ok, err := s.readWB(coll, name, fileID, b, buf[(b-fb)*blockSize:(b-fb+1)*blockSize], want)
-			if err != nil {
-				return err
-			}
-			if ok {
-				if sums != nil {
-					sums[b-fb] = want
-				}
-				b++
-				continue
-			}
-			// Destaged since blocksIn: the file holds it now.
 		}
 		// One file read per run of present blocks in the same slot.
 		e := b
@@ -206,10 +211,24 @@ func (s *Store) readBlocks(coll, name string, fileID, fb, lb uint64, buf []byte,
 			if sums != nil {
 				sums[x-fb] = want
 			}
+			if fc != nil {
+				fc.admit(fileID, x, blk)
+			}
 		}
 		b = e + 1
 	}
 	return nil
+}
+
+// readCopy fills dst with block b from where a copy of it may be: its W key
+// if inWB (see writeback.go), else the flash read cache fc. false: neither
+// holds it, the data file does.
+func (s *Store) readCopy(coll, name string, fileID, b uint64, dst []byte, want uint32, inWB bool, fc *flashCache) (bool, error) {
+	if inWB {
+		// false: destaged since blocksIn, the file holds it now.
+		return s.readWB(coll, name, fileID, b, dst, want)
+	}
+	return fc.read(fileID, b, dst, want), nil
 }
 
 // readWB fills dst with block b of file fileID from its W key (see

@@ -41,6 +41,10 @@ type Options struct {
 	// destager moves them to the data disk. 0: none, deferred writes go
 	// through the journal to the data disk within a checkpoint.
 	WritebackBytes int64
+	// FlashCacheBytes sizes a read cache on the meta device for data
+	// blocks read from the data disk (flashcache.go). 0: none. Only on the
+	// real file system.
+	FlashCacheBytes int64
 	// SequentialCutoff is how many bytes a run of writes that each start
 	// where the last one to the file ended may put in the write-back
 	// area; later writes of the run bypass it (seqstream.go). 0:
@@ -118,7 +122,8 @@ const (
 type Store struct {
 	opts Options
 	fs   vfs.FS
-	rc   *readCache // nil: none
+	rc   *readCache  // nil: none
+	fc   *flashCache // on the meta device; nil: none
 	// directIO: large fresh extents are written with O_DIRECT (directio.go);
 	// on only for the real filesystem, off once it refuses O_DIRECT.
 	directIO atomic.Bool

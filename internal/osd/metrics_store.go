@@ -14,6 +14,7 @@ type storeCollector struct {
 	syncs, cache, cow                        *prometheus.Desc
 	paced, pacedSecs, unsynced, syncRate     *prometheus.Desc
 	poolOps, poolBytes                       *prometheus.Desc
+	flashUsed, flashErrs                     *prometheus.Desc
 }
 
 func newStoreCollector(s *Server, labels prometheus.Labels) *storeCollector {
@@ -26,19 +27,21 @@ func newStoreCollector(s *Server, labels prometheus.Labels) *storeCollector {
 		logBytes:   d("commit_log_bytes_total", "Bytes of the commit log's synced writes, alignment padding included."),
 		logSegs:    d("commit_log_segment_switches_total", "Moves of the commit log to its next segment."),
 		syncs:      d("checkpoint_syncs_total", "Syncs by checkpoints: of the whole filesystem, or of one data file.", "kind"),
-		cache:      d("cache_lookups_total", "Lookups of the store's memory caches (index records, large data reads), by result.", "cache", "result"),
+		cache:      d("cache_lookups_total", "Lookups of the store's caches (in memory: index records, large data reads; on flash: data blocks of small reads), by result.", "cache", "result"),
 		cow:        d("copy_on_write_total", "Overwrites written to a fresh slot instead of in place."),
 		paced:      d("paced_writes_total", "Writes slowed or held because the data disk's checkpoints fell behind."),
 		pacedSecs:  d("paced_seconds_total", "Time the writes of cairn_osd_paced_writes_total lost to pacing."),
 		unsynced:   d("unsynced_bytes", "Bytes of small writes durable in the commit log and not yet synced to the data disk."),
 		syncRate:   d("checkpoint_sync_rate_bytes", "Bytes a second checkpoints sync to the data disk (moving average; 0 until measured)."),
+		flashUsed:  d("flash_cache_bytes", "The read cache on the meta device: its size and the bytes of data blocks it holds.", "kind"),
+		flashErrs:  d("flash_cache_errors_total", "Blocks of the flash read cache that failed their checksum or met an IO error (read from the data disk instead)."),
 		poolOps:    d("pool_client_requests_total", "Client requests this OSD served as primary that succeeded, by pool and kind (read, write).", "pool", "kind"),
 		poolBytes:  d("pool_client_bytes_total", "Payload bytes of the client requests this OSD served as primary that succeeded, by pool and kind (read, write).", "pool", "kind"),
 	}
 }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.logWrites, c.logCommits, c.logBytes, c.logSegs, c.syncs, c.cache, c.cow, c.paced, c.pacedSecs, c.unsynced, c.syncRate, c.poolOps, c.poolBytes} {
+	for _, d := range []*prometheus.Desc{c.logWrites, c.logCommits, c.logBytes, c.logSegs, c.syncs, c.cache, c.cow, c.paced, c.pacedSecs, c.unsynced, c.syncRate, c.poolOps, c.poolBytes, c.flashUsed, c.flashErrs} {
 		ch <- d
 	}
 }
@@ -64,6 +67,13 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.pacedSecs, prometheus.CounterValue, float64(st.PacedNanos)/1e9)
 		ch <- prometheus.MustNewConstMetric(c.unsynced, prometheus.GaugeValue, float64(st.Unsynced))
 		ch <- prometheus.MustNewConstMetric(c.syncRate, prometheus.GaugeValue, float64(st.SyncRate))
+		if fc := c.s.store.FlashCache(); fc.Bytes > 0 {
+			counter(c.cache, fc.Hits, "flash", "hit")
+			counter(c.cache, fc.Misses, "flash", "miss")
+			counter(c.flashErrs, fc.Errors)
+			ch <- prometheus.MustNewConstMetric(c.flashUsed, prometheus.GaugeValue, float64(fc.Bytes), "size")
+			ch <- prometheus.MustNewConstMetric(c.flashUsed, prometheus.GaugeValue, float64(fc.Used), "used")
+		}
 	}
 	if c.s.view == nil {
 		return

@@ -116,7 +116,7 @@ var updateDocs = flag.Bool("update-docs", false, "rewrite docs/metrics.md's OSD 
 // TestMetricsDocumented keeps docs/metrics.md's table of the OSD's metrics
 // equal to what it serves.
 func TestMetricsDocumented(t *testing.T) {
-	st, err := objstore.Open(objstore.Options{Dir: t.TempDir(), ReserveBytes: -1})
+	st, err := objstore.Open(objstore.Options{Dir: t.TempDir(), ReserveBytes: -1, FlashCacheBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,6 +59,9 @@ type Options struct {
 	// WritebackBytes sizes the store's write-back area on the meta
 	// device (objstore.Options.WritebackBytes; 0: none).
 	WritebackBytes int64
+	// FlashCacheBytes sizes the store's read cache on the meta device
+	// (objstore.Options.FlashCacheBytes; 0: none).
+	FlashCacheBytes int64
 	// StallTimeout: how long the meta device may leave a commit
 	// outstanding before the store fails and the OSD stops
 	// (objstore.Options.StallTimeout; 0: its default, negative: never).
@@ -173,7 +176,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	st, err := openStore(ctx, objstore.Options{Dir: o.DataDir, MetaDir: o.MetaDir, ReserveBytes: o.ReserveBytes, CacheBytes: o.CacheBytes, DataCacheBytes: o.DataCacheBytes, ReserveDataCache: o.ReserveDataCache, WritebackBytes: o.WritebackBytes, SequentialCutoff: sequentialCutoff(o.Class), StallTimeout: o.StallTimeout}, storeLockWait, func() {
+	st, err := openStore(ctx, objstore.Options{Dir: o.DataDir, MetaDir: o.MetaDir, ReserveBytes: o.ReserveBytes, CacheBytes: o.CacheBytes, DataCacheBytes: o.DataCacheBytes, ReserveDataCache: o.ReserveDataCache, WritebackBytes: o.WritebackBytes, FlashCacheBytes: o.FlashCacheBytes, SequentialCutoff: sequentialCutoff(o.Class), StallTimeout: o.StallTimeout}, storeLockWait, func() {
 		o.Logf("%s: the store in %s is locked by another process; waiting up to %v for it to exit", id, o.DataDir, storeLockWait)
 	})
 	if err != nil {
