@@ -98,6 +98,7 @@ type clusterOpts struct {
 	s3DataPool, s3DataEC string
 	dashboard            bool     // the mon serves the web dashboard (c.dashPort)
 	writeback            string   // cairn dev --writeback-size: each OSD's write-back area
+	flashCache           string   // cairn dev --flash-cache-size: each OSD's read cache on its meta device
 	tls                  bool     // cairn dev --tls: the S3 gateway serves HTTPS, the cluster's traffic is encrypted
 	env                  []string // more environment for cairn dev and its daemons (failpoints), so the test may run in parallel
 }
@@ -209,6 +210,9 @@ func (c *cluster) devArgs() []string {
 	}
 	if c.opts.tls {
 		args = append(args, "--tls")
+	}
+	if c.opts.flashCache != "" {
+		args = append(args, "--flash-cache-size", c.opts.flashCache)
 	}
 	if c.opts.writeback != "" {
 		args = append(args, "--writeback-size", c.opts.writeback)

@@ -68,3 +68,15 @@ func TestDFWritebackColumns(t *testing.T) {
 		t.Errorf("a row has %d cells, the header %d", strings.Count(line, "\t"), strings.Count(dfHeader, "\t"))
 	}
 }
+
+// The FLASH CACHE cell of osd df: held over size and the hit share, "-"
+// without a cache.
+func TestDFFlashCacheColumn(t *testing.T) {
+	if got := flashCacheColumn(health.DFRow{}); got != "-" {
+		t.Errorf("no cache: %q", got)
+	}
+	r := health.DFRow{FlashCacheSize: 16 << 30, FlashCacheUsed: 4 << 30, FlashCacheHitRate: 0.875}
+	if got, want := flashCacheColumn(r), humanBytes(4<<30)+"/"+humanBytes(16<<30)+", 88% hits"; got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+}

@@ -45,7 +45,7 @@ func osdDFCmd(g *globals) *cobra.Command {
 	}
 }
 
-const dfHeader = "ID\tHOST\tCLASS\tSTATUS\tSIZE\tUSED\tAVAIL\t%USE\tOBJECTS\tUNSYNCED\tSYNC RATE\tDRAIN\tWRITEBACK\tDESTAGE\t\n"
+const dfHeader = "ID\tHOST\tCLASS\tSTATUS\tSIZE\tUSED\tAVAIL\t%USE\tOBJECTS\tUNSYNCED\tSYNC RATE\tDRAIN\tWRITEBACK\tDESTAGE\tFLASH CACHE\t\n"
 
 // dfLine is a row of `cairn osd df`, tab-separated.
 func dfLine(r health.DFRow) string {
@@ -54,7 +54,7 @@ func dfLine(r health.DFRow) string {
 		status = "up"
 	}
 	if !r.Reported {
-		return fmt.Sprintf("%d\t%s\t%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t", r.ID, r.Host, r.Class, status)
+		return fmt.Sprintf("%d\t%s\t%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t", r.ID, r.Host, r.Class, status)
 	}
 	rate, drain := "-", "-"
 	if r.SyncRate > 0 {
@@ -62,8 +62,18 @@ func dfLine(r health.DFRow) string {
 		drain = seconds(r.DrainSec)
 	}
 	wb, destage := writebackColumns(r)
-	return fmt.Sprintf("%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%d\t%s\t%s\t%s\t%s\t%s\t", r.ID, r.Host, r.Class, status,
-		humanBytes(r.Size), humanBytes(r.Used), humanBytes(r.Avail), r.UsedPct, r.Objects, humanBytes(r.Unsynced), rate, drain, wb, destage)
+	return fmt.Sprintf("%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t", r.ID, r.Host, r.Class, status,
+		humanBytes(r.Size), humanBytes(r.Used), humanBytes(r.Avail), r.UsedPct, r.Objects, humanBytes(r.Unsynced), rate, drain, wb, destage,
+		flashCacheColumn(r))
+}
+
+// flashCacheColumn is the FLASH CACHE cell: bytes held of its size and
+// the share of lookups it answered, or "-" without one.
+func flashCacheColumn(r health.DFRow) string {
+	if r.FlashCacheSize <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%s/%s, %.0f%% hits", humanBytes(r.FlashCacheUsed), humanBytes(r.FlashCacheSize), 100*r.FlashCacheHitRate)
 }
 
 // writebackColumns are the WRITEBACK (dirty/area) and DESTAGE (rate)

@@ -30,7 +30,12 @@ type DFRow struct {
 	DestageRate    int64   `json:"destage_rate"`
 	DestageSec     float64 `json:"destage_seconds"` // WritebackDirty at DestageRate
 	WritebackOff   bool    `json:"writeback_off"`   // turned off: draining, no new writes
-	Reported       bool    `json:"reported"`        // false: the OSD published no usage yet
+	// The read cache on flash: its size (0: none), the bytes it holds, and
+	// the share of lookups it answered since the OSD started.
+	FlashCacheSize    int64   `json:"flash_cache_bytes"`
+	FlashCacheUsed    int64   `json:"flash_cache_used_bytes"`
+	FlashCacheHitRate float64 `json:"flash_cache_hit_rate"`
+	Reported          bool    `json:"reported"` // false: the OSD published no usage yet
 }
 
 // DF lists every OSD of m, by ID, with what it last published.
@@ -47,6 +52,11 @@ func DF(m *clustermap.Map, stats map[clustermap.OSDID]report.OSDStats) []DFRow {
 			r.Unsynced, r.SyncRate, r.DrainSec = s.Unsynced, s.SyncRate, s.DrainSeconds()
 			r.WritebackArea, r.WritebackDirty, r.DestageRate = s.WritebackArea, s.WritebackDirty, s.DestageRate
 			r.WritebackOff, r.DestageSec = s.WritebackOff, s.DestageSeconds()
+			fc := s.FlashCache
+			r.FlashCacheSize, r.FlashCacheUsed = fc.Size, fc.Used
+			if fc.Hits+fc.Misses > 0 {
+				r.FlashCacheHitRate = float64(fc.Hits) / float64(fc.Hits+fc.Misses)
+			}
 		}
 		rows = append(rows, r)
 	}

@@ -63,3 +63,18 @@ func TestDFWriteback(t *testing.T) {
 		t.Fatalf("longest destage: %s %.1f s; want osd.2, 1024 s", st.DestageOSD, st.DestageSeconds)
 	}
 }
+
+// osd df carries each OSD's flash read cache and its hit share.
+func TestDFFlashCache(t *testing.T) {
+	stats := map[clustermap.OSDID]report.OSDStats{
+		1: {TotalBytes: 100, FlashCache: report.FlashCacheStats{Size: 1 << 30, Used: 1 << 20, Hits: 3, Misses: 1}},
+		2: {TotalBytes: 100},
+	}
+	rows := DF(testMap(), stats)
+	if r := rows[1]; r.FlashCacheSize != 1<<30 || r.FlashCacheUsed != 1<<20 || r.FlashCacheHitRate != 0.75 {
+		t.Fatalf("osd.1: %+v", r)
+	}
+	if r := rows[2]; r.FlashCacheSize != 0 || r.FlashCacheHitRate != 0 {
+		t.Fatalf("osd.2 has no cache: %+v", r)
+	}
+}

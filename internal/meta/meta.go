@@ -268,6 +268,9 @@ func sleep(ctx context.Context, d time.Duration) {
 // (package report owns its shape).
 type OSDStats = report.OSDStats
 
+// FlashCacheStats is an OSD's flash read cache, as it publishes it.
+type FlashCacheStats = report.FlashCacheStats
+
 // WorkProgress is one background worker's progress (recovery, scrub).
 type WorkProgress = report.WorkProgress
 

@@ -485,6 +485,7 @@ func (s *Server) publishStats(ctx context.Context, lease *meta.Lease) {
 				Unsynced: c.Unsynced, SyncRate: c.SyncRate,
 				WritebackArea: wb.AreaBytes, WritebackDirty: wb.DirtyBytes, DestageRate: int64(wb.DestageRate),
 				WritebackOff: wb.AreaBytes > 0 && !wb.On,
+				FlashCache:   flashCacheStats(s.store.FlashCache()),
 			})
 		}
 		select {
@@ -622,4 +623,9 @@ func whileBusy[T any](ctx context.Context, wait time.Duration, busy error, open 
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// flashCacheStats is what an OSD publishes of its store's flash read cache.
+func flashCacheStats(st objstore.FlashCacheStats) meta.FlashCacheStats {
+	return meta.FlashCacheStats{Size: st.Bytes, Used: st.Used, Hits: st.Hits, Misses: st.Misses}
 }

@@ -51,6 +51,17 @@ type OSDStats struct {
 	// WritebackOff: the area is turned off (`cairn osd writeback off`)
 	// and drains without taking new writes.
 	WritebackOff bool `json:"writeback_off,omitempty"`
+	// FlashCache is the read cache on the OSD's meta device (zero: none).
+	FlashCache FlashCacheStats `json:"flash_cache,omitzero"`
+}
+
+// FlashCacheStats: the flash read cache's size, the bytes of blocks it
+// holds, and its hits and misses since Started.
+type FlashCacheStats struct {
+	Size   int64 `json:"size_bytes"`
+	Used   int64 `json:"used_bytes"`
+	Hits   int64 `json:"hits"`
+	Misses int64 `json:"misses"`
 }
 
 // DrainSeconds is how long the OSD's unsynced writes take to reach its
