@@ -28,6 +28,7 @@
 package ec
 
 import (
+	"crypto/subtle"
 	"errors"
 	"fmt"
 
@@ -118,14 +119,16 @@ func (c *Codec) ParityDelta(i int, old, new []byte) ([][]byte, error) {
 	if i < 0 || i >= c.l.K || len(old) != len(new) {
 		return nil, errors.New("parity delta: bad chunk or lengths")
 	}
-	data := make([][]byte, c.l.K)
-	for j := range data {
-		data[j] = make([]byte, len(new))
+	delta := make([]byte, len(new))
+	subtle.XORBytes(delta, old, new)
+	parity := make([][]byte, c.l.M)
+	for j := range parity {
+		parity[j] = make([]byte, len(new))
 	}
-	for b := range new {
-		data[i][b] = old[b] ^ new[b]
+	if err := c.rs.EncodeIdx(delta, i, parity); err != nil {
+		return nil, fmt.Errorf("parity delta: %w", err)
 	}
-	return c.Encode(data)
+	return parity, nil
 }
 
 // Reconstruct fills the chunks that are nil (at most M of them) from the

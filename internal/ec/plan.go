@@ -55,6 +55,21 @@ func (l Layout) Plan(size, off int64, n int) []StripeWork {
 	return out
 }
 
+// Columns is the span [from, to) of chunk bytes the stripe's write
+// covers in any data chunk: all a delta reads, of the data chunks it
+// touches and of every parity chunk (a column of a stripe codes on its
+// own). A reread reads whole chunks.
+func (w StripeWork) Columns() (from, to int) {
+	from = -1
+	for _, r := range w.Ranges {
+		if from < 0 || r.From < from {
+			from = r.From
+		}
+		to = max(to, r.To)
+	}
+	return max(from, 0), to
+}
+
 // ranges cuts object bytes [from, to) of one stripe into chunk ranges.
 func (l Layout) ranges(stripe, from, to int64) []ChunkRange {
 	var out []ChunkRange

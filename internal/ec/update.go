@@ -1,6 +1,9 @@
 package ec
 
-import "fmt"
+import (
+	"crypto/subtle"
+	"fmt"
+)
 
 // Partial writes and truncates of an object already cut into shards.
 // Each stripe the change touches is planned (Plan) and its new chunks
@@ -159,11 +162,7 @@ func (c *Codec) applyDeltas(ws []ShardWrite, read ReadShard) ([]ShardWrite, bool
 	return out, true
 }
 
-func xorInto(dst, src []byte) {
-	for i, b := range src {
-		dst[i] ^= b
-	}
-}
+func xorInto(dst, src []byte) { subtle.XORBytes(dst, dst, src) }
 
 // add appends w to the shard's writes, cut at its new length (parity
 // past the longest data chunk of the last stripe codes zeros and is not

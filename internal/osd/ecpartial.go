@@ -179,7 +179,7 @@ func (s *Server) readStripes(ctx context.Context, l ec.Layout, o *ecObject, req 
 			continue // nothing to read: bytes past the end read as zeros
 		}
 		rd := &shardReads{s: s, ctx: ctx, o: o, l: l, id: req.PG, name: req.Object, bufs: map[int][]byte{}, errs: map[int]error{}}
-		rd.from, rd.to = w.Stripe*r.unit, (w.Stripe+1)*r.unit
+		rd.from, rd.to = stripeSpan(l, w)
 		r.by[w.Stripe] = rd
 		wg.Add(1)
 		go func() {
@@ -192,14 +192,39 @@ func (s *Server) readStripes(ctx context.Context, l ec.Layout, o *ecObject, req 
 }
 
 // read is the ec.ReadShard of the write: a read lies in one chunk, so in
-// one stripe.
+// one stripe. A read outside the span fetched (a delta that turned into a
+// reread) fetches the stripe's whole chunks.
 func (r *stripeReads) read(i int, off int64, n int) ([]byte, error) {
-	rd := r.by[off/r.unit]
+	stripe := off / r.unit
+	rd := r.by[stripe]
 	if rd == nil {
 		return nil, fmt.Errorf("shard %d: [%d, +%d) lies in a stripe the write does not read", i, off, n)
 	}
+	if off < rd.from || off+int64(n) > rd.to {
+		rd = &shardReads{s: rd.s, ctx: rd.ctx, o: rd.o, l: rd.l, id: rd.id, name: rd.name, bufs: map[int][]byte{}, errs: map[int]error{}}
+		rd.from, rd.to = stripe*r.unit, (stripe+1)*r.unit
+		r.by[stripe] = rd
+	}
 	return rd.read(i, off, n)
 }
+
+// stripeSpan is the span of each shard a partial write reads of stripe
+// w: for a delta only the chunk columns it covers, in whole blocks (a
+// 4 KiB write to a volume reads 4 KiB of its data and parity shards, not
+// their 16 KiB chunks); the whole chunk otherwise.
+func stripeSpan(l ec.Layout, w ec.StripeWork) (from, to int64) {
+	base := w.Stripe * int64(l.Unit)
+	if w.Kind != ec.Delta {
+		return base, base + int64(l.Unit)
+	}
+	lo, hi := w.Columns()
+	lo &^= spanAlign - 1
+	hi = min(l.Unit, (hi+spanAlign-1)&^(spanAlign-1))
+	return base + int64(lo), base + int64(hi)
+}
+
+// spanAlign: shards are read in whole blocks of the store's.
+const spanAlign = 4096
 
 // stripeShards returns the shards a stripe's work reads: the data shards
 // it touches and the parity shards for a delta, every data shard for a

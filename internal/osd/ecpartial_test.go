@@ -137,3 +137,35 @@ func TestPartialStripe(t *testing.T) {
 		}
 	}
 }
+
+// A small write reads only the chunk columns it covers, in whole blocks,
+// of the shards a delta needs; anything else reads whole chunks.
+func TestStripeSpan(t *testing.T) {
+	l := ec.Layout{K: 2, M: 1, Unit: 16 << 10}
+	sb := l.StripeBytes()
+	for _, tc := range []struct {
+		op       proto.Op
+		off, n   int64
+		from, to int64 // in the stripe's chunks
+	}{
+		{proto.OpWrite, 4096, 4096, 4096, 8192},
+		{proto.OpWrite, 5000, 100, 4096, 8192},
+		{proto.OpWrite, sb + 16<<10 + 8192, 4096, 8192, 12288},        // stripe 1, chunk 1
+		{proto.OpWrite, 12 << 10, 8 << 10, 0, 16 << 10},               // chunk 0's tail and chunk 1's head
+		{proto.OpWrite, 16<<10 - 100, 200, 0, 16 << 10},               // across the chunks' boundary
+		{proto.OpWrite, 16<<10 + 15<<10, 1 << 10, 12 << 10, 16 << 10}, // rounded out to blocks
+		{proto.OpTruncate, 5000, 0, 0, 16 << 10},
+	} {
+		req := &proto.Request{Op: tc.op, Offset: uint64(tc.off), Data: make([]byte, tc.n)}
+		stripe := tc.off / sb
+		from, to := fastSpan(l, req, stripe)
+		base := stripe * int64(l.Unit)
+		if from != base+tc.from || to != base+tc.to {
+			t.Errorf("%v of %d at %d: span [%d, %d) of shard, want [%d, %d)", tc.op, tc.n, tc.off, from-base, to-base, tc.from, tc.to)
+		}
+	}
+	w := ec.StripeWork{Stripe: 3, Kind: ec.Reread, Ranges: []ec.ChunkRange{{Chunk: 0, From: 0, To: 4096}}}
+	if from, to := stripeSpan(l, w); from != 3*16<<10 || to != 4*16<<10 {
+		t.Errorf("a reread reads [%d, %d), want its whole chunks", from, to)
+	}
+}

@@ -60,7 +60,7 @@ func (s *Server) partialFast(ctx context.Context, t *placement.Table, pool *clus
 	var from, to int64
 	var all []int
 	if reads {
-		from, to = stripe*int64(l.Unit), (stripe+1)*int64(l.Unit)
+		from, to = fastSpan(l, req, stripe)
 		for i := range osds {
 			all = append(all, i)
 		}
@@ -96,6 +96,22 @@ func (s *Server) partialFast(ctx context.Context, t *placement.Table, pool *clus
 	}
 	r.by[stripe] = rd
 	return o, r
+}
+
+// fastSpan is the span of each shard the fast path reads of stripe: as
+// stripeSpan for a write (planned as if the object were empty, which makes
+// any stripe it covers in part a delta; where the object makes it a
+// reread, the whole chunks are fetched then), the whole chunk for a
+// truncate.
+func fastSpan(l ec.Layout, req *proto.Request, stripe int64) (from, to int64) {
+	if req.Op != proto.OpTruncate {
+		for _, w := range l.Plan(0, int64(req.Offset), len(req.Data)) {
+			if w.Stripe == stripe {
+				return stripeSpan(l, w)
+			}
+		}
+	}
+	return stripe * int64(l.Unit), (stripe + 1) * int64(l.Unit)
 }
 
 // decideAll decides an object from every position's answer: nil unless
