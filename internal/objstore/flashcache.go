@@ -49,11 +49,12 @@ type flashCache struct {
 	f     *os.File
 	slots uint32
 
-	mu    sync.Mutex
-	files map[uint64]map[uint64]uint32 // data file → block → slot
-	owner []slotOwner                  // by slot
-	head  uint32                       // the next slot to fill
-	dead  bool                         // after an IO error: every lookup misses
+	mu     sync.Mutex
+	files  map[uint64]map[uint64]uint32 // data file → block → slot
+	owner  []slotOwner                  // by slot
+	head   uint32                       // the next slot to fill
+	dead   bool                         // after an IO error: every lookup misses
+	closed bool                         // by close: no more fills
 
 	fills   chan fill
 	done    chan struct{}
@@ -180,39 +181,37 @@ func (c *flashCache) still(slot, gen uint32) bool {
 // admit hands block b of file fileID (data, as read and checked) to the
 // writer, unless the cache has it already or the writer is behind.
 func (c *flashCache) admit(fileID, b uint64, data []byte) {
+	buf := bufpool.Aligned(blockSize)
+	copy(buf, data)
 	c.mu.Lock()
-	if c.dead {
-		c.mu.Unlock()
+	defer c.mu.Unlock()
+	if c.dead || c.closed {
 		return
 	}
 	if _, ok := c.files[fileID][b]; ok {
-		c.mu.Unlock()
 		return
 	}
 	slot := c.head
-	c.head = (c.head + 1) % c.slots
 	c.evict(slot)
 	o := &c.owner[slot]
 	o.gen++
 	o.fileID, o.block, o.used, o.ready = fileID, b, true, false
+	c.queued.Add(1)
+	select {
+	case c.fills <- fill{slot: slot, gen: o.gen, data: buf}:
+	default:
+		c.queued.Add(-1)
+		c.dropped.Add(1)
+		o.used = false
+		return
+	}
+	c.head = (c.head + 1) % c.slots
 	m := c.files[fileID]
 	if m == nil {
 		m = map[uint64]uint32{}
 		c.files[fileID] = m
 	}
 	m[b] = slot
-	gen := o.gen
-	c.mu.Unlock()
-	buf := bufpool.Aligned(blockSize)
-	copy(buf, data)
-	c.queued.Add(1)
-	select {
-	case c.fills <- fill{slot: slot, gen: gen, data: buf}:
-	default:
-		c.queued.Add(-1)
-		c.dropped.Add(1)
-		c.drop(fileID, b)
-	}
 }
 
 // evict takes slot's block out of the index (c.mu held).
@@ -343,7 +342,10 @@ func (c *flashCache) close() {
 	if c == nil {
 		return
 	}
+	c.mu.Lock()
+	c.closed = true
 	close(c.fills)
+	c.mu.Unlock()
 	<-c.done
 	c.f.Close()
 }

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# ec-volume.sh: 4 KiB random writes and reads, fio's nbd engine at QD, to a
+# volume on an erasure-coded K+M pool and to one on the 3-copy pool of the
+# same cluster (cairn dev, 3 hosts x 1 OSD), for cairn built from each of
+# REVS (git revisions; "." is the working tree), the revisions alternating
+# ROUNDS times. One table: IOPS, p99, and the OSDs' CPU seconds per 1,000
+# IOs (from /proc), and the line "EC/3-copy 4K randwrite QD16 ratio: X.XX"
+# for the last revision (QD as set).
+#
+#   bench/ec-volume.sh                                # this tree, once
+#   REVS="HEAD~3 ." ROUNDS=2 bench/ec-volume.sh       # before and after
+#
+# Environment: DURATION=15 (seconds of each fio job, after a 2 s ramp),
+# VOLUME=512M (each volume, written whole in 1 MiB writes first), QD=16,
+# EC=2+1, REVS=., ROUNDS=1, WORKDIR=/tmp/cairn-ecvol, CAIRN_ETCD_PORT=25890
+# CAIRN_OSD_PORT=28890 CAIRN_NBD_PORT=21909. Needs fio, go, git, python3.
+set -euo pipefail
+
+DURATION=${DURATION:-15}
+VOLUME=${VOLUME:-512M}
+QD=${QD:-16}
+EC=${EC:-2+1}
+REVS=${REVS:-.}
+ROUNDS=${ROUNDS:-1}
+WORKDIR=${WORKDIR:-/tmp/cairn-ecvol}
+CAIRN_ETCD_PORT=${CAIRN_ETCD_PORT:-25890}
+CAIRN_OSD_PORT=${CAIRN_OSD_PORT:-28890}
+CAIRN_NBD_PORT=${CAIRN_NBD_PORT:-21909}
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+BENCH=ec-volume
+. "$REPO/bench/lib.sh"
+for t in fio go git python3; do command -v $t >/dev/null || die "$t is not installed"; done
+[[ $DURATION =~ ^[1-9][0-9]*$ ]] || die "DURATION must be a whole number of seconds, got '$DURATION'"
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a whole number, got '$ROUNDS'"
+
+cluster=""
+cleanup() {
+	set +e
+	stop_cluster
+	rm -rf "$WORKDIR"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# build REV N: cairn of git revision REV ("." the working tree) as bin.N.
+build() {
+	local rev=$1 out=$WORKDIR/bin.$2 src=$WORKDIR/src.$2
+	if [[ $rev == . ]]; then
+		(cd "$REPO" && go build -o "$out" ./cmd/cairn)
+		return
+	fi
+	mkdir -p "$src"
+	git -C "$REPO" archive "$rev" | tar -x -C "$src"
+	(cd "$src" && go build -o "$out" ./cmd/cairn)
+}
+
+start_cluster() {
+	local bin=$1 dir=$WORKDIR/dev
+	rm -rf "$dir"
+	CAIRN_EXPERIMENTAL_EC=1 "$bin" dev --dir "$dir" --hosts 3 --osds-per-host 1 --etcd-port "$CAIRN_ETCD_PORT" \
+		--osd-port "$CAIRN_OSD_PORT" --nbd-port "$CAIRN_NBD_PORT" --s3-port 0 --metrics-port 0 \
+		--dashboard-port 0 >"$WORKDIR/dev.log" 2>&1 &
+	cluster=$!
+	for _ in $(seq 240); do grep -q "is up" "$WORKDIR/dev.log" && break; sleep 0.5; done
+	grep -q "is up" "$WORKDIR/dev.log" || die "cairn dev did not come up: $(tail "$WORKDIR/dev.log")"
+	CAIRN_EXPERIMENTAL_EC=1 "$bin" --conf "$dir/cairn.conf" pool create ec --ec "$EC" >/dev/null
+	"$bin" --conf "$dir/cairn.conf" volume create ec/vol --size "$VOLUME" >/dev/null
+	"$bin" --conf "$dir/cairn.conf" volume create default/vol --size "$VOLUME" >/dev/null
+}
+
+stop_cluster() {
+	[[ -n $cluster ]] || return 0
+	kill "$cluster" 2>/dev/null
+	wait "$cluster" 2>/dev/null
+	cluster=""
+}
+
+# osd_cpu BIN: CPU seconds the cluster's OSD processes have used.
+osd_cpu() {
+	local p total=0
+	for p in $(pgrep -f "^$1 osd "); do
+		total=$((total + $(awk '{ print $14 + $15 }' "/proc/$p/stat")))
+	done
+	echo "$total $(getconf CLK_TCK)" | awk '{ print $1 / $2 }'
+}
+
+# run_fio BIN N POOL RW: one fio job on POOL's volume; its JSON and the
+# OSDs' CPU over it go to WORKDIR/N-POOL-RW.*.
+run_fio() {
+	local bin=$1 n=$2 pool=$3 rw=$4 c0
+	c0=$(osd_cpu "$bin")
+	fio --name="$pool-$rw" --ioengine=nbd --uri="nbd://127.0.0.1:$CAIRN_NBD_PORT/$pool/vol" --rw="$rw" --bs=4k \
+		--iodepth="$QD" --size="$VOLUME" --time_based --runtime="$DURATION" --ramp_time=2 \
+		--output-format=json >"$WORKDIR/$n-$pool-$rw.json" || log "fio $pool $rw reported an error"
+	echo "$c0 $(osd_cpu "$bin")" >"$WORKDIR/$n-$pool-$rw.cpu"
+}
+
+rm -rf "$WORKDIR" && mkdir -p "$WORKDIR"
+read -ra revs <<<"$REVS"
+for i in "${!revs[@]}"; do
+	log "building ${revs[$i]}"
+	build "${revs[$i]}" "$i"
+done
+for round in $(seq "$ROUNDS"); do
+	for i in "${!revs[@]}"; do
+		bin=$WORKDIR/bin.$i
+		log "round $round: ${revs[$i]}: a cluster with a $EC pool and a 3-copy pool, a $VOLUME volume on each"
+		start_cluster "$bin"
+		for pool in ec default; do
+			fio --name=fill --ioengine=nbd --uri="nbd://127.0.0.1:$CAIRN_NBD_PORT/$pool/vol" --rw=write --bs=1m \
+				--iodepth=4 --size="$VOLUME" >/dev/null || die "writing the $pool volume failed"
+		done
+		for pool in ec default; do
+			for rw in randwrite randread; do
+				log "round $round: ${revs[$i]}: $pool $rw ${DURATION}s"
+				run_fio "$bin" "$round.$i" "$pool" "$rw"
+			done
+		done
+		stop_cluster
+	done
+done
+
+python3 - "$WORKDIR" "$ROUNDS" "$EC" "$QD" "${revs[@]}" <<'EOF'
+import json, sys
+work, rounds, ec, qd, revs = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5:]
+def job(n, pool, rw):
+    text = open(f"{work}/{n}-{pool}-{rw}.json").read()
+    j = json.loads(text[text.index("{"):])["jobs"][0]
+    side = j["write"] if rw == "randwrite" else j["read"]
+    c0, c1 = map(float, open(f"{work}/{n}-{pool}-{rw}.cpu").read().split())
+    ios = side["total_ios"] or 1
+    return side["iops"], side["clat_ns"]["percentile"]["99.000000"] / 1e6, 1000 * (c1 - c0) / ios
+print(f"| round | revision | volume | job | IOPS | p99 ms | OSD CPU-s per 1,000 IOs |")
+print("|---|---|---|---|---:|---:|---:|")
+for r in range(1, rounds + 1):
+    for i, rev in enumerate(revs):
+        for pool in ["ec", "default"]:
+            for rw in ["randwrite", "randread"]:
+                iops, p99, cpu = job(f"{r}.{i}", pool, rw)
+                name = ec if pool == "ec" else "3 copies"
+                print(f"| {r} | {rev} | {name} | 4K {rw} | {iops:,.0f} | {p99:.1f} | {cpu:.2f} |")
+last = f"{rounds}.{len(revs) - 1}"
+ratio = job(last, "ec", "randwrite")[0] / job(last, "default", "randwrite")[0]
+print(f"\nEC/3-copy 4K randwrite QD{qd} ratio: {ratio:.2f}")
+EOF
