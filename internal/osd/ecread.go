@@ -2,14 +2,11 @@ package osd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/cairn-storage/cairn/internal/clustermap"
 	"github.com/cairn-storage/cairn/internal/ec"
-	"github.com/cairn-storage/cairn/internal/meta"
 	"github.com/cairn-storage/cairn/internal/proto"
 )
 
@@ -17,10 +14,11 @@ import (
 // trip to the data positions when they agree (ecReadFast); else: its size from
 // the standing version's shards, its bytes from the data shards the range
 // touches, rebuilt from any K shards of that version where one is down or
-// fails (its checksums, its version, its length). Nothing is rewritten
-// by the read: a shard peering found stale is rebuilt by recovery, one
-// failing its checksums stays as it is for now. The caller holds the
-// object's lock for reading.
+// fails (its checksums, its version, its length). The read rewrites
+// nothing itself: a shard peering found stale is rebuilt by recovery, and
+// one failing its checksums is queued for its rewrite after the reply
+// (afterCorruptRead, ecreadrepair.go). The caller holds the object's lock
+// for reading.
 func (s *Server) ecRead(ctx context.Context, pool *clustermap.Pool, c *ec.Codec, p *pgState, req *proto.Request) *proto.Response {
 	if !p.isUnfound(req.Object) {
 		if r := s.ecReadFast(ctx, pool, c, p, req); r != nil {
@@ -52,7 +50,7 @@ func (s *Server) ecRead(ctx context.Context, pool *clustermap.Pool, c *ec.Codec,
 	if len(failed) > 0 {
 		s.logf("%s: pg %s object %q: shards at positions %v failed (%s); %s", s.id, req.PG, req.Object, failed, rd.why(failed),
 			map[bool]string{true: "read rebuilt from the others", false: "read failed"}[err == nil])
-		s.reportCorruptShards(req, rd, failed, err == nil)
+		s.afterCorruptRead(p, req.PG, req.Object, corruptShards(rd, failed), err == nil)
 	}
 	if err != nil {
 		return s.fail(proto.StatusUnavailable, "pg %s: reading %q: %v (%s)", req.PG, req.Object, err, rd.why(failed))
@@ -166,29 +164,4 @@ func (r *shardReads) why(failed []int) string {
 		out += fmt.Sprintf("position %d: %v", i, r.errs[i])
 	}
 	return out
-}
-
-// reportCorruptShards records, for status, the shards of a read that
-// failed their checksums: served from the others (a warning) when the read
-// was rebuilt, or unreadable (an error). The shard stays as it is: reads
-// do not write back, and no scrub of erasure-coded PGs exists yet.
-func (s *Server) reportCorruptShards(req *proto.Request, rd *shardReads, failed []int, rebuilt bool) {
-	for _, i := range failed {
-		rd.mu.Lock()
-		err := rd.errs[i]
-		rd.mu.Unlock()
-		var se *shardError
-		if !errors.As(err, &se) || se.status != proto.StatusCorrupt {
-			continue
-		}
-		detail := fmt.Sprintf("shard at position %d: %s", i, se.msg)
-		if rebuilt {
-			detail += "; served from the other shards, rebuilt; the shard is left as it is (reads of erasure-coded pools do not rewrite it yet)"
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := s.meta.AddReport(ctx, meta.Report{Kind: "corruption", OSD: se.osd, PG: req.PG.String(), Object: req.Object, Detail: detail, Time: time.Now().UTC()}); err != nil {
-			s.logf("%s: could not report a corrupt shard: %v", s.id, err)
-		}
-		cancel()
-	}
 }

@@ -121,6 +121,7 @@ type Server struct {
 	codecs          sync.Map       // clustermap.ECProfile → *ec.Codec: building one computes its matrices
 	shards          shardLocks     // erasure-coded shards' read-modify-writes (ecrollback.go)
 	trims           chan shardTrim // trims of complete erasure-coded writes, bounded (ectrim.go)
+	readRepairs     readRepairs    // rewrites of erasure-coded shards reads found corrupt, bounded (ecreadrepair.go)
 }
 
 // pgState is the in-memory state of a placement group on this OSD.
@@ -202,7 +203,8 @@ func Run(ctx context.Context, o Options) error {
 		seed:  maphash.MakeSeed(),
 		kick:  make(chan struct{}, 1), recoveryWake: make(chan struct{}, 1), statsKick: make(chan struct{}, 1),
 		suspected: map[clustermap.OSDID]clustermap.Epoch{}, started: time.Now().UTC(),
-		trims: make(chan shardTrim, maxQueuedTrims),
+		trims:       make(chan shardTrim, maxQueuedTrims),
+		readRepairs: readRepairs{queue: make(chan *readRepair, readRepairsQueued)},
 	}
 	s.metrics = newMetrics(s)
 	defer s.peers.Close()
@@ -300,6 +302,9 @@ func (s *Server) serve(ctx context.Context, addr string) error {
 	go s.indexCheckLoop(ctx)
 	go s.strayLoop(ctx)
 	go s.trimLoop(ctx)
+	for range readRepairsAtOnce {
+		go s.readRepairLoop(ctx)
+	}
 	go s.watchFull(ctx)
 	go s.followWriteback(ctx)
 	for ctx.Err() == nil {

@@ -314,13 +314,12 @@ func (s *Server) scrubShardObject(ctx context.Context, k int, id clustermap.PGID
 	return s.repairShards(ctx, k, id, p, epoch, positions, name, copies)
 }
 
-// repairShards rebuilds, as recovery does (marked missing, then rebuilt
-// from k good shards), the shards of one erasure-coded object that
-// pg.BadShards picks from copies, and reports them by position. The
-// caller holds the object's lock.
+// repairShards rebuilds the shards of one erasure-coded object that
+// pg.BadShards picks from copies (rebuildBadShards), and reports them by
+// position. The caller holds the object's lock.
 func (s *Server) repairShards(ctx context.Context, k int, id clustermap.PGID, p *pgState, epoch clustermap.Epoch, positions []clustermap.OSDID, name string, copies []pg.Copy) (found, repaired bool, err error) {
-	bad, ok := pg.BadShards(k, copies)
-	if ok && len(bad) == 0 {
+	bad, err := s.rebuildBadShards(ctx, k, id, p, epoch, positions, name, copies)
+	if err == nil && len(bad) == 0 {
 		return false, false, nil // it was a write racing the listing
 	}
 	detail := describeCopies(positions, func(i int) string {
@@ -333,19 +332,47 @@ func (s *Server) repairShards(ctx context.Context, k int, id clustermap.PGID, p 
 		}
 		return fmt.Sprintf("position %d v%s", i, c.State.Ver)
 	})
-	if !ok {
+	switch {
+	case errors.Is(err, errFewGoodShards):
 		s.report(id, name, "corruption", fmt.Sprintf("scrub: fewer than %d good shards: %s", k, detail))
 		return true, false, nil
-	}
-	for _, i := range bad {
-		p.markMissing(positions[i], name, epoch)
-	}
-	if err := s.ensureObject(ctx, id, p, name, ensureAll); err != nil {
+	case err != nil:
 		s.report(id, name, "inconsistent", fmt.Sprintf("scrub: %s; rebuilding positions %v failed: %v", detail, bad, err))
 		return true, false, nil
 	}
 	s.report(id, name, "scrub-repaired", fmt.Sprintf("%s; rebuilt positions %v", detail, bad))
 	return true, true, nil
+}
+
+// errFewGoodShards: the group of equal shards most positions hold is of
+// fewer than K, too few to rebuild the others from.
+var errFewGoodShards = errors.New("fewer than K good shards")
+
+// rebuildBadShards rebuilds, as recovery does (marked missing, then
+// rebuilt from k good shards), the shards of one erasure-coded object
+// that pg.BadShards picks from copies, and returns their positions (none:
+// the shards agree). Scrub and a read that met a corrupt shard
+// (ecreadrepair.go) repair through it. The caller holds the object's
+// lock.
+func (s *Server) rebuildBadShards(ctx context.Context, k int, id clustermap.PGID, p *pgState, epoch clustermap.Epoch, positions []clustermap.OSDID, name string, copies []pg.Copy) ([]int, error) {
+	bad, ok := pg.BadShards(k, copies)
+	if !ok {
+		return bad, errFewGoodShards
+	}
+	if len(bad) == 0 {
+		return nil, nil
+	}
+	for _, i := range bad {
+		p.markMissing(positions[i], name, epoch)
+	}
+	if err := s.ensureObject(ctx, id, p, name, ensureAll); err != nil {
+		return bad, err
+	}
+	if !p.activeIn(epoch) {
+		// markMissing did nothing outside its interval: nothing was rebuilt.
+		return bad, errors.New("the PG peered again meanwhile")
+	}
+	return bad, nil
 }
 
 func describeCopies(members []clustermap.OSDID, f func(int) string) string {
