@@ -59,30 +59,7 @@ func TestFlashReadCache(t *testing.T) {
 		}
 		return hits > 0
 	})
-	rotted := 0
-	filepath.WalkDir(c.dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.Name() != "flashcache" {
-			return nil
-		}
-		rotted++
-		f, err := os.OpenFile(path, os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		buf := make([]byte, 1<<20)
-		for off := int64(0); ; off += int64(len(buf)) {
-			n, _ := f.ReadAt(buf, off)
-			if n == 0 {
-				break
-			}
-			for i := range buf[:n] {
-				buf[i] = ^buf[i]
-			}
-			f.WriteAt(buf[:n], off)
-		}
-		return nil
-	})
+	rotted := invertFiles(t, c.dir, "flashcache")
 	if rotted != 6 {
 		t.Fatalf("found %d flash cache files, want one for each of 6 OSDs", rotted)
 	}
@@ -93,4 +70,28 @@ func TestFlashReadCache(t *testing.T) {
 	}
 	copy(model["disk1"][8192:], blk)
 	readAll("after an overwrite")
+}
+
+// invertFiles inverts every byte of every file named name under dir and
+// returns how many there were.
+func invertFiles(t *testing.T, dir, name string) int {
+	n := 0
+	filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.Name() != name {
+			return nil
+		}
+		n++
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range data {
+			data[i] = ^data[i]
+		}
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return nil
+	})
+	return n
 }
