@@ -43,8 +43,8 @@ import (
 // the blocks its writes change (dropBlocks, dropFile) under the write lock,
 // so no fill races a change of the same block. Every change of a slot's
 // owner bumps its generation: a read takes the generation before reading
-// the slot and checks it after (a seqlock), so a slot the ring reuses
-// under a reader is never returned as the old block.
+// the slot and checks it after (a seqlock), so a slot the ring gives to
+// another block under a reader is a miss, never that block's bytes.
 type flashCache struct {
 	f     *os.File
 	slots uint32
