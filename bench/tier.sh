@@ -25,8 +25,8 @@
 # Everything it makes (loop devices, mounts, throttle rules, processes, files)
 # is removed on exit, also on an error or Ctrl-C.
 #
-#   sudo bench/tier.sh                  # about an hour (the 10-minute runs)
-#   LONG=0 sudo -E bench/tier.sh        # about 15 minutes
+#   sudo bench/tier.sh                  # about two hours (the 10-minute runs)
+#   LONG=0 sudo -E bench/tier.sh        # about an hour (the read jobs fill the volume first)
 #   DURATION=30 VOLUME=1G LONG=0 sudo -E bench/tier.sh
 #
 # Environment:
