@@ -19,9 +19,10 @@
 #                the flash, as ceph-volume --block.db deploys it; fio's rbd
 #                engine into an RBD image of VOLUME
 #
-# One table at the end (with the writes a second the HDDs took), and the lines
-# "meta-flash/hdd-only 4K randwrite QD16 ratio: X.XX",
-# "write-back/ceph-db-on-flash ..." and, last, "write-back/hdd-only ...".
+# One table at the end (with the writes and reads a second the HDDs took), and
+# the lines "meta-flash/hdd-only 4K randwrite QD16 ratio: X.XX",
+# "write-back/ceph-db-on-flash ...", "flash-cache/writeback 4K randread hot
+# QD16 ratio: X.XX" and, last, "write-back/hdd-only ...".
 # Everything it makes (loop devices, mounts, throttle rules, processes, files)
 # is removed on exit, also on an error or Ctrl-C.
 #
