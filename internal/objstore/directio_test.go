@@ -257,7 +257,7 @@ func TestLargeReadOfSparseObjectReadsZeros(t *testing.T) {
 		}
 		bufpool.Put(dirty) // the next large read may well get this buffer
 		// Past the read cache, into a pooled buffer.
-		got, _, sums, release, err := s.read("1.0", "sparse", 0, size, false)
+		got, _, sums, release, err := s.read("1.0", "sparse", 0, size, viaDisk)
 		if err != nil {
 			t.Fatal(err)
 		}

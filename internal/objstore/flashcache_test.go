@@ -280,3 +280,31 @@ func TestFlashCacheSlotReusedUnderRead(t *testing.T) {
 		t.Fatal("the slot's new block does not read back")
 	}
 }
+
+// A read of the old bytes of a write (ReadSharedNoFill) is answered from
+// the flash cache when it holds them, but fills nothing.
+func TestFlashCacheNoFill(t *testing.T) {
+	s := openFlash(t, t.TempDir(), 1<<20)
+	defer s.Close()
+	data := pattern(5, 64*blockSize)
+	apply(t, s, func(x *Txn) { x.Write("c", "vol", 0, data) })
+	read := func(b uint64) {
+		t.Helper()
+		got, _, _, release, err := s.ReadSharedNoFill("c", "vol", b*blockSize, blockSize)
+		if err != nil || !bytes.Equal(got, data[b*blockSize:(b+1)*blockSize]) {
+			t.Fatalf("block %d: %v", b, err)
+		}
+		release()
+	}
+	read(1)
+	settle(t, s)
+	if st := s.FlashCache(); st.Filled != 0 || st.Used != 0 {
+		t.Fatalf("a no-fill read filled the cache: %+v", st)
+	}
+	readBlock(t, s, "vol", 2)
+	settle(t, s)
+	read(2)
+	if st := s.FlashCache(); st.Hits != 1 || st.Filled != 1 {
+		t.Fatalf("a no-fill read of a cached block: %+v, want it answered from flash", st)
+	}
+}

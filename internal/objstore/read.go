@@ -27,7 +27,7 @@ func (s *Store) Read(coll, name string, off, length uint64) ([]byte, error) {
 // lookup of its record (a read of a small object is then one index lookup).
 // It reads past the read cache: scrubs use it to check the disk.
 func (s *Store) ReadInfo(coll, name string, off, length uint64) ([]byte, Info, error) {
-	data, info, _, _, err := s.read(coll, name, off, length, false)
+	data, info, _, _, err := s.read(coll, name, off, length, viaDisk)
 	return data, info, err
 }
 
@@ -39,10 +39,27 @@ func (s *Store) ReadInfo(coll, name string, off, length uint64) ([]byte, Info, e
 // block of data, as checked: a sender can checksum its frame without
 // reading the data again.
 func (s *Store) ReadShared(coll, name string, off, length uint64) (data []byte, info Info, sums []uint32, release func(), err error) {
-	return s.read(coll, name, off, length, true)
+	return s.read(coll, name, off, length, viaCaches)
 }
 
-func (s *Store) read(coll, name string, off, length uint64, cached bool) (data []byte, info Info, sums []uint32, release func(), err error) {
+// ReadSharedNoFill is ReadShared for a read whose blocks are about to be
+// overwritten (the old bytes of a partial write): the caches answer it if
+// they hold it, but it fills none of them.
+func (s *Store) ReadSharedNoFill(coll, name string, off, length uint64) (data []byte, info Info, sums []uint32, release func(), err error) {
+	return s.read(coll, name, off, length, viaCachesNoFill)
+}
+
+// readVia says which caches a read goes through.
+type readVia int
+
+const (
+	viaDisk         readVia = iota // past the caches: scrubs check the disk
+	viaCaches                      // a client's read: answered from, and filling, the caches
+	viaCachesNoFill                // answered from the caches, filling none
+)
+
+func (s *Store) read(coll, name string, off, length uint64, via readVia) (data []byte, info Info, sums []uint32, release func(), err error) {
+	cached := via != viaDisk
 	if err := checkName(coll, name); err != nil {
 		return nil, Info{}, nil, nil, err
 	}
@@ -61,7 +78,7 @@ func (s *Store) read(coll, name string, off, length uint64, cached bool) (data [
 		end = off + length
 	}
 	// Only reads the cache takes look at it: a small read costs no lock.
-	if cached && s.rc != nil && !r.inline && off < r.size && off%blockSize == 0 && readClass(int(end-off)) >= 0 {
+	if via == viaCaches && s.rc != nil && !r.inline && off < r.size && off%blockSize == 0 && readClass(int(end-off)) >= 0 {
 		k := readKey{fileID: r.fileID, off: off, end: end}
 		if e := s.rc.get(k); e != nil {
 			return e.data, info, e.sums, e.release, nil
@@ -70,7 +87,7 @@ func (s *Store) read(coll, name string, off, length uint64, cached bool) (data [
 		n := int(lb-fb+1) * blockSize
 		if e := s.rc.alloc(k, n); e != nil {
 			sums := make([]uint32, lb-fb+1)
-			if err := s.readBlocks(coll, name, r.fileID, fb, lb, e.buf[:n], sums, nil); err != nil {
+			if err := s.readBlocks(coll, name, r.fileID, fb, lb, e.buf[:n], sums, fcRead{}); err != nil {
 				e.release()
 				return nil, Info{}, nil, nil, err
 			}
@@ -80,9 +97,9 @@ func (s *Store) read(coll, name string, off, length uint64, cached bool) (data [
 			return e.data, info, sums, e.release, nil
 		}
 	}
-	var fc *flashCache
+	var fc fcRead
 	if cached {
-		fc = s.fc
+		fc = fcRead{c: s.fc, fill: via == viaCaches}
 	}
 	data, pooled, sums, err := s.readRec(coll, name, &r, off, length, fc)
 	if err != nil {
@@ -100,8 +117,8 @@ var noRelease = func() {}
 // readRec reads [off, off+length) of the object whose record is r, into a
 // bufpool buffer (returned as pooled) if the read is large, with its blocks'
 // checksums if it starts at a block (see ReadPooled), through the flash
-// read cache fc if not nil.
-func (s *Store) readRec(coll, name string, r *objRec, off, length uint64, fc *flashCache) (data, pooled []byte, sums []uint32, err error) {
+// read cache as fc says.
+func (s *Store) readRec(coll, name string, r *objRec, off, length uint64, fc fcRead) (data, pooled []byte, sums []uint32, err error) {
 	if off >= r.size {
 		return []byte{}, nil, nil, nil
 	}
@@ -143,9 +160,10 @@ func (s *Store) readRec(coll, name string, r *objRec, off, length uint64, fc *fl
 
 // readBlocks fills buf with verified blocks fb..lb of a data file, zeros
 // for blocks never written, and sums (if not nil) with their checksums. A
-// small read goes through the flash read cache fc, if not nil: a block it
-// holds is read from flash, and blocks read from the disk fill it.
-func (s *Store) readBlocks(coll, name string, fileID, fb, lb uint64, buf []byte, sums []uint32, fc *flashCache) error {
+// small read goes through the flash read cache fc.c, if not nil: a block it
+// holds is read from flash, and blocks read from the disk fill it if
+// fc.fill.
+func (s *Store) readBlocks(coll, name string, fileID, fb, lb uint64, buf []byte, sums []uint32, fc fcRead) error {
 	chunks, err := s.loadChunks(coll, name, fileID, fb/chunkBlocks, lb/chunkBlocks)
 	if err != nil {
 		return err
@@ -159,7 +177,7 @@ func (s *Store) readBlocks(coll, name string, fileID, fb, lb uint64, buf []byte,
 	}
 	inB := func(b uint64) bool { return chunks[b/chunkBlocks].inB(b % chunkBlocks) }
 	if (lb-fb+1)*blockSize > flashAdmitMax {
-		fc = nil
+		fc.c = nil
 	}
 	wset := s.wb.blocksIn(fileID, fb, lb) // blocks whose W key overrides the file
 	var df *dataFile
@@ -171,8 +189,8 @@ func (s *Store) readBlocks(coll, name string, fileID, fb, lb uint64, buf []byte,
 		if !present0 {
 			clear(blk) // buf may be recycled
 			want, copied = zeroBlockCRC, true
-		} else if wset[b] || fc != nil {
-			if copied, err = s.readCopy(coll, name, fileID, b, blk, want, wset[b], fc); err != nil {
+		} else if wset[b] || fc.c != nil {
+			if copied, err = s.readCopy(coll, name, fileID, b, blk, want, wset[b], fc.c); err != nil {
 				return err
 			}
 		}
@@ -211,13 +229,20 @@ func (s *Store) readBlocks(coll, name string, fileID, fb, lb uint64, buf []byte,
 			if sums != nil {
 				sums[x-fb] = want
 			}
-			if fc != nil {
-				fc.admit(fileID, x, blk)
+			if fc.c != nil && fc.fill {
+				fc.c.admit(fileID, x, blk)
 			}
 		}
 		b = e + 1
 	}
 	return nil
+}
+
+// fcRead is how a read uses the flash read cache: c (nil: not at all),
+// and whether blocks read from the disk fill it.
+type fcRead struct {
+	c    *flashCache
+	fill bool
 }
 
 // readCopy fills dst with block b from where a copy of it may be: its W key

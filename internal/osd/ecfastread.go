@@ -67,7 +67,7 @@ func (s *Server) ecReadFast(ctx context.Context, pool *clustermap.Pool, c *ec.Co
 		from, to = l.Span(off, end)
 		chunks = dataChunks(l, off, end)
 	}
-	replies := s.askShards(ctx, t, osds[:asked], req.PG, req.Object, from, to, chunks)
+	replies := s.askShards(ctx, t, osds[:asked], req.PG, req.Object, from, to, chunks, 0)
 	defer func() {
 		for i := range replies {
 			replies[i].release()
@@ -104,8 +104,9 @@ func fastReadRange(req *proto.Request) (off, end int64) {
 }
 
 // askShards asks each of osds (the first positions) at once for its shard's
-// meta, and the positions in chunks for their span [from, to) as well.
-func (s *Server) askShards(ctx context.Context, t *placement.Table, osds []clustermap.OSDID, id clustermap.PGID, name string, from, to int64, chunks []int) []shardReply {
+// meta, and the positions in chunks for their span [from, to) as well,
+// with flags (proto.FlagForWrite for a write's reads).
+func (s *Server) askShards(ctx context.Context, t *placement.Table, osds []clustermap.OSDID, id clustermap.PGID, name string, from, to int64, chunks []int, flags uint32) []shardReply {
 	out := make([]shardReply, len(osds))
 	var wg sync.WaitGroup
 	for i, osd := range osds {
@@ -120,7 +121,7 @@ func (s *Server) askShards(ctx context.Context, t *placement.Table, osds []clust
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i].meta, out[i].resp, out[i].err = s.askShard(ctx, t, osd, id, name, from, n, 0)
+			out[i].meta, out[i].resp, out[i].err = s.askShard(ctx, t, osd, id, name, from, n, flags)
 		}()
 	}
 	wg.Wait()

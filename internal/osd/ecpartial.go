@@ -178,7 +178,7 @@ func (s *Server) readStripes(ctx context.Context, l ec.Layout, o *ecObject, req 
 		if w.Kind == ec.Full || !o.exists() {
 			continue // nothing to read: bytes past the end read as zeros
 		}
-		rd := &shardReads{s: s, ctx: ctx, o: o, l: l, id: req.PG, name: req.Object, bufs: map[int][]byte{}, errs: map[int]error{}}
+		rd := &shardReads{s: s, ctx: ctx, o: o, l: l, id: req.PG, name: req.Object, flags: proto.FlagForWrite, bufs: map[int][]byte{}, errs: map[int]error{}}
 		rd.from, rd.to = stripeSpan(l, w)
 		r.by[w.Stripe] = rd
 		wg.Add(1)
@@ -201,7 +201,7 @@ func (r *stripeReads) read(i int, off int64, n int) ([]byte, error) {
 		return nil, fmt.Errorf("shard %d: [%d, +%d) lies in a stripe the write does not read", i, off, n)
 	}
 	if off < rd.from || off+int64(n) > rd.to {
-		rd = &shardReads{s: rd.s, ctx: rd.ctx, o: rd.o, l: rd.l, id: rd.id, name: rd.name, bufs: map[int][]byte{}, errs: map[int]error{}}
+		rd = &shardReads{s: rd.s, ctx: rd.ctx, o: rd.o, l: rd.l, id: rd.id, name: rd.name, flags: rd.flags, bufs: map[int][]byte{}, errs: map[int]error{}}
 		rd.from, rd.to = stripe*r.unit, (stripe+1)*r.unit
 		r.by[stripe] = rd
 	}

@@ -65,7 +65,7 @@ func (s *Server) partialFast(ctx context.Context, t *placement.Table, pool *clus
 			all = append(all, i)
 		}
 	}
-	replies := s.askShards(ctx, t, osds, req.PG, req.Object, from, to, all)
+	replies := s.askShards(ctx, t, osds, req.PG, req.Object, from, to, all, proto.FlagForWrite)
 	defer func() {
 		for i := range replies {
 			replies[i].release()
@@ -80,7 +80,7 @@ func (s *Server) partialFast(ctx context.Context, t *placement.Table, pool *clus
 	if !reads {
 		return o, r
 	}
-	rd := &shardReads{s: s, ctx: ctx, o: o, l: l, id: req.PG, name: req.Object, from: from, to: to, bufs: map[int][]byte{}, errs: map[int]error{}}
+	rd := &shardReads{s: s, ctx: ctx, o: o, l: l, id: req.PG, name: req.Object, from: from, to: to, flags: proto.FlagForWrite, bufs: map[int][]byte{}, errs: map[int]error{}}
 	for i := range osds {
 		want := max(0, min(to, l.ShardLen(o.sizeNow(), i))-from)
 		var data []byte

@@ -87,6 +87,7 @@ type shardReads struct {
 	id       clustermap.PGID
 	name     string
 	from, to int64
+	flags    uint32 // more flags of the shard reads (proto.FlagForWrite)
 
 	mu   sync.Mutex
 	bufs map[int][]byte
@@ -141,7 +142,7 @@ func (r *shardReads) fetch(i int) ([]byte, error) {
 	if hi <= r.from {
 		return buf, nil // the shard holds nothing there: zeros
 	}
-	meta, data, err := r.s.readShardFrom(r.ctx, r.o.t, r.o.osds[i], r.id, r.name, r.from, hi-r.from, flags)
+	meta, data, err := r.s.readShardFrom(r.ctx, r.o.t, r.o.osds[i], r.id, r.name, r.from, hi-r.from, flags|r.flags)
 	if err != nil {
 		return nil, err
 	}

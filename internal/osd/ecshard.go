@@ -128,7 +128,11 @@ func (s *Server) readShard(t *placement.Table, req *proto.Request) *proto.Respon
 		if name != req.Object {
 			return s.readPrevShard(r, coll, req)
 		}
-		data, _, sums, release, err := s.store.ReadShared(coll, name, req.Offset, req.Length)
+		read := s.store.ReadShared
+		if req.Flags&proto.FlagForWrite != 0 {
+			read = s.store.ReadSharedNoFill
+		}
+		data, _, sums, release, err := read(coll, name, req.Offset, req.Length)
 		if err != nil {
 			return s.failErr(err)
 		}

@@ -124,6 +124,10 @@ const (
 	// shard's meta, the XOR of its chunks (ec.Layout.FoldInto) instead of
 	// its bytes: deep scrub checks parity with it.
 	FlagFold
+	// FlagForWrite: OpReadReplica of an erasure-coded PG reads the old
+	// bytes a partial write replaces: the store's caches may answer it,
+	// but it fills none (the write is about to change those blocks).
+	FlagForWrite
 )
 
 // Keys of an OpScrub reply (decimal values).
