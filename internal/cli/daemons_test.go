@@ -10,6 +10,7 @@ import (
 
 	"github.com/cairn-storage/cairn/internal/health"
 	"github.com/cairn-storage/cairn/internal/objstore"
+	"github.com/cairn-storage/cairn/internal/report"
 )
 
 // An OSD refusing a damaged index says how to replace it, with its id
@@ -78,5 +79,21 @@ func TestDFFlashCacheColumn(t *testing.T) {
 	r := health.DFRow{FlashCacheSize: 16 << 30, FlashCacheUsed: 4 << 30, FlashCacheHitRate: 0.875}
 	if got, want := flashCacheColumn(r), humanBytes(4<<30)+"/"+humanBytes(16<<30)+", 88% hits"; got != want {
 		t.Errorf("%q, want %q", got, want)
+	}
+}
+
+// cairn status adds a line for the flash read caches: what they hold of
+// their size and the share of lookups they answered; none without one.
+func TestStatusFlashCacheLine(t *testing.T) {
+	var b strings.Builder
+	printStatus(&b, health.Status{Health: "HEALTH_OK"})
+	if strings.Contains(b.String(), "flash cache") {
+		t.Fatalf("a cluster without flash caches shows one:\n%s", b.String())
+	}
+	b.Reset()
+	printStatus(&b, health.Status{Health: "HEALTH_OK", FlashCache: report.FlashCacheStats{Size: 3 << 30, Used: 1 << 30, Hits: 3, Misses: 1}})
+	want := "flash cache: " + humanBytes(1<<30) + " held of " + humanBytes(3<<30) + "; 75% of lookups hit"
+	if !strings.Contains(b.String(), want) {
+		t.Fatalf("status lacks %q:\n%s", want, b.String())
 	}
 }

@@ -138,6 +138,9 @@ func printStatus(w io.Writer, st health.Status) {
 		fmt.Fprintf(w, "  writeback: %s in write-back areas of %s, not yet on data disks%s (cairn osd df: each OSD's, and its destage rate)\n",
 			humanBytes(st.WritebackDirty), humanBytes(st.WritebackArea), longest)
 	}
+	if fc := st.FlashCache; fc.Size > 0 {
+		fmt.Fprintf(w, "  flash cache: %s held of %s%s (cairn osd df: each OSD's)\n", humanBytes(fc.Used), humanBytes(fc.Size), hitShare(fc.Hits, fc.Misses))
+	}
 	printGateways(w, st.Gateways)
 	if len(st.Work) > 0 {
 		fmt.Fprintf(w, "  work:\n")
@@ -220,4 +223,13 @@ func osdTreeCmd(g *globals) *cobra.Command {
 			return tw.Flush()
 		},
 	}
+}
+
+// hitShare is "; N% of lookups hit" for a cache, or nothing before its
+// first lookup.
+func hitShare(hits, misses int64) string {
+	if hits+misses == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %.0f%% of lookups hit", 100*float64(hits)/float64(hits+misses))
 }

@@ -78,3 +78,15 @@ func TestDFFlashCache(t *testing.T) {
 		t.Fatalf("osd.2 has no cache: %+v", r)
 	}
 }
+
+// cairn status adds up the OSDs' flash read caches.
+func TestStatusFlashCache(t *testing.T) {
+	stats := map[clustermap.OSDID]report.OSDStats{
+		1: {TotalBytes: 100, FlashCache: report.FlashCacheStats{Size: 1 << 30, Used: 1 << 20, Hits: 3, Misses: 1}},
+		2: {TotalBytes: 100, FlashCache: report.FlashCacheStats{Size: 1 << 30, Used: 2 << 20, Hits: 1, Misses: 5}},
+	}
+	st := Compute(testMap(), stats, nil, time.Now())
+	if fc := st.FlashCache; fc.Size != 2<<30 || fc.Used != 3<<20 || fc.Hits != 4 || fc.Misses != 6 {
+		t.Fatalf("status adds up %+v", fc)
+	}
+}

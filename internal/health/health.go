@@ -64,6 +64,9 @@ type Status struct {
 	// disk at its destage rate, DestageSeconds how long.
 	DestageOSD     string  `json:"destage_osd,omitempty"`
 	DestageSeconds float64 `json:"destage_seconds,omitempty"`
+	// FlashCache adds up the OSDs' read caches on flash: their size, the
+	// bytes they hold, their hits and misses since each OSD started.
+	FlashCache report.FlashCacheStats `json:"flash_cache,omitzero"`
 	// PGStates counts PGs by the state their primaries report.
 	PGStates map[string]int `json:"pg_states,omitempty"`
 	Work     []Work         `json:"work,omitempty"`
@@ -383,6 +386,10 @@ func (st *Status) drainSummary(stats map[clustermap.OSDID]report.OSDStats) {
 		st.Unsynced += s.Unsynced
 		st.WritebackDirty += s.WritebackDirty
 		st.WritebackArea += s.WritebackArea
+		st.FlashCache.Size += s.FlashCache.Size
+		st.FlashCache.Used += s.FlashCache.Used
+		st.FlashCache.Hits += s.FlashCache.Hits
+		st.FlashCache.Misses += s.FlashCache.Misses
 		if d := s.DrainSeconds(); d > st.DrainSeconds || (d == st.DrainSeconds && d > 0 && id.String() < st.DrainOSD) {
 			st.DrainOSD, st.DrainSeconds = id.String(), d
 		}
