@@ -26,7 +26,7 @@ import (
 // slots used as a ring: a new block takes the slot after the last one
 // filled, and the block that was there leaves the cache (first in, first
 // out: no bookkeeping on hits, and flash written sequentially). The index
-// of what is where lives in memory only (about 60 bytes a cached block), so
+// of what is where lives in memory only (a map entry and a slot record per cached block), so
 // the cache starts empty when the store opens.
 //
 // What is admitted: blocks of reads of flashAdmitMax or less that went to
