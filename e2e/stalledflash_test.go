@@ -110,7 +110,6 @@ func TestStalledFlashStopsOnlyItsOSD(t *testing.T) {
 	flash := newFlashDevice(t, filepath.Join(dir, "osd.0", "meta"))
 	c := startCluster(t, clusterOpts{dir: dir, hosts: 4, perHost: 1, downOut: 10 * time.Minute})
 	t.Cleanup(func() { flash.throttle(0) }) // before the cluster stops: nothing waits on the device then
-	ctx := context.Background()
 	victim := c.procs["osd.0"]
 	c.kill("osd.0")
 	c.restart("osd.0", "--stall-timeout", stall.String())
@@ -125,6 +124,9 @@ func TestStalledFlashStopsOnlyItsOSD(t *testing.T) {
 	defer w.stop()
 	time.Sleep(time.Second)
 	before := w.count()
+	if !osdUp(cl, 0) {
+		t.Fatal("osd.0 is down before its flash device was throttled")
+	}
 	logStart := fileSize(victim.Log)
 	throttled := time.Now()
 	if err := flash.throttle(1); err != nil {
@@ -133,14 +135,7 @@ func TestStalledFlashStopsOnlyItsOSD(t *testing.T) {
 	t.Logf("%d writes acknowledged; %s (%s) throttled to 1 write IOPS", before, flash.dev, flash.majMin)
 
 	waitFor(t, stall+15*time.Second, "osd.0 marked down after its flash device stalled", func() bool {
-		sctx, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		for _, st := range cl.OSDStatuses(sctx) {
-			if st.ID == 0 {
-				return !st.Up
-			}
-		}
-		return false
+		return !osdUp(cl, 0)
 	})
 	down := time.Since(throttled)
 	t.Logf("osd.0 down %.1f s after the throttle", down.Seconds())
@@ -191,6 +186,18 @@ func TestStalledFlashStopsOnlyItsOSD(t *testing.T) {
 	}
 	c.waitHealthy(60*time.Second, "with osd.0 out, its data copied back")
 	checkStallAcked(t, p, acked, "after recovery without osd.0")
+}
+
+// osdUp reports whether the map has osd id up.
+func osdUp(cl *client.Client, id int) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for _, st := range cl.OSDStatuses(ctx) {
+		if st.ID == id {
+			return st.Up
+		}
+	}
+	return false
 }
 
 // stallWriters put objects of 1 to 61 KiB, each goroutine its own names,

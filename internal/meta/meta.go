@@ -16,9 +16,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cairn-storage/cairn/internal/clustermap"
@@ -383,10 +385,15 @@ func (l *Lease) Revoke(ctx context.Context) error {
 }
 
 // ExpireIfAt ends osd's liveness lease now if its alive key still names
-// addr. Callers use it when a connection to addr was refused: nothing
-// listens there, so the OSD process is gone, and waiting for its lease to
-// run out would only stall IO. The keeper then marks it down at once. An
-// OSD that is in fact alive registers again (as after any lost lease).
+// addr and addr still refuses connections. Callers use it when a
+// connection to addr was refused: nothing listens there, so the OSD
+// process is gone, and waiting for its lease to run out would only stall
+// IO. The keeper then marks it down at once.
+//
+// The refusal the caller saw may be older than a restart of the OSD at the
+// same address, whose new lease the key then holds. An OSD listens before
+// it registers, so dialling addr again after reading the key tells the
+// two apart: a new process answers, and its lease is kept.
 func (s *Store) ExpireIfAt(ctx context.Context, osd clustermap.OSDID, addr string) (bool, error) {
 	resp, err := s.cli.Get(ctx, prefixAlive+strconv.Itoa(int(osd)))
 	if err != nil {
@@ -395,10 +402,26 @@ func (s *Store) ExpireIfAt(ctx context.Context, osd clustermap.OSDID, addr strin
 	if len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != addr || resp.Kvs[0].Lease == 0 {
 		return false, nil
 	}
+	if !refuses(ctx, addr) {
+		return false, nil
+	}
 	if _, err := s.cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
 		return false, err
 	}
 	return true, nil
+}
+
+// refuses reports whether a connection to addr is refused now.
+func refuses(ctx context.Context, addr string) bool {
+	dctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(dctx, "tcp", addr)
+	if err == nil {
+		conn.Close()
+		return false
+	}
+	return errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // Alive returns the OSDs that currently hold a live lease.

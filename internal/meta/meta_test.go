@@ -193,3 +193,40 @@ func TestKeeperMarksExpiredOSDDown(t *testing.T) {
 		t.Fatal("a down OSD must record since when")
 	}
 }
+
+// TestExpireIfAtSparesARestartedOSD: a peer's refused connection may date
+// from before the OSD restarted at the same address; the new process's
+// lease must survive it, and only an address that still refuses ends it.
+func TestExpireIfAtSparesARestartedOSD(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd")
+	}
+	ep := startEtcd(t)
+	ctx := context.Background()
+	s := connect(t, ep)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if _, err := s.RegisterAlive(ctx, 0, addr, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	alive := func() bool {
+		a, err := s.Alive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a[0]
+	}
+	if ok, err := s.ExpireIfAt(ctx, 0, addr); ok || err != nil || !alive() {
+		t.Fatalf("ExpireIfAt ended the lease of an OSD that listens at %s (ok=%v err=%v)", addr, ok, err)
+	}
+	ln.Close()
+	if ok, err := s.ExpireIfAt(ctx, 0, "127.0.0.1:1"); ok || err != nil || !alive() {
+		t.Fatalf("ExpireIfAt ended a lease registered at another address (ok=%v err=%v)", ok, err)
+	}
+	if ok, err := s.ExpireIfAt(ctx, 0, addr); !ok || err != nil || alive() {
+		t.Fatalf("ExpireIfAt kept the lease of an OSD whose address refuses (ok=%v err=%v)", ok, err)
+	}
+}
