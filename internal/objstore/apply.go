@@ -188,7 +188,12 @@ func (a *applyCtx) run(t *Txn) error {
 		if err != nil {
 			return err
 		}
-		if err := a.do(st, o); err != nil {
+		if o.typ == opRename {
+			err = a.rename(st, string(o.key))
+		} else {
+			err = a.do(st, o)
+		}
+		if err != nil {
 			return err
 		}
 	}

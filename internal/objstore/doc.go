@@ -95,6 +95,8 @@
 //
 // Objects get a fresh objID when created, so Delete is a few range deletions
 // and a re-created object can never see its predecessor's xattrs or omap.
+// Since xattrs, omap, checksums and data hang off the objID and fileID, not
+// the name, Rename rewrites two records whatever the object's size.
 //
 // # Why one design fits VM disks and S3 objects
 //

@@ -157,6 +157,10 @@ func FuzzUnmarshalTxn(f *testing.F) {
 	f.Add([]byte("CTX\x02\x01\x01\x01a\x01b\x00\x00"))
 	f.Add([]byte("CTX\x02\xff\xff\xff\xff\x0f"))
 	f.Add(bulkTxn(0).Marshal())
+	renames := &Txn{}
+	renames.Rename("c", "a", "b")
+	renames.Put("c", "a", []byte("x"))
+	f.Add(renames.Marshal())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		tx, err := UnmarshalTxn(b)
 		if err != nil {

@@ -46,6 +46,10 @@ func (m oracle) obj(coll, name string, create bool) *mobj {
 
 func (m oracle) apply(o *op) {
 	switch o.typ {
+	case opRename:
+		m[o.coll][string(o.key)] = m[o.coll][o.name]
+		delete(m[o.coll], o.name)
+		return
 	case opDelete:
 		if m[o.coll] != nil {
 			delete(m[o.coll], o.name)
@@ -355,6 +359,20 @@ func modelWriteback(t *testing.T, r *rand.Rand, s *Store, step int) {
 	}
 }
 
+// randRename returns, now and then, a rename of an object the oracle
+// holds to another name of its collection, to start a transaction with.
+func randRename(r *rand.Rand, m oracle, colls, names []string) (op, bool) {
+	if r.Intn(6) != 0 {
+		return op{}, false
+	}
+	coll := colls[r.Intn(len(colls))]
+	from, to := names[r.Intn(len(names))], names[r.Intn(len(names))]
+	if from == to || m.obj(coll, from, false) == nil {
+		return op{}, false
+	}
+	return op{typ: opRename, coll: coll, name: from, key: []byte(to)}, true
+}
+
 func runModel(t *testing.T, seed int64, steps int, wb int64) {
 	r := rand.New(rand.NewSource(seed))
 	fs := vfs.NewCrashableMem()
@@ -405,6 +423,10 @@ func runModel(t *testing.T, seed int64, steps int, wb int64) {
 		}
 		var tx Txn
 		var ops []op
+		if o, ok := randRename(r, m, colls, names); ok {
+			tx.add(o)
+			ops = append(ops, o)
+		}
 		for n := 1 + r.Intn(4); n > 0; n-- {
 			o := randOp(r, colls, names)
 			tx.add(o)

@@ -42,6 +42,9 @@ type objState struct {
 	// inlineUnverified: the committed inline data has not been checked yet.
 	// It is checked only before being merged with new bytes, so a Put or
 	// Delete can still replace a corrupt object (repair from a replica).
+	// While it holds, the data is as committed, and finalize keeps its
+	// committed checksums (recomputed, they would vouch for bytes never
+	// checked: a rename or create of a damaged object).
 	inlineUnverified bool
 	// keysSet: this txn set xattr or omap keys of the object, which the
 	// committed state clearRange scans does not show yet.
@@ -148,6 +151,32 @@ func (a *applyCtx) delete(st *objState) {
 	a.batch.Delete(st.key, nil)
 	st.exists = false
 	st.rec = objRec{}
+}
+
+// rename gives from's object the name to (Txn.Rename): to's record takes
+// from's, and with its object ID and file ID the xattrs, omap, checksums
+// and data follow, so nothing but the two records is written. What to held
+// goes first, as a delete. Txn.Validate put the rename before any other
+// op on either object, so both working copies are as committed.
+func (a *applyCtx) rename(from *objState, to string) error {
+	if !from.exists {
+		return notFound(from.coll, from.name)
+	}
+	dst, err := a.state(from.coll, to)
+	if err != nil {
+		return err
+	}
+	a.delete(dst)
+	dst.exists, dst.recChanged, dst.rec = true, true, from.rec
+	dst.inlineUnverified = from.inlineUnverified
+	dst.chunks, dst.dirty, dst.sums, dst.newFile, dst.hasCut = nil, nil, nil, false, false
+	if !dst.rec.inline {
+		dst.chunks, dst.dirty, dst.sums = map[uint64]*chunk{}, map[uint64][]byte{}, map[uint64]uint32{}
+	}
+	a.batch.Delete(from.key, nil)
+	from.exists, from.rec = false, objRec{}
+	from.chunks, from.dirty, from.sums = nil, nil, nil
+	return nil
 }
 
 // keyOp runs an xattr or omap op of st's existing object.

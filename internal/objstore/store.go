@@ -300,7 +300,11 @@ func (s *Store) rlock(coll, name string) func() {
 func (s *Store) lockObjects(t *Txn) func() {
 	idx := make([]int, 0, len(t.ops))
 	for i := range t.ops {
-		idx = append(idx, shardOf(t.ops[i].coll, t.ops[i].name))
+		o := &t.ops[i]
+		idx = append(idx, shardOf(o.coll, o.name))
+		if o.typ == opRename {
+			idx = append(idx, shardOf(o.coll, string(o.key)))
+		}
 	}
 	slices.Sort(idx)
 	idx = slices.Compact(idx)

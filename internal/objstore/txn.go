@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"unsafe"
 )
 
@@ -65,16 +66,17 @@ const (
 	opOmapSet
 	opOmapRm
 	opOmapRmRange
+	opRename
 	opMax
 )
 
-var opNames = [...]string{"", "write", "put", "truncate", "create", "delete", "setxattr", "rmxattr", "omapset", "omaprm", "omaprmrange"}
+var opNames = [...]string{"", "write", "put", "truncate", "create", "delete", "setxattr", "rmxattr", "omapset", "omaprm", "omaprmrange", "rename"}
 
 type op struct {
 	typ        opType
 	coll, name string
 	off        uint64 // write offset or truncate size
-	key        []byte // xattr key, omap key or range start
+	key        []byte // xattr key, omap key or range start; a rename's new name
 	data       []byte // write/put data, xattr/omap value
 	end        []byte // omap range end
 	hasEnd     bool
@@ -159,6 +161,23 @@ func (t *Txn) OmapRmRange(coll, name string, start, end []byte) {
 	t.add(op{typ: opOmapRmRange, coll: coll, name: name, key: start, end: end, hasEnd: end != nil})
 }
 
+// Rename gives coll/from's object, with its data, xattrs and omap, the
+// name to, replacing whatever to held; from is then absent. It moves the
+// object's record only, whatever its size: a shard of an erasure-coded
+// object keeps its old version this way while a delete or put replaces it
+// (internal/osd), instead of copying it. A rename must come before every
+// other op on from or to in its transaction, and from must exist.
+func (t *Txn) Rename(coll, from, to string) {
+	t.add(op{typ: opRename, coll: coll, name: from, key: []byte(to)})
+}
+
+// Prepend puts u's ops before t's, as if t had been built after them.
+func (t *Txn) Prepend(u *Txn) {
+	t.ops = append(slices.Clip(u.ops), t.ops...)
+	t.bytes += u.bytes
+	t.bulkOps += u.bulkOps
+}
+
 // Len is the number of operations.
 func (t *Txn) Len() int { return len(t.ops) }
 
@@ -179,6 +198,9 @@ func (t *Txn) ChangesOf(coll, name string) Changes {
 	c := Changes{MinTruncate: -1}
 	for i := range t.ops {
 		o := &t.ops[i]
+		if o.coll == coll && o.typ == opRename && string(o.key) == name {
+			c.Whole = true
+		}
 		if o.coll != coll || o.name != name {
 			continue
 		}
@@ -189,7 +211,7 @@ func (t *Txn) ChangesOf(coll, name string) Changes {
 			if o.off <= math.MaxInt64 && (c.MinTruncate < 0 || int64(o.off) < c.MinTruncate) {
 				c.MinTruncate = int64(o.off)
 			}
-		case opPut, opCreate, opDelete:
+		case opPut, opCreate, opDelete, opRename:
 			c.Whole = true
 		case opSetXattr, opRmXattr:
 			c.Xattrs = append(c.Xattrs, string(o.key))
@@ -210,6 +232,34 @@ func (t *Txn) Validate() error {
 	for i := range t.ops {
 		if err := t.ops[i].validate(); err != nil {
 			return fmt.Errorf("objstore: op %d (%s %q/%q): %w", i, opNames[t.ops[i].typ], t.ops[i].coll, t.ops[i].name, err)
+		}
+	}
+	return t.renamesFirst()
+}
+
+// renamesFirst checks that no op before a rename touches either of its
+// objects: Apply moves their committed state only.
+func (t *Txn) renamesFirst() error {
+	if !slices.ContainsFunc(t.ops, func(o op) bool { return o.typ == opRename }) {
+		return nil
+	}
+	touched := map[[2]string]int{}
+	for i := range t.ops {
+		o := &t.ops[i]
+		names := []string{o.name}
+		if o.typ == opRename {
+			names = append(names, string(o.key))
+			for _, n := range names {
+				if j, ok := touched[[2]string{o.coll, n}]; ok {
+					return fmt.Errorf("objstore: op %d renames %q/%q to %q after op %d (%s) touched %q: a rename must come first: %w",
+						i, o.coll, o.name, o.key, j, opNames[t.ops[j].typ], n, ErrInvalid)
+				}
+			}
+		}
+		for _, n := range names {
+			if _, ok := touched[[2]string{o.coll, n}]; !ok {
+				touched[[2]string{o.coll, n}] = i
+			}
 		}
 	}
 	return nil
@@ -249,6 +299,13 @@ func (o *op) validate() error {
 		if len(o.data) > MaxXattrValueLen {
 			return invalidf("xattr value length %d exceeds %d", len(o.data), MaxXattrValueLen)
 		}
+	case opRename:
+		if len(o.key) == 0 || len(o.key) > MaxNameLen {
+			return invalidf("new name length %d not in 1..%d", len(o.key), MaxNameLen)
+		}
+		if string(o.key) == o.name {
+			return invalidf("rename to the same name")
+		}
 	case opOmapSet, opOmapRm, opOmapRmRange:
 		if len(o.key) > MaxOmapKeyLen || len(o.end) > MaxOmapKeyLen {
 			return invalidf("omap key length exceeds %d", MaxOmapKeyLen)
@@ -269,7 +326,7 @@ func (o *op) validate() error {
 //
 // Fields per op: write: off(uvarint) data(bulk); put: data(bulk); truncate:
 // size(uvarint); setxattr/omapset: key val; rmxattr/omaprm: key;
-// omaprmrange: start hasEnd(1) [end]. Bulk data of at least txnAlignMin
+// omaprmrange: start hasEnd(1) [end]; rename: to(str). Bulk data of at least txnAlignMin
 // bytes is padded to start at a multiple of txnAlign from the encoding's
 // first byte: a replica that receives the encoding in an aligned buffer
 // writes the data with O_DIRECT as it lies, without copying it. Varints
@@ -378,7 +435,7 @@ func (t *Txn) appendEncoding(b []byte, external func([]byte) bool, segs []txnSeg
 		case opSetXattr, opOmapSet:
 			b = appendStr(b, o.key)
 			b = appendStr(b, o.data)
-		case opRmXattr, opOmapRm:
+		case opRmXattr, opOmapRm, opRename:
 			b = appendStr(b, o.key)
 		case opOmapRmRange:
 			b = appendStr(b, o.key)
@@ -582,6 +639,8 @@ func UnmarshalTxn(b []byte) (*Txn, error) {
 			o.key = d.str(MaxXattrKeyLen)
 		case opOmapRm:
 			o.key = d.str(MaxOmapKeyLen)
+		case opRename:
+			o.key = d.str(MaxNameLen)
 		case opOmapRmRange:
 			o.key = d.str(MaxOmapKeyLen)
 			switch d.byte1() {
