@@ -33,7 +33,8 @@ import (
 //     the same thing as no shard) says CanRollBack with a zero Prev: it
 //     rolls back to absent;
 //   - a delete does not remove the shard: it becomes a tombstone at the
-//     delete's version, its old shard kept as for a put. Reads, listings
+//     delete's version, its old shard kept as for a put, but renamed
+//     (objstore.Txn.Rename) rather than copied, its keys with it. Reads, listings
 //     and exclusive puts take a tombstone for an absent object.
 //
 // One level of rollback is enough: writes to one object are serialized
@@ -147,6 +148,15 @@ func (s *Server) keepRollBack(coll, name string, next pg.ShardMeta, txn *objstor
 		next.Prev, next.CanRollBack = old.Prev, old.CanRollBack
 	case !found || old.Tombstone:
 		txn.Delete(coll, rb) // rolls back to absent
+	case keys && txn.ChangesOf(coll, name).Whole:
+		// A delete: the old shard, keys and all, becomes the kept one
+		// by a rename, however large it is.
+		pre := &objstore.Txn{}
+		pre.Rename(coll, name, rb)
+		txn.Prepend(pre)
+		txn.SetXattr(coll, rb, shardMetaXattr, old.Trimmed().Encode())
+		txn.SetXattr(coll, rb, shardKeysXattr, []byte{1})
+		next.Prev = old.Ver
 	default:
 		kept, err := s.keepPartial(coll, name, txn)
 		if err == nil && kept {
@@ -269,6 +279,13 @@ func (s *Server) rollBackTxn(coll string, e proto.ShardEntry, txn *objstore.Txn)
 		}
 	} else {
 		data, err := s.store.Read(coll, rb, 0, 0)
+		if objstore.IsCorruption(err) {
+			// A delete keeps the old shard as it was, damage and all: the
+			// position holds none, and is rebuilt from the others.
+			txn.Delete(coll, e.Object)
+			txn.Delete(coll, rb)
+			return nil
+		}
 		if err != nil {
 			return err
 		}

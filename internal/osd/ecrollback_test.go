@@ -162,3 +162,69 @@ func TestShardRollBackStateSurvivesACrash(t *testing.T) {
 	}
 	wantShard(t, s2, "o", 1, 0, false, big, nil)
 }
+
+// deleteShard applies a delete's shard write as a member does: a
+// tombstone, the object's keys going with the old shard.
+func deleteShard(t *testing.T, s *Server, name string, ver uint64) {
+	t.Helper()
+	m := pg.ShardMeta{Ver: pg.EVersion{Epoch: 1, Version: ver}, Tombstone: true}
+	txn := &objstore.Txn{}
+	txn.Delete(testShardColl, name)
+	txn.Put(testShardColl, name, nil)
+	txn.SetXattr(testShardColl, name, versionXattr, m.Ver.Encode())
+	if err := s.applyShardWrite(testShardColl, name, m, txn, proto.FlagShardKeys); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A delete keeps the old shard by renaming it, its data file and keys
+// with it, whatever its size; a rollback puts the data and keys back, and
+// a kept shard found damaged rolls back to none (the position is rebuilt
+// from the others) instead of failing the rollback.
+func TestShardDeleteKeepsByRename(t *testing.T) {
+	fs := vfs.NewMem()
+	s := shardTestServer(t, fs)
+	data := bytes.Repeat([]byte("shard 256 KiB "), 256<<10/14)
+	writeShard(t, s, "o", 1, data, false)
+	keys := &objstore.Txn{}
+	keys.SetXattr(testShardColl, "o", "user.x", []byte("1"))
+	keys.OmapSet(testShardColl, "o", []byte("k"), []byte("v"))
+	if err := s.store.Apply(keys); err != nil {
+		t.Fatal(err)
+	}
+	path, _ := s.store.DataPath(testShardColl, "o")
+	deleteShard(t, s, "o", 2)
+	wantShard(t, s, "o", 2, 1, true, nil, data)
+	if kept, _ := s.store.DataPath(testShardColl, rollbackName("o")); kept != path || path == "" {
+		t.Fatalf("the deleted shard is kept in %q, not in its own data file %q: it was copied", kept, path)
+	}
+	if err := s.applyShardEntries(testShardColl, proto.OpShardRollBack, []proto.ShardEntry{entry("o", 2, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	wantShard(t, s, "o", 1, 0, false, data, nil)
+	if x, _ := s.store.Xattrs(testShardColl, "o"); string(x["user.x"]) != "1" {
+		t.Fatalf("xattrs after the delete rolled back: %q", x)
+	}
+	if kv, _, _ := s.store.OmapList(testShardColl, "o", nil, nil, 0); len(kv) != 1 || string(kv[0].Value) != "v" {
+		t.Fatalf("omap after the delete rolled back: %v", kv)
+	}
+
+	deleteShard(t, s, "o", 3)
+	kept, _ := s.store.DataPath(testShardColl, rollbackName("o"))
+	f, err := fs.OpenReadWrite(kept, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("rot"), 4096); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := s.applyShardEntries(testShardColl, proto.OpShardRollBack, []proto.ShardEntry{entry("o", 3, 1)}); err != nil {
+		t.Fatalf("a rollback to a damaged kept shard failed: %v", err)
+	}
+	for _, name := range []string{"o", rollbackName("o")} {
+		if _, err := s.store.Stat(testShardColl, name); !errors.Is(err, objstore.ErrNotFound) {
+			t.Fatalf("%q is still there after a rollback to a damaged kept shard: %v", name, err)
+		}
+	}
+}
