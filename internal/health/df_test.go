@@ -90,3 +90,35 @@ func TestStatusFlashCache(t *testing.T) {
 		t.Fatalf("status adds up %+v", fc)
 	}
 }
+
+// An OSD whose flash read cache failed makes HEALTH_WARN, naming it and
+// the failure.
+func TestStatusFlashCacheFailed(t *testing.T) {
+	stats := map[clustermap.OSDID]report.OSDStats{
+		1: {TotalBytes: 100, FlashCache: report.FlashCacheStats{Size: 1 << 30}},
+		2: {TotalBytes: 100, FlashCache: report.FlashCacheStats{Size: 1 << 30, Failed: "read of /flash/flashcache: input/output error"}},
+	}
+	flashCheck := func() *Check {
+		st := Compute(testMap(), stats, nil, time.Now())
+		for i, c := range st.Checks {
+			if c.Code == "OSD_FLASH_CACHE_FAILED" {
+				if st.Health == OK {
+					t.Fatal("a failed flash cache left the cluster HEALTH_OK")
+				}
+				return &st.Checks[i]
+			}
+		}
+		return nil
+	}
+	c := flashCheck()
+	if c == nil || c.Severity != Warn {
+		t.Fatalf("no warning of a failed flash cache: %+v", c)
+	}
+	if len(c.Detail) != 1 || c.Detail[0] != "osd.2: read of /flash/flashcache: input/output error" {
+		t.Fatalf("detail %q", c.Detail)
+	}
+	stats[2] = report.OSDStats{TotalBytes: 100, FlashCache: report.FlashCacheStats{Size: 1 << 30}}
+	if c := flashCheck(); c != nil {
+		t.Fatalf("a warning with every cache working: %+v", c)
+	}
+}

@@ -96,8 +96,27 @@ func Compute(m *clustermap.Map, stats map[clustermap.OSDID]report.OSDStats, repo
 	st.primaryChecks(m, t, stats, now)
 	st.drainSummary(stats)
 	st.spaceChecks(m, stats)
+	st.flashChecks(stats)
 	st.eventChecks(reports, now)
 	return *st
+}
+
+// flashChecks reports the OSDs whose flash read cache turned itself off
+// after a flash IO error: nothing is wrong with the data, but reads that
+// flash served go to the slow disks, and the meta device that failed also
+// holds the OSD's index.
+func (st *Status) flashChecks(stats map[clustermap.OSDID]report.OSDStats) {
+	var failed []string
+	for id, s := range stats {
+		if f := s.FlashCache.Failed; f != "" {
+			failed = append(failed, fmt.Sprintf("%s: %s", id, f))
+		}
+	}
+	if len(failed) == 0 {
+		return
+	}
+	sort.Strings(failed)
+	st.add(Check{Code: "OSD_FLASH_CACHE_FAILED", Severity: Warn, Summary: fmt.Sprintf("%d OSD(s) turned their flash read cache off after a flash IO error: their data disks serve every read, correctly but slower; check or replace the meta device named (it also holds the OSD's index), then restart the OSD", len(failed)), Detail: failed})
 }
 
 // add records a finding; the health is the worst of them.

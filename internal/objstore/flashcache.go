@@ -54,6 +54,7 @@ type flashCache struct {
 	owner  []slotOwner                  // by slot
 	head   uint32                       // the next slot to fill
 	dead   bool                         // after an IO error: every lookup misses
+	failed string                       // what turned it off (dead), for the operator
 	closed bool                         // by close: no more fills
 
 	fills   chan fill
@@ -93,6 +94,9 @@ type FlashCacheStats struct {
 	Filled  int64 // blocks written to flash
 	Dropped int64 // fills dropped with the writer's queue full
 	Errors  int64 // flash IO errors and blocks that failed their checksum
+	// Failed says why the cache turned itself off ("": it is on): the
+	// first flash IO error. The data disk serves every read since.
+	Failed string
 }
 
 // openFlashCache creates (or reuses) the cache file of size bytes in dir.
@@ -140,8 +144,11 @@ func (c *flashCache) read(fileID, b uint64, dst []byte, want uint32) bool {
 		flashBeforeRead()
 	}
 	n, err := unix.Pread(int(c.f.Fd()), *p, int64(slot)*blockSize)
-	if err != nil || n != blockSize {
-		c.fail()
+	if err == nil && n != blockSize {
+		err = fmt.Errorf("short read of %d bytes", n)
+	}
+	if err != nil {
+		c.fail("read", err)
 		return false
 	}
 	if !c.still(slot, gen) {
@@ -311,7 +318,7 @@ func (c *flashCache) writeBatch(batch []fill) {
 			err = errors.New("short write")
 		}
 		if err != nil {
-			c.fail()
+			c.fail("write", err)
 			return
 		}
 		c.mu.Lock()
@@ -326,12 +333,15 @@ func (c *flashCache) writeBatch(batch []fill) {
 	}
 }
 
-// fail stops the cache after a flash IO error: the data disk serves every
-// read from now on.
-func (c *flashCache) fail() {
+// fail stops the cache after a flash IO error (what: read or write): the
+// data disk serves every read from now on.
+func (c *flashCache) fail(what string, err error) {
 	c.errs.Add(1)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !c.dead {
+		c.failed = fmt.Sprintf("%s of %s: %v", what, c.f.Name(), err)
+	}
 	c.dead = true
 	clear(c.files)
 }
@@ -359,11 +369,12 @@ func (c *flashCache) stats() FlashCacheStats {
 	for _, m := range c.files {
 		used += int64(len(m))
 	}
+	failed := c.failed
 	c.mu.Unlock()
 	return FlashCacheStats{
 		Bytes: int64(c.slots) * blockSize, Used: used * blockSize,
 		Hits: c.hits.Load(), Misses: c.misses.Load(), Filled: c.filled.Load(),
-		Dropped: c.dropped.Load(), Errors: c.errs.Load(),
+		Dropped: c.dropped.Load(), Errors: c.errs.Load(), Failed: failed,
 	}
 }
 

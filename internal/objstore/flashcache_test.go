@@ -8,6 +8,7 @@ import (
 	randv2 "math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -306,5 +307,39 @@ func TestFlashCacheNoFill(t *testing.T) {
 	read(2)
 	if st := s.FlashCache(); st.Hits != 1 || st.Filled != 1 {
 		t.Fatalf("a no-fill read of a cached block: %+v, want it answered from flash", st)
+	}
+}
+
+// A flash device that stops answering turns the cache off: the read that
+// met the error, and every one after it, is served from the data disk, and
+// the stats say what failed, once, for the operator.
+func TestFlashCacheFailureTurnsItOff(t *testing.T) {
+	s := openFlash(t, t.TempDir(), 1<<20)
+	defer s.Close()
+	data := pattern(3, 64*blockSize) // past InlineMax: a data file
+	apply(t, s, func(x *Txn) { x.Write("c", "vol", 0, data) })
+	for b := range uint64(64) {
+		readBlock(t, s, "vol", b)
+	}
+	settle(t, s)
+	dead, err := os.Open(os.DevNull) // reads return nothing, as from a device gone
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.fc.f.Close()
+	s.fc.f = dead
+	for round := range 2 {
+		for b := range uint64(64) {
+			if got := readBlock(t, s, "vol", b); !bytes.Equal(got, data[b*blockSize:(b+1)*blockSize]) {
+				t.Fatalf("round %d: block %d differs from what was written after the flash failed", round, b)
+			}
+		}
+	}
+	st := s.FlashCache()
+	if st.Hits != 0 || st.Errors != 1 || st.Used != 0 {
+		t.Fatalf("after the flash failed: %+v, want no hits, one error, nothing held", st)
+	}
+	if !strings.Contains(st.Failed, "read of "+os.DevNull) || !strings.Contains(st.Failed, "short read") {
+		t.Fatalf("the stats say %q of the failure, want the read, the file and the error", st.Failed)
 	}
 }

@@ -107,6 +107,7 @@ type Server struct {
 
 	kick            chan struct{} // wakes the peering loop
 	statsKick       chan struct{} // publishes stats now: PG states changed
+	flashFailLogged atomic.Bool   // the flash read cache's failure was logged
 	checkedEpoch    atomic.Uint64 // the map epoch the PG phases were last checked at
 	recoveryWake    chan struct{}
 	recovery        recoveryStats
@@ -490,7 +491,7 @@ func (s *Server) publishStats(ctx context.Context, lease *meta.Lease) {
 				Unsynced: c.Unsynced, SyncRate: c.SyncRate,
 				WritebackArea: wb.AreaBytes, WritebackDirty: wb.DirtyBytes, DestageRate: int64(wb.DestageRate),
 				WritebackOff: wb.AreaBytes > 0 && !wb.On,
-				FlashCache:   flashCacheStats(s.store.FlashCache()),
+				FlashCache:   s.flashCache(),
 			})
 		}
 		select {
@@ -631,6 +632,12 @@ func whileBusy[T any](ctx context.Context, wait time.Duration, busy error, open 
 }
 
 // flashCacheStats is what an OSD publishes of its store's flash read cache.
-func flashCacheStats(st objstore.FlashCacheStats) meta.FlashCacheStats {
-	return meta.FlashCacheStats{Size: st.Bytes, Used: st.Used, Hits: st.Hits, Misses: st.Misses}
+// flashCache returns the flash read cache's stats to publish, and logs its
+// failure the first time it sees one.
+func (s *Server) flashCache() meta.FlashCacheStats {
+	st := s.store.FlashCache()
+	if st.Failed != "" && s.flashFailLogged.CompareAndSwap(false, true) {
+		s.logf("%s: the flash read cache turned itself off after a flash IO error (%s): its data disk serves every read, correctly but slower; check or replace the meta device, then restart the OSD to use the cache again", s.id, st.Failed)
+	}
+	return meta.FlashCacheStats{Size: st.Bytes, Used: st.Used, Hits: st.Hits, Misses: st.Misses, Failed: st.Failed}
 }

@@ -62,6 +62,8 @@ type FlashCacheStats struct {
 	Used   int64 `json:"used_bytes"`
 	Hits   int64 `json:"hits"`
 	Misses int64 `json:"misses"`
+	// Failed: why the cache turned itself off ("": it is on).
+	Failed string `json:"failed,omitempty"`
 }
 
 // DrainSeconds is how long the OSD's unsynced writes take to reach its
