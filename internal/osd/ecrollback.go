@@ -79,9 +79,19 @@ type shardLocks struct {
 // lockAll takes the locks of every (coll, name) in ascending order, so
 // two callers never wait for each other; it returns their release.
 func (l *shardLocks) lockAll(seed maphash.Seed, coll string, names []string) func() {
-	idx := make([]int, 0, len(names))
-	for _, n := range names {
-		idx = append(idx, int(maphash.String(seed, coll+"/"+n)%uint64(len(l.locks))))
+	keys := make([]string, len(names))
+	for i, n := range names {
+		keys[i] = coll + "/" + n
+	}
+	return l.lockKeys(seed, keys)
+}
+
+// lockKeys is lockAll for shards of several collections, each key
+// "coll/name".
+func (l *shardLocks) lockKeys(seed maphash.Seed, keys []string) func() {
+	idx := make([]int, 0, len(keys))
+	for _, k := range keys {
+		idx = append(idx, int(maphash.String(seed, k)%uint64(len(l.locks))))
 	}
 	slices.Sort(idx)
 	idx = slices.Compact(idx)

@@ -2,10 +2,12 @@ package osd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/cairn-storage/cairn/internal/clustermap"
+	"github.com/cairn-storage/cairn/internal/objstore"
 	"github.com/cairn-storage/cairn/internal/pg"
 	"github.com/cairn-storage/cairn/internal/placement"
 	"github.com/cairn-storage/cairn/internal/proto"
@@ -15,10 +17,11 @@ import (
 // of objects (proto.ShardEntry) of one PG at a time. A rollback is sent
 // by peering, before the PG goes active, and fails the peering if it
 // fails. Trims are off the write's path: an acknowledged write queues its
-// trim (queueTrim), and the trimmer sends what queued, a PG at a time,
-// to every position of the PG as the newest map places it. The queue is
-// bounded: a trim that finds it full is dropped, as one lost on the way
-// would be; peering trims again what it finds complete.
+// trim (queueTrim), and the trimmer sends what queued in 20 ms to every
+// position of its PGs as the newest map places them, one OpShardTrims to
+// each OSD for all its PGs (one commit there, not one per write). The
+// queue is bounded: a trim that finds it full is dropped, as one lost on
+// the way would be; peering trims again what it finds complete.
 
 // Bounds of the trimmer.
 const (
@@ -66,12 +69,64 @@ func (s *Server) trimLoop(ctx context.Context) {
 				break gather
 			}
 		}
-		for id, es := range batch {
-			if err := s.sendShardEntries(ctx, s.view.Table(), id, proto.OpShardTrim, nil, es); err != nil && ctx.Err() == nil {
-				time.Sleep(trimRetryAfter) // dropped: peering trims what is left
+		if err := s.sendTrims(ctx, s.view.Table(), batch); err != nil && ctx.Err() == nil {
+			time.Sleep(trimRetryAfter) // dropped: peering trims what is left
+		}
+	}
+}
+
+// sendTrims sends the trims of batch to every position of their PGs: one
+// OpShardTrims to each OSD for all its PGs (split past MaxShardEntries),
+// so a batch costs each OSD one request and one commit, not one per PG.
+// Every OSD is tried; the first error is returned.
+func (s *Server) sendTrims(ctx context.Context, t *placement.Table, batch map[clustermap.PGID][]proto.ShardEntry) error {
+	perOSD := map[clustermap.OSDID][]proto.PGShardEntries{}
+	for id, es := range batch {
+		pool, ok := t.Map().Pool(id.Pool)
+		if !ok || !pool.Erasure() {
+			continue
+		}
+		_, positions := t.Positions(pool, id)
+		for _, o := range positions {
+			if o != placement.NoOSD {
+				perOSD[o] = append(perOSD[o], proto.PGShardEntries{PG: id, Entries: es})
 			}
 		}
 	}
+	var first error
+	for o, gs := range perOSD {
+		for _, part := range splitTrims(gs, proto.MaxShardEntries) {
+			if err := s.sendShardOp(ctx, t, o, clustermap.PGID{}, proto.OpShardTrims, part); err != nil {
+				if first == nil {
+					first = fmt.Errorf("%s to %s: %w", proto.OpShardTrims, o, err)
+				}
+				break
+			}
+		}
+	}
+	return first
+}
+
+// splitTrims cuts gs into requests of at most max entries each, a PG's
+// entries split across two where they must.
+func splitTrims(gs []proto.PGShardEntries, max int) [][]proto.PGShardEntries {
+	var out [][]proto.PGShardEntries
+	var cur []proto.PGShardEntries
+	n := 0
+	for _, g := range gs {
+		for es := g.Entries; len(es) > 0; {
+			k := min(len(es), max-n)
+			cur = append(cur, proto.PGShardEntries{PG: g.PG, Entries: es[:k]})
+			es, n = es[k:], n+k
+			if n == max {
+				out, cur, n = append(out, cur), nil, 0
+			}
+		}
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
 }
 
 // sendShardEntries sends op with es to the OSDs of PG id at t: to those
@@ -90,7 +145,7 @@ func (s *Server) sendShardEntries(ctx context.Context, t *placement.Table, id cl
 		}
 		for rest := es; len(rest) > 0; {
 			n := min(len(rest), proto.MaxShardEntries)
-			if err := s.sendShardOp(ctx, t, o, id, op, rest[:n]); err != nil {
+			if err := s.sendShardOp(ctx, t, o, id, op, []proto.PGShardEntries{{PG: id, Entries: rest[:n]}}); err != nil {
 				if first == nil {
 					first = fmt.Errorf("%s to %s: %w", op, o, err)
 				}
@@ -102,14 +157,23 @@ func (s *Server) sendShardEntries(ctx context.Context, t *placement.Table, id cl
 	return first
 }
 
-// sendShardOp sends one OpShardTrim or OpShardRollBack to osd (this OSD
-// applies it itself).
-func (s *Server) sendShardOp(ctx context.Context, t *placement.Table, osd clustermap.OSDID, id clustermap.PGID, op proto.Op, es []proto.ShardEntry) error {
-	req := &proto.Request{Op: op, Epoch: t.Map().Epoch, PG: id, Data: proto.AppendShardEntries(nil, es)}
-	var resp *proto.Response
-	if osd == s.id {
-		resp = s.shardEntries(t, req)
+// sendShardOp sends one OpShardTrim or OpShardRollBack of PG id (gs: its
+// entries alone), or an OpShardTrims (gs: the entries of its PGs), to osd;
+// this OSD applies it itself.
+func (s *Server) sendShardOp(ctx context.Context, t *placement.Table, osd clustermap.OSDID, id clustermap.PGID, op proto.Op, gs []proto.PGShardEntries) error {
+	req := &proto.Request{Op: op, Epoch: t.Map().Epoch, PG: id}
+	if op == proto.OpShardTrims {
+		req.Data = proto.AppendPGShardEntries(nil, gs)
 	} else {
+		req.Data = proto.AppendShardEntries(nil, gs[0].Entries)
+	}
+	var resp *proto.Response
+	switch {
+	case osd == s.id && op == proto.OpShardTrims:
+		resp = s.shardTrims(t, req)
+	case osd == s.id:
+		resp = s.shardEntries(t, req)
+	default:
 		o, ok := t.Map().OSD(osd)
 		if !ok || !s.peerUp(osd) {
 			return fmt.Errorf("%s is down", osd)
@@ -150,6 +214,58 @@ func (s *Server) shardEntries(t *placement.Table, req *proto.Request) *proto.Res
 		return s.fail(proto.StatusInvalid, "%s on %s: %v", req.Op, s.id, err)
 	}
 	return s.ok()
+}
+
+// shardTrims serves OpShardTrims: the trims of this OSD's positions of
+// several PGs, as one transaction. A PG this OSD holds no position of (the
+// map moved on) is skipped, as a trim lost on the way would be. Unlike
+// a rollback it takes no PG fence: a trim only follows an acknowledged
+// write, which no peering rolls back, and trimTxn checks each shard's
+// version under its lock.
+func (s *Server) shardTrims(t *placement.Table, req *proto.Request) *proto.Response {
+	gs, err := proto.DecodePGShardEntries(req.Data)
+	if err != nil {
+		return s.fail(proto.StatusInvalid, "%s: %v", req.Op, err)
+	}
+	var keys []string
+	colls := make([]string, len(gs))
+	for i, g := range gs {
+		if pool, ok := t.Map().Pool(g.PG.Pool); !ok || !pool.Erasure() {
+			continue
+		}
+		if coll, bad := s.collFor(t, g.PG); bad == nil {
+			colls[i] = coll
+			for _, e := range g.Entries {
+				keys = append(keys, coll+"/"+e.Object)
+			}
+		}
+	}
+	if err := s.applyTrims(colls, keys, gs); err != nil {
+		return s.failErr(err)
+	}
+	return s.ok()
+}
+
+// applyTrims applies the trims of gs, each group's in colls[i] (""
+// skips it), as one transaction, under the locks of keys, their shards.
+func (s *Server) applyTrims(colls, keys []string, gs []proto.PGShardEntries) error {
+	defer s.shards.lockKeys(s.seed, keys)()
+	txn := &objstore.Txn{}
+	for i, g := range gs {
+		for _, e := range g.Entries {
+			if colls[i] == "" {
+				break
+			}
+			err := s.trimTxn(colls[i], e, txn)
+			if err != nil && !objstore.IsCorruption(err) && !errors.Is(err, pg.ErrBadShardMeta) {
+				return err
+			} // a damaged shard keeps its state: scrub rebuilds it
+		}
+	}
+	if txn.Len() == 0 {
+		return nil
+	}
+	return s.apply(txn)
 }
 
 // rollBackShards carries out peering's rollbacks on every OSD that has

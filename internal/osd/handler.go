@@ -57,6 +57,8 @@ func (s *Server) serveOne(ctx context.Context, req *proto.Request) *proto.Respon
 		return s.pgList(req)
 	case proto.OpShardRollBack, proto.OpShardTrim:
 		return s.shardEntries(t, req)
+	case proto.OpShardTrims:
+		return s.shardTrims(t, req)
 	}
 	if req.Flags&proto.FlagLocal != 0 && !isWrite(req.Op) && req.Op != proto.OpScrub {
 		if req.Op == proto.OpList {

@@ -65,7 +65,7 @@ var opNames = [...]string{
 	OpList: "list", OpReplicate: "replicate", OpReadReplica: "read-replica", OpStatus: "status",
 	OpPGList: "pg-list", OpScrub: "scrub", OpSnaps: "snaps", OpSnapTrim: "snap-trim",
 	OpOmapTxn: "omap-txn", OpOmapListDelim: "omap-list-delim",
-	OpShardRollBack: "shard-rollback", OpShardTrim: "shard-trim",
+	OpShardRollBack: "shard-rollback", OpShardTrim: "shard-trim", OpShardTrims: "shard-trims",
 }
 
 // String names the op for logs and errors.

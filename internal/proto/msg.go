@@ -79,6 +79,12 @@ const (
 	// left alone (a trim) or fails the request (a rollback).
 	OpShardRollBack
 	OpShardTrim
+	// OpShardTrims: OSD to OSD, the trims of several erasure-coded PGs at
+	// once (Data: AppendPGShardEntries), applied as one transaction to the
+	// receiver's positions of them as its map places them; PG and Object
+	// are unused. The trimmer sends one a batch to each OSD instead of one
+	// per PG and position.
+	OpShardTrims
 	opMax
 )
 

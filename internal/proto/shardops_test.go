@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/cairn-storage/cairn/internal/clustermap"
 )
 
 func sampleShardEntries() []ShardEntry {
@@ -52,6 +54,56 @@ func FuzzDecodeShardEntries(f *testing.F) {
 			return
 		}
 		if enc := AppendShardEntries(nil, es); !bytes.Equal(enc, b) {
+			t.Fatalf("re-encoding differs:\n in  %x\n out %x", b, enc)
+		}
+	})
+}
+
+func samplePGShardEntries() []PGShardEntries {
+	return []PGShardEntries{
+		{PG: clustermap.PGID{Pool: 4, Seed: 0x1f}, Entries: sampleShardEntries()},
+		{PG: clustermap.PGID{Pool: 5, Seed: 0}, Entries: []ShardEntry{{Object: "c", Ver: [2]uint64{1, 2}}}},
+		{PG: clustermap.PGID{Pool: 5, Seed: 1}, Entries: []ShardEntry{}},
+	}
+}
+
+func TestPGShardEntries(t *testing.T) {
+	for _, gs := range [][]PGShardEntries{{}, samplePGShardEntries()} {
+		got, err := DecodePGShardEntries(AppendPGShardEntries(nil, gs))
+		if err != nil || !reflect.DeepEqual(got, gs) {
+			t.Fatalf("round trip of %+v: %+v, %v", gs, got, err)
+		}
+	}
+	good := AppendPGShardEntries(nil, samplePGShardEntries())
+	half := make([]ShardEntry, MaxShardEntries/2+1)
+	for i := range half {
+		half[i].Object = "o"
+	}
+	over := []PGShardEntries{{Entries: half}, {Entries: half}} // each within the bound, not both
+	for _, bad := range [][]byte{
+		nil, {2, 0}, good[:len(good)-1], append(good, 0),
+		AppendPGShardEntries(nil, []PGShardEntries{{Entries: []ShardEntry{{Object: "a\x00b"}}}}),
+		AppendPGShardEntries(nil, over),
+		{ShardEntriesVersion, 1, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01, 0, 0}, // a pool past 32 bits
+	} {
+		if _, err := DecodePGShardEntries(bad); !errors.Is(err, ErrMalformed) {
+			t.Errorf("DecodePGShardEntries(%.40x): %v, want ErrMalformed", bad, err)
+		}
+	}
+}
+
+// FuzzDecodePGShardEntries: a trim batch comes from the network; anything
+// accepted is canonical.
+func FuzzDecodePGShardEntries(f *testing.F) {
+	f.Add(AppendPGShardEntries(nil, samplePGShardEntries()))
+	f.Add(AppendPGShardEntries(nil, nil))
+	f.Add([]byte{ShardEntriesVersion, 1, 0x80, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		gs, err := DecodePGShardEntries(b)
+		if err != nil {
+			return
+		}
+		if enc := AppendPGShardEntries(nil, gs); !bytes.Equal(enc, b) {
 			t.Fatalf("re-encoding differs:\n in  %x\n out %x", b, enc)
 		}
 	})
