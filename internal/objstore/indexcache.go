@@ -30,8 +30,16 @@ import (
 // backup, a listing with data) then neither pays for filling the cache
 // nor pushes out what is read again.
 //
-// Invariant: every entry equals its key's committed value. It holds
-// because
+// It also remembers object records known absent (a nil value): those a
+// commit deleted and those a lookup missed. The bloom filter in front of
+// it (objFilter) answers for names that never existed, but not for deleted
+// ones: an erasure-coded shard's rollback object is created by a write
+// and deleted by its trim, and each write and trim of the shard looks it
+// up; in pebble, a lookup that ends at a deletion walks the memtable and
+// every level.
+//
+// Invariant: every entry equals its key's committed value (nil: absent).
+// It holds because
 //   - entries are filled only by a reader holding the object's shard lock
 //     (read or write; a chunk's key belongs to the object owning its data
 //     file), so no commit of that key runs between the read and the fill;
@@ -106,9 +114,11 @@ func cachedKey(k []byte) bool {
 	return len(k) > 0 && (k[0] == tagObject || k[0] == tagCsum)
 }
 
-func (c *indexCache) get(key []byte) ([]byte, bool) {
+// get returns key's committed value, nil if the key is known absent; ok
+// false if the cache does not know.
+func (c *indexCache) get(key []byte) (v []byte, ok bool) {
 	c.mu.RLock()
-	v, ok := c.m[string(key)]
+	v, ok = c.m[string(key)]
 	c.mu.RUnlock()
 	if !ok {
 		c.misses.Add(1)
@@ -116,6 +126,17 @@ func (c *indexCache) get(key []byte) ([]byte, bool) {
 	}
 	c.hits.Add(1)
 	return bytes.Clone(v), true
+}
+
+// fillAbsent records that an object record a lookup missed is absent;
+// see the invariant.
+func (c *indexCache) fillAbsent(key []byte) {
+	if len(key) == 0 || key[0] != tagObject {
+		return
+	}
+	c.mu.Lock()
+	c.set(string(key), nil)
+	c.mu.Unlock()
 }
 
 // fill records the committed value a lookup found; see the invariant.
@@ -142,7 +163,7 @@ func (c *indexCache) set(k string, v []byte) {
 	if cost > c.maxBytes {
 		return
 	}
-	c.m[k] = bytes.Clone(v)
+	c.m[k] = bytes.Clone(v) // nil stays nil: absent
 	c.bytes += cost
 	if fid, chunk, ok := parseCsumKey(k); ok {
 		set := c.chunks[fid]
@@ -251,6 +272,12 @@ func (c *indexCache) committed(b *pebble.Batch) {
 			}
 		case pebble.InternalKeyKindRangeDelete:
 			c.dropRange(string(k), string(v))
+		case pebble.InternalKeyKindDelete, pebble.InternalKeyKindSingleDelete:
+			if k[0] == tagObject {
+				c.set(string(k), nil) // known absent now
+			} else {
+				c.drop(string(k))
+			}
 		default:
 			// Deletes, and any other kind: drop the entry.
 			c.drop(string(k))

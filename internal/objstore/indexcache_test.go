@@ -2,6 +2,7 @@ package objstore
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"testing"
@@ -31,7 +32,7 @@ func TestIndexCacheFollowsCommittedBatches(t *testing.T) {
 	b := db.NewBatch()
 	b.Set(rec(0), []byte("new"), nil)                      // cached: updated
 	b.Set(rec(5), []byte("fresh"), nil)                    // not cached: stays out
-	b.Delete(rec(1), nil)                                  // dropped
+	b.Delete(rec(1), nil)                                  // known absent
 	b.Set(rec(2), make([]byte, indexCacheMaxValue+1), nil) // now too large: dropped
 	b.DeleteRange(csumKey(7, 1), csumKey(7, 3), nil)       // chunks 1 and 2 dropped
 	b.DeleteRange(idKey(tagOmap, 1, nil), idKey(tagOmap, 2, nil), nil)
@@ -43,6 +44,7 @@ func TestIndexCacheFollowsCommittedBatches(t *testing.T) {
 
 	want := map[string][]byte{
 		string(rec(0)):        []byte("new"),
+		string(rec(1)):        nil,
 		string(rec(3)):        {3},
 		string(csumKey(7, 0)): {0},
 		string(csumKey(7, 3)): {3},
@@ -52,7 +54,7 @@ func TestIndexCacheFollowsCommittedBatches(t *testing.T) {
 	}
 	for k, v := range want {
 		got, ok := c.get([]byte(k))
-		if !ok || !bytes.Equal(got, v) {
+		if !ok || !bytes.Equal(got, v) || (got == nil) != (v == nil) {
 			t.Fatalf("entry %x = %x (%v), want %x", k, got, ok, v)
 		}
 	}
@@ -258,5 +260,37 @@ func BenchmarkIndexCacheRangeDelete(b *testing.B) {
 			c.fill(csumKey(1<<40, chunk), make([]byte, 68))
 		}
 		c.committed(batch)
+	}
+}
+
+// A deleted object's record, and one a lookup missed, are remembered as
+// absent: the next lookups of the name (an erasure-coded shard's rollback
+// object, looked up by every write and trim of its shard) do not reach
+// pebble; a new object under the name replaces the entry.
+func TestIndexCacheRemembersAbsentRecords(t *testing.T) {
+	s := openMem(t, nil)
+	defer s.Close()
+	apply(t, s, func(tx *Txn) { tx.Put("c", "gone", []byte("x")) })
+	apply(t, s, func(tx *Txn) { tx.Delete("c", "gone") })
+	lookup := func(name string) (misses int64) {
+		before := s.idx.misses.Load()
+		if _, err := s.Stat("c", name); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("stat %q: %v, want ErrNotFound", name, err)
+		}
+		return s.idx.misses.Load() - before
+	}
+	if m := lookup("gone"); m != 0 {
+		t.Fatalf("a deleted object's record missed the cache %d times", m)
+	}
+	s.filter.Store(nil) // every name may exist: lookups of unknown names reach the cache
+	if m := lookup("never"); m != 1 {
+		t.Fatalf("the first lookup of an unknown name missed %d times, want 1", m)
+	}
+	if m := lookup("never"); m != 0 {
+		t.Fatalf("a second lookup of an absent name missed the cache %d times", m)
+	}
+	apply(t, s, func(tx *Txn) { tx.Put("c", "never", []byte("now")) })
+	if got := mustRead(t, s, "c", "never", 0, 0); string(got) != "now" {
+		t.Fatalf("an object created under a name known absent reads %q", got)
 	}
 }

@@ -40,8 +40,14 @@ func (s *Store) checkCommitted(b *pebble.Batch) {
 			continue
 		}
 		got, err := s.get(k)
+		if errors.Is(err, pebble.ErrNotFound) && v == nil {
+			continue // known absent, and absent
+		}
 		if errors.Is(err, pebble.ErrNotFound) {
 			panic(fmt.Sprintf("objstore: index cache holds %x, which the committed index does not", k))
+		}
+		if err == nil && v == nil {
+			panic(fmt.Sprintf("objstore: index cache holds %x as absent, which the committed index holds", k))
 		}
 		if err != nil {
 			continue // an IO error of the index is not this invariant's business

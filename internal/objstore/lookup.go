@@ -17,11 +17,17 @@ import (
 // index cache; the caller holds the object's shard lock (see indexCache).
 func (s *Store) getIndexed(key []byte) ([]byte, error) {
 	if v, ok := s.idx.get(key); ok {
+		if v == nil {
+			return nil, pebble.ErrNotFound
+		}
 		return v, nil
 	}
 	v, err := s.get(key)
-	if err == nil {
+	switch {
+	case err == nil:
 		s.idx.fill(key, v)
+	case errors.Is(err, pebble.ErrNotFound):
+		s.idx.fillAbsent(key)
 	}
 	return v, err
 }
