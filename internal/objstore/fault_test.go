@@ -81,14 +81,7 @@ func TestCorruptionDetected(t *testing.T) {
 	}
 
 	// Inline data is checksummed too: damage the record inside pebble.
-	k := objKey("c", "small")
-	v, err := s.get(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v[len(v)-1] ^= 1
-	setIndexKey(t, s, k, v)
-	s.idx.reset() // the damage is on disk; a cached copy of the record would hide it until evicted
+	damageInline(t, s, "c", "small")
 	if _, err := s.Read("c", "small", 0, 0); !IsCorruption(err) {
 		t.Fatalf("inline corruption: %v", err)
 	}
@@ -368,4 +361,18 @@ func tmpfs(t *testing.T, size string) string {
 	}
 	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
 	return dir
+}
+
+// damageInline flips the last byte of an inline object's record in the
+// index, its data's last byte.
+func damageInline(t *testing.T, s *Store, coll, name string) {
+	t.Helper()
+	k := objKey(coll, name)
+	v, err := s.get(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v[len(v)-1] ^= 1
+	setIndexKey(t, s, k, v)
+	s.idx.reset() // the damage is on disk; a cached copy of the record would hide it until evicted
 }

@@ -105,14 +105,7 @@ func TestRenameKeepsDamageVisible(t *testing.T) {
 	s := openMem(t, nil)
 	defer s.Close()
 	apply(t, s, func(tx *Txn) { tx.Put("c", "a", pattern(1, 5000)) })
-	k := objKey("c", "a")
-	v, err := s.get(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v[len(v)-1] ^= 1
-	setIndexKey(t, s, k, v)
-	s.idx.reset()
+	damageInline(t, s, "c", "a")
 	if _, err := s.Read("c", "a", 0, 0); !IsCorruption(err) {
 		t.Fatalf("the damaged object reads: %v", err)
 	}
