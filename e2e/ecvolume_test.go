@@ -17,8 +17,15 @@ import (
 // second.
 func fioVerifyAt(t *testing.T, uri string, size int64, verifyOnly bool, during func()) (iops float64) {
 	t.Helper()
+	return fioVerifySeed(t, uri, size, 7, verifyOnly, during)
+}
+
+// fioVerifySeed is fioVerifyAt with the job's random seed, which decides
+// its data: a block another seed wrote fails the check.
+func fioVerifySeed(t *testing.T, uri string, size int64, seed int, verifyOnly bool, during func()) (iops float64) {
+	t.Helper()
 	args := []string{"--name=ecverify", "--ioengine=nbd", "--uri=" + uri,
-		"--rw=randwrite", "--bs=4k", "--iodepth=16", "--size=" + strconv.FormatInt(size, 10), "--randseed=7",
+		"--rw=randwrite", "--bs=4k", "--iodepth=16", "--size=" + strconv.FormatInt(size, 10), "--randseed=" + strconv.Itoa(seed),
 		"--verify=crc32c", "--do_verify=1", "--verify_fatal=1", "--verify_state_save=0", "--output-format=json"}
 	if verifyOnly {
 		args = append(args, "--verify_only=1")
