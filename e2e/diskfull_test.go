@@ -275,3 +275,73 @@ func checkIndexDeleteWhenFull(t *testing.T, p *client.Pool, index string) {
 		t.Fatalf("adding keys to an index on a full OSD: want ErrNoSpace, got %v", err)
 	}
 }
+
+// TestECDiskFull fills osd.0's small disk through a 2+1 pool: puts whose
+// shards need osd.0 fail with an error naming it and saying full, every
+// acknowledged object reads back whole, deletes go on with the disk full,
+// and puts work again once the deletes' trims have freed the space.
+func TestECDiskFull(t *testing.T) {
+	t.Parallel()
+	dir := devDirWithSmallOSD0(t, "160m")
+	c := startCluster(t, clusterOpts{dir: dir})
+	ctx := context.Background()
+	c.kill("osd.0")
+	c.restart("osd.0", "--reserve", fmt.Sprint(2<<20))
+	c.waitHealthy(60*time.Second, "with osd.0 back")
+	p, _ := c.createECPool(t, "ecfull", "2+1")
+
+	var acked, onOSD0 []string
+	var fullErr error
+	for i := 0; i < 1000 && fullErr == nil; i++ {
+		name := fmt.Sprintf("fill-%04d", i)
+		err := p.Put(ctx, name, payload(name, 0, 2<<20))
+		switch {
+		case err == nil:
+			acked = append(acked, name)
+			if slices.Contains(actingOf(t, c, "ecfull", name), 0) {
+				onOSD0 = append(onOSD0, name)
+			}
+		case errors.Is(err, client.ErrNoSpace):
+			fullErr = err
+		default:
+			t.Fatalf("put %s: want success or ErrNoSpace, got %v", name, err)
+		}
+	}
+	if fullErr == nil {
+		t.Fatalf("put %d MiB in a 2+1 pool without filling osd.0's 160 MiB disk", 2*len(acked))
+	}
+	if !strings.Contains(fullErr.Error(), "osd.0") || !strings.Contains(fullErr.Error(), "full") {
+		t.Errorf("the disk-full error should name the OSD and say full: %v", fullErr)
+	}
+	t.Logf("after %d acknowledged puts (%d with a shard on osd.0): %v", len(acked), len(onOSD0), fullErr)
+	for _, name := range acked {
+		if got, err := p.Get(ctx, name); err != nil || !bytes.Equal(got, payload(name, 0, 2<<20)) {
+			t.Fatalf("read %s after the disk filled: %v", name, err)
+		}
+	}
+	for _, name := range onOSD0[:len(onOSD0)/2] {
+		if err := p.Delete(ctx, name); err != nil {
+			t.Fatalf("delete %s with osd.0 full: %v", name, err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; ; i++ {
+		name := fmt.Sprintf("after-%04d", i)
+		if !slices.Contains(actingOf(t, c, "ecfull", name), 0) {
+			continue
+		}
+		err := p.Put(ctx, name, payload(name, 0, 2<<20))
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("puts with a shard on osd.0 still fail after deleting half its objects: %v", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	for _, name := range onOSD0[len(onOSD0)/2:] {
+		if got, err := p.Get(ctx, name); err != nil || !bytes.Equal(got, payload(name, 0, 2<<20)) {
+			t.Fatalf("read %s after the deletes: %v", name, err)
+		}
+	}
+}
