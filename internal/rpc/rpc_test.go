@@ -1110,3 +1110,36 @@ func TestCRCAppend32(t *testing.T) {
 		}
 	}
 }
+
+// A connection closed before it sent a byte (a port probe: an OSD checking
+// that a peer it suspects is gone) is not logged as refused; a client with
+// the wrong key still is.
+func TestProbeIsNotLogged(t *testing.T) {
+	_, addr, logs := startServer(t, "127.0.0.1", testKey, HandlerFunc(echo), ServerOptions{})
+	for range 3 {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc.Close()
+	}
+	c, err := Dial(context.Background(), addr, testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Call(context.Background(), &proto.Request{Op: proto.OpPing, Object: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if _, err := Dial(context.Background(), addr, []byte("some other cluster's key")); !errors.Is(err, ErrAuth) {
+		t.Fatalf("Dial with the wrong key: %v", err)
+	}
+	logs.waitFor(t, "refused connection from", "does not have this cluster's key")
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	for _, line := range logs.lines {
+		if strings.Contains(line, "EOF") {
+			t.Fatalf("a probe was logged: %s", line)
+		}
+	}
+}

@@ -207,23 +207,29 @@ func (s *Server) serveConn(tcp net.Conn) {
 	if s.tls != nil {
 		tc, b, err := serverEncrypt(tcp, s.tls)
 		if err != nil {
-			if s.ctx.Err() == nil {
-				s.opts.Logf("rpc: refused connection from %s: %v", peer, err)
-			}
+			s.logRefused(peer, err)
 			return
 		}
 		nc, bind = tc, b
 	}
 	if err := serverHandshake(nc, s.key, bind); err != nil {
-		if s.ctx.Err() == nil {
-			s.opts.Logf("rpc: refused connection from %s: %v", peer, err)
-		}
+		s.logRefused(peer, err)
 		return
 	}
 	nc.SetDeadline(time.Time{})
 	err := s.serveStream(nc, nc, func() { nc.Close() })
 	if err != nil && s.ctx.Err() == nil {
 		s.opts.Logf("rpc: closed connection from %s: %v", peer, err)
+	}
+}
+
+// logRefused logs a connection refused during its handshake, unless the
+// server is stopping or the peer closed it before sending a byte: a port
+// probe (a load balancer's, or an OSD's check that a peer it suspects is
+// gone), not a client.
+func (s *Server) logRefused(peer string, err error) {
+	if s.ctx.Err() == nil && !errors.Is(err, io.EOF) {
+		s.opts.Logf("rpc: refused connection from %s: %v", peer, err)
 	}
 }
 
