@@ -37,46 +37,30 @@ func devDirWithSmallOSD0(t *testing.T, size string) string {
 	return dir
 }
 
+// startWithSmallOSD0 starts a dev cluster whose osd.0 has a disk of 160
+// MiB (devDirWithSmallOSD0) and a small reserve, so the 95% full mark is
+// what stops writes.
+func startWithSmallOSD0(t *testing.T) *cluster {
+	t.Helper()
+	c := startCluster(t, clusterOpts{dir: devDirWithSmallOSD0(t, "160m")})
+	c.kill("osd.0")
+	c.restart("osd.0", "--reserve", fmt.Sprint(2<<20))
+	c.waitHealthy(60*time.Second, "with osd.0 back")
+	return c
+}
+
 // TestDiskFull gives osd.0 a small filesystem of its own (tmpfs) and fills
 // it: writes that need osd.0 fail with an error that says the disk is full,
 // the OSD keeps serving reads, nothing acknowledged is lost, and writes work
 // again once space is freed.
 func TestDiskFull(t *testing.T) {
 	t.Parallel()
-	dir := devDirWithSmallOSD0(t, "160m")
-	c := startCluster(t, clusterOpts{dir: dir})
+	c := startWithSmallOSD0(t)
 	ctx := context.Background()
-	// A small reserve, so the 95% full mark is what stops writes.
-	c.kill("osd.0")
-	c.restart("osd.0", "--reserve", fmt.Sprint(2<<20))
-	c.waitHealthy(60*time.Second, "with osd.0 back")
 	p := c.pool("default")
 	index := indexOnOSD0(t, c, p)
 
-	var acked, onOSD0 []string
-	var fullErr error
-	for i := 0; i < 600 && fullErr == nil; i++ {
-		name := fmt.Sprintf("fill-%04d", i)
-		err := p.Put(ctx, name, payload(name, 0, 2<<20))
-		switch {
-		case err == nil:
-			acked = append(acked, name)
-			if slices.Contains(actingOf(t, c, "default", name), 0) {
-				onOSD0 = append(onOSD0, name)
-			}
-		case errors.Is(err, client.ErrNoSpace):
-			fullErr = err
-		default:
-			t.Fatalf("write %s: want success or ErrNoSpace, got %v", name, err)
-		}
-	}
-	if fullErr == nil {
-		t.Fatalf("wrote %d MiB without filling osd.0's 160 MiB disk", 2*len(acked))
-	}
-	if !strings.Contains(fullErr.Error(), "osd.0") || !strings.Contains(fullErr.Error(), "full") {
-		t.Errorf("the disk-full error should name the OSD and say full: %v", fullErr)
-	}
-	t.Logf("after %d acknowledged writes (%d on osd.0): %v", len(acked), len(onOSD0), fullErr)
+	acked, onOSD0 := fillOSD0(t, c, p, "default", 600)
 	// Smaller writes still fit, until the disk is 95% used and osd.0 is
 	// flagged full.
 	for i := 0; i < 400; i++ {
@@ -124,26 +108,66 @@ func TestDiskFull(t *testing.T) {
 		}
 	}
 	// Free space on osd.0 by deleting, then writes that need it succeed again.
-	for _, name := range onOSD0[:len(onOSD0)/2] {
+	freeOSD0(t, c, p, "default", onOSD0[:len(onOSD0)/2], 64<<10)
+}
+
+// freeOSD0 deletes objects with a copy or shard on osd.0's full disk, and
+// waits until a put of size bytes that needs osd.0 succeeds again.
+func freeOSD0(t *testing.T, c *cluster, p *client.Pool, pool string, objects []string, size int) {
+	t.Helper()
+	ctx := context.Background()
+	for _, name := range objects {
 		if err := p.Delete(ctx, name); err != nil {
-			t.Fatalf("delete %s on a full disk: %v", name, err)
+			t.Fatalf("delete %s with osd.0's disk full: %v", name, err)
 		}
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for i := 0; ; i++ {
 		name := fmt.Sprintf("after-%04d", i)
-		if !slices.Contains(actingOf(t, c, "default", name), 0) {
+		if !slices.Contains(actingOf(t, c, pool, name), 0) {
 			continue
 		}
-		err := p.Put(ctx, name, payload(name, 0, 64<<10))
+		err := p.Put(ctx, name, payload(name, 0, size))
 		if err == nil {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("writes to osd.0 still fail after deleting half its objects: %v", err)
+			t.Fatalf("puts to osd.0 still fail after deleting %d of its objects: %v", len(objects), err)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// fillOSD0 puts objects of 2 MiB into pool (p) until one fails for want
+// of space on osd.0, at most max: the error must say so, naming it. It
+// returns the acknowledged objects and those of them osd.0 holds a copy
+// or shard of.
+func fillOSD0(t *testing.T, c *cluster, p *client.Pool, pool string, max int) (acked, onOSD0 []string) {
+	t.Helper()
+	var fullErr error
+	for i := 0; i < max && fullErr == nil; i++ {
+		name := fmt.Sprintf("fill-%04d", i)
+		err := p.Put(context.Background(), name, payload(name, 0, 2<<20))
+		switch {
+		case err == nil:
+			acked = append(acked, name)
+			if slices.Contains(actingOf(t, c, pool, name), 0) {
+				onOSD0 = append(onOSD0, name)
+			}
+		case errors.Is(err, client.ErrNoSpace):
+			fullErr = err
+		default:
+			t.Fatalf("put %s: want success or ErrNoSpace, got %v", name, err)
+		}
+	}
+	if fullErr == nil {
+		t.Fatalf("put %d MiB into pool %s without filling osd.0's small disk", 2*len(acked), pool)
+	}
+	if !strings.Contains(fullErr.Error(), "osd.0") || !strings.Contains(fullErr.Error(), "full") {
+		t.Errorf("the disk-full error should name the OSD and say full: %v", fullErr)
+	}
+	t.Logf("after %d acknowledged puts (%d on osd.0): %v", len(acked), len(onOSD0), fullErr)
+	return acked, onOSD0
 }
 
 // TestBackfillStopsBeforeFull: osd.1 is taken out, and its data moves to
@@ -282,63 +306,17 @@ func checkIndexDeleteWhenFull(t *testing.T, p *client.Pool, index string) {
 // and puts work again once the deletes' trims have freed the space.
 func TestECDiskFull(t *testing.T) {
 	t.Parallel()
-	dir := devDirWithSmallOSD0(t, "160m")
-	c := startCluster(t, clusterOpts{dir: dir})
+	c := startWithSmallOSD0(t)
 	ctx := context.Background()
-	c.kill("osd.0")
-	c.restart("osd.0", "--reserve", fmt.Sprint(2<<20))
-	c.waitHealthy(60*time.Second, "with osd.0 back")
 	p, _ := c.createECPool(t, "ecfull", "2+1")
 
-	var acked, onOSD0 []string
-	var fullErr error
-	for i := 0; i < 1000 && fullErr == nil; i++ {
-		name := fmt.Sprintf("fill-%04d", i)
-		err := p.Put(ctx, name, payload(name, 0, 2<<20))
-		switch {
-		case err == nil:
-			acked = append(acked, name)
-			if slices.Contains(actingOf(t, c, "ecfull", name), 0) {
-				onOSD0 = append(onOSD0, name)
-			}
-		case errors.Is(err, client.ErrNoSpace):
-			fullErr = err
-		default:
-			t.Fatalf("put %s: want success or ErrNoSpace, got %v", name, err)
-		}
-	}
-	if fullErr == nil {
-		t.Fatalf("put %d MiB in a 2+1 pool without filling osd.0's 160 MiB disk", 2*len(acked))
-	}
-	if !strings.Contains(fullErr.Error(), "osd.0") || !strings.Contains(fullErr.Error(), "full") {
-		t.Errorf("the disk-full error should name the OSD and say full: %v", fullErr)
-	}
-	t.Logf("after %d acknowledged puts (%d with a shard on osd.0): %v", len(acked), len(onOSD0), fullErr)
+	acked, onOSD0 := fillOSD0(t, c, p, "ecfull", 1000)
 	for _, name := range acked {
 		if got, err := p.Get(ctx, name); err != nil || !bytes.Equal(got, payload(name, 0, 2<<20)) {
 			t.Fatalf("read %s after the disk filled: %v", name, err)
 		}
 	}
-	for _, name := range onOSD0[:len(onOSD0)/2] {
-		if err := p.Delete(ctx, name); err != nil {
-			t.Fatalf("delete %s with osd.0 full: %v", name, err)
-		}
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for i := 0; ; i++ {
-		name := fmt.Sprintf("after-%04d", i)
-		if !slices.Contains(actingOf(t, c, "ecfull", name), 0) {
-			continue
-		}
-		err := p.Put(ctx, name, payload(name, 0, 2<<20))
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("puts with a shard on osd.0 still fail after deleting half its objects: %v", err)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	freeOSD0(t, c, p, "ecfull", onOSD0[:len(onOSD0)/2], 2<<20)
 	for _, name := range onOSD0[len(onOSD0)/2:] {
 		if got, err := p.Get(ctx, name); err != nil || !bytes.Equal(got, payload(name, 0, 2<<20)) {
 			t.Fatalf("read %s after the deletes: %v", name, err)
