@@ -197,13 +197,32 @@ type Pool struct {
 	snapSeq, snap uint64
 }
 
-// Pool returns a handle for the named pool.
+// Pool returns a handle for the named pool. A pool this client's map does
+// not hold yet (another client created it a moment ago, and the new map
+// is still on its way here: a gateway asked for a volume just created) is
+// looked up in the newest map in etcd, which the client then takes.
 func (c *Client) Pool(name string) (*Pool, error) {
 	p, ok := c.view.Map().PoolByName(name)
+	if !ok {
+		p, ok = c.newestPool(name)
+	}
 	if !ok {
 		return nil, fmt.Errorf("pool %q: %w (cairn pool ls lists the pools)", name, ErrPoolNotFound)
 	}
 	return &Pool{c: c, id: p.ID, name: name}, nil
+}
+
+// newestPool reads the newest map from etcd into the client's view and
+// looks name up there.
+func (c *Client) newestPool(name string) (*clustermap.Pool, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	m, _, err := c.meta.Map(ctx)
+	if err != nil {
+		return nil, false
+	}
+	c.view.Offer(m)
+	return c.view.Map().PoolByName(name)
 }
 
 // Name returns the pool's name.

@@ -49,6 +49,11 @@ func Static(m *clustermap.Map) *View {
 	return v
 }
 
+// Offer gives the view a map read apart from its watch (the newest one
+// in etcd, say); it is taken if it is newer than the view's, as if the
+// watch had delivered it.
+func (v *View) Offer(m *clustermap.Map) { v.set(m) }
+
 func (v *View) set(m *clustermap.Map) {
 	old := v.cur.Load()
 	if old != nil && old.Map().Epoch >= m.Epoch {
