@@ -18,6 +18,9 @@ import (
 // View holds the newest map known to this process.
 type View struct {
 	cur atomic.Pointer[placement.Table]
+	// setMu makes each new map's step one at a time: the watch and Offer
+	// may bring maps at once, and the older must never replace the newer.
+	setMu sync.Mutex
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every new map
@@ -55,6 +58,8 @@ func Static(m *clustermap.Map) *View {
 func (v *View) Offer(m *clustermap.Map) { v.set(m) }
 
 func (v *View) set(m *clustermap.Map) {
+	v.setMu.Lock()
+	defer v.setMu.Unlock()
 	old := v.cur.Load()
 	if old != nil && old.Map().Epoch >= m.Epoch {
 		return
