@@ -3,15 +3,12 @@ package client
 import (
 	"context"
 	"errors"
-	"net"
-	"net/url"
 	"testing"
-	"time"
 
 	"github.com/cairn-storage/cairn/internal/clustermap"
 	"github.com/cairn-storage/cairn/internal/mapview"
 	"github.com/cairn-storage/cairn/internal/meta"
-	"go.etcd.io/etcd/server/v3/embed"
+	"github.com/cairn-storage/cairn/internal/meta/metatest"
 )
 
 // A pool created by another client a moment ago, whose map has not reached
@@ -22,7 +19,7 @@ func TestPoolNotYetInTheClientsMap(t *testing.T) {
 		t.Skip("starts etcd")
 	}
 	ctx := context.Background()
-	ms, err := meta.Connect(ctx, []string{startEtcd(t)}, nil)
+	ms, err := meta.Connect(ctx, []string{metatest.StartEtcd(t, nil)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,36 +46,4 @@ func TestPoolNotYetInTheClientsMap(t *testing.T) {
 	if _, err := c.Pool("none"); !errors.Is(err, ErrPoolNotFound) {
 		t.Fatalf("a pool no map has: %v, want ErrPoolNotFound", err)
 	}
-}
-
-// startEtcd runs a single-member etcd for the test and returns its client URL.
-func startEtcd(t *testing.T) string {
-	t.Helper()
-	free := func() url.URL {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		u, _ := url.Parse("http://" + ln.Addr().String())
-		return *u
-	}
-	cu, pu := free(), free()
-	cfg := embed.NewConfig()
-	cfg.Dir = t.TempDir()
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
-	cfg.InitialCluster = cfg.Name + "=" + pu.String()
-	cfg.LogLevel = "error"
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(30 * time.Second):
-		t.Fatal("etcd not ready")
-	}
-	return cu.String()
 }

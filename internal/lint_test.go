@@ -24,6 +24,7 @@ var forbidden = map[string][]string{
 	"internal/conf":          {"internal/", "client"},
 	"internal/meta":          {"internal/placement", "internal/objstore", "internal/rpc", "internal/osd", "internal/mon", "internal/cli", "client"},
 	"internal/mapview":       {"internal/objstore", "internal/rpc", "internal/osd", "internal/mon", "internal/cli", "client"},
+	"internal/meta/metatest": {"internal/", "client"},
 	"internal/osd":           {"internal/cli", "internal/mon", "client"},
 	"internal/mon":           {"internal/osd", "internal/objstore", "internal/cli", "client"},
 	"internal/bench":         {"internal/osd", "internal/mon", "internal/objstore", "internal/cli", "internal/volume", "internal/nbd"},

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/url"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/cairn-storage/cairn/internal/clustermap"
+	"github.com/cairn-storage/cairn/internal/meta/metatest"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
@@ -22,34 +22,7 @@ func startEtcd(t *testing.T) string {
 // startEtcdWith runs a single-member etcd configured further by opt.
 func startEtcdWith(t *testing.T, opt func(*embed.Config)) string {
 	t.Helper()
-	free := func() string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		return "http://" + ln.Addr().String()
-	}
-	cu, _ := url.Parse(free())
-	pu, _ := url.Parse(free())
-	cfg := embed.NewConfig()
-	cfg.Dir = t.TempDir()
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
-	cfg.InitialCluster = cfg.Name + "=" + pu.String()
-	cfg.LogLevel = "error"
-	opt(cfg)
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(30 * time.Second):
-		t.Fatal("etcd not ready")
-	}
-	return cu.String()
+	return metatest.StartEtcd(t, opt)
 }
 
 func connect(t *testing.T, ep string) *Store {

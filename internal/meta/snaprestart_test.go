@@ -2,7 +2,6 @@ package meta
 
 import (
 	"context"
-	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-storage/cairn/internal/meta/metatest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 )
@@ -25,16 +25,7 @@ type restartableEtcd struct {
 
 func newRestartableEtcd(t *testing.T) *restartableEtcd {
 	t.Helper()
-	free := func() url.URL {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		u, _ := url.Parse("http://" + ln.Addr().String())
-		return *u
-	}
-	cu, pu, dir := free(), free(), t.TempDir()
+	cu, pu, dir := metatest.FreeURL(t), metatest.FreeURL(t), t.TempDir()
 	r := &restartableEtcd{t: t, ep: cu.String()}
 	r.cfg = func() *embed.Config {
 		cfg := embed.NewConfig()

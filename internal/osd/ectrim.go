@@ -17,7 +17,7 @@ import (
 // of objects (proto.ShardEntry) of one PG at a time. A rollback is sent
 // by peering, before the PG goes active, and fails the peering if it
 // fails. Trims are off the write's path: an acknowledged write queues its
-// trim (queueTrim), and the trimmer sends what queued in 20 ms to every
+// trim (queueTrim), and the trimmer sends what queued within trimLinger to every
 // position of its PGs as the newest map places them, one OpShardTrims to
 // each OSD for all its PGs (one commit there, not one per write). The
 // queue is bounded: a trim that finds it full is dropped, as one lost on
