@@ -84,9 +84,8 @@ func fioVerifySeed(t *testing.T, uri string, size int64, seed int, verifyOnly bo
 // while one OSD is SIGKILLed a second in, so writes go on with two
 // positions and reads rebuild what the killed one held; once the OSD is
 // back and its shards rebuilt, a second fio run checks every block again
-// and qemu-img reads the volume through. A snapshot of it is refused by
-// name (erasure-coded pools keep no clones yet), and the volume takes
-// writes after the refusal.
+// and qemu-img reads the volume through. A snapshot taken then still
+// reads the same after qemu-io writes the volume.
 func TestECVolumeNBD(t *testing.T) {
 	t.Parallel()
 	needTools(t, "fio", "nbdinfo", "qemu-img", "qemu-io")
@@ -109,11 +108,17 @@ func TestECVolumeNBD(t *testing.T) {
 	c.restart(victim)
 	c.waitHealthy(40*time.Second, "with "+victim+" back")
 	fioVerifyAt(t, uri, size, true, nil)
-	runTool(t, "qemu-img", "convert", "-f", "raw", "-O", "raw", uri, t.TempDir()+"/disk.raw")
+	raw := t.TempDir() + "/disk.raw"
+	runTool(t, "qemu-img", "convert", "-f", "raw", "-O", "raw", uri, raw)
 
-	out, err := c.cli(nil, "volume", "snap", "create", "ecvol/disk@s1")
-	if err == nil || !strings.Contains(err.Error(), "snapshots of erasure-coded pools are not built yet") {
-		t.Fatalf("snapshot of a volume on an erasure-coded pool: want it refused by name, got %v\n%s", err, out)
+	if out, err := c.cli(nil, "volume", "snap", "create", "ecvol/disk@s1"); err != nil {
+		t.Fatalf("snapshot of a volume on an erasure-coded pool: %v\n%s", err, out)
 	}
 	runTool(t, "qemu-io", "-f", "raw", "-c", "write -P 0x5a 1000 70000", "-c", "read -P 0x5a 1000 70000", uri)
+	if out := runTool(t, "qemu-img", "compare", "-f", "raw", "-F", "raw", raw, c.nbdURI("ecvol/disk@s1")); !strings.Contains(out, "identical") {
+		t.Fatalf("the snapshot taken before qemu-io wrote must read as the volume did:\n%s", out)
+	}
+	if out, err := exec.Command("qemu-img", "compare", "-f", "raw", "-F", "raw", raw, uri).CombinedOutput(); err == nil || !strings.Contains(string(out), "mismatch") {
+		t.Fatalf("qemu-io's write did not reach the volume: %v\n%s", err, out)
+	}
 }

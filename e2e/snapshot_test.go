@@ -44,8 +44,23 @@ func TestVolumeSnapshots(t *testing.T) {
 	t.Parallel()
 	needTools(t, "qemu-img", "qemu-io", "fio")
 	c := startCluster(t, clusterOpts{hosts: 3, perHost: 1})
+	volumeSnapshots(t, c, "default")
+}
+
+// TestVolumeSnapshotsEC runs TestVolumeSnapshots on a 2+1 pool, whose
+// clones are erasure-coded objects of their own.
+func TestVolumeSnapshotsEC(t *testing.T) {
+	t.Parallel()
+	needTools(t, "qemu-img", "qemu-io", "fio")
+	c := startCluster(t, clusterOpts{hosts: 3, perHost: 1})
+	c.createECPool(t, "ec", "2+1")
+	volumeSnapshots(t, c, "ec")
+}
+
+func volumeSnapshots(t *testing.T, c *cluster, pool string) {
 	ctx := context.Background()
-	p := c.pool("default")
+	p := c.pool(pool)
+	vol := func(name string) string { return pool + "/" + name }
 	run := func(args ...string) string {
 		t.Helper()
 		out, err := c.cli(nil, args...)
@@ -76,11 +91,11 @@ func TestVolumeSnapshots(t *testing.T) {
 		}
 	}
 
-	run("volume", "create", "default/vm", "--size", "64M", "--object-size", "1M")
-	qemuIO("default/vm", "write -P 0x11 0 64M")
+	run("volume", "create", vol("vm"), "--size", "64M", "--object-size", "1M")
+	qemuIO(vol("vm"), "write -P 0x11 0 64M")
 
 	// A snapshot while fio writes the first 8 MiB through NBD.
-	fio := exec.Command("fio", "--name=snap", "--ioengine=nbd", "--uri="+c.nbdURI("default/vm"),
+	fio := exec.Command("fio", "--name=snap", "--ioengine=nbd", "--uri="+c.nbdURI(vol("vm")),
 		"--rw=randwrite", "--bs=4k", "--iodepth=8", "--size=8M", "--time_based", "--runtime=6s")
 	fioOut := &strings.Builder{}
 	fio.Stdout, fio.Stderr = fioOut, fioOut
@@ -88,7 +103,7 @@ func TestVolumeSnapshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second)
-	run("volume", "snap", "create", "default/vm@s1")
+	run("volume", "snap", "create", vol("vm@s1"))
 	s1 := volumeSum(t, p, "vm", "s1")
 	time.Sleep(2 * time.Second)
 	if again := volumeSum(t, p, "vm", "s1"); again != s1 {
@@ -100,25 +115,25 @@ func TestVolumeSnapshots(t *testing.T) {
 	if volumeSum(t, p, "vm", "s1") != s1 || volumeSum(t, p, "vm", "") == s1 {
 		t.Fatal("after fio: the snapshot must be unchanged and the head changed")
 	}
-	qemuIO("default/vm@s1", "read -P 0x11 8M 56M") // beyond fio's range: as first written
+	qemuIO(vol("vm@s1"), "read -P 0x11 8M 56M") // beyond fio's range: as first written
 
 	// More writes, one object zeroed whole, then s2.
-	qemuIO("default/vm", "write -P 0x22 20M 64k", "write -P 0x23 40M 1M", "write -z -u 50M 1M")
-	run("volume", "snap", "create", "default/vm@s2")
-	qemuIO("default/vm", "write -P 0x33 0 1M") // after s2: in neither diff
-	qemuIO("default/vm@s2", "read -P 0x22 20M 64k", "read -P 0 50M 1M")
-	if out, err := exec.Command("qemu-io", "-f", "raw", "-c", "write 0 4k", c.nbdURI("default/vm@s2")).CombinedOutput(); err == nil && !strings.Contains(string(out), "failed") {
+	qemuIO(vol("vm"), "write -P 0x22 20M 64k", "write -P 0x23 40M 1M", "write -z -u 50M 1M")
+	run("volume", "snap", "create", vol("vm@s2"))
+	qemuIO(vol("vm"), "write -P 0x33 0 1M") // after s2: in neither diff
+	qemuIO(vol("vm@s2"), "read -P 0x22 20M 64k", "read -P 0 50M 1M")
+	if out, err := exec.Command("qemu-io", "-f", "raw", "-c", "write 0 4k", c.nbdURI(vol("vm@s2"))).CombinedOutput(); err == nil && !strings.Contains(string(out), "failed") {
 		t.Fatalf("a write to a snapshot export succeeded:\n%s", out)
 	}
 
 	// Send and receive.
 	dir := t.TempDir()
 	full, diff := filepath.Join(dir, "s1.cvol"), filepath.Join(dir, "s1-s2.cvol")
-	run("volume", "export", "default/vm@s1", full)
-	run("volume", "import", full, "default/backup")
-	identical("default/vm@s1", "default/backup")
-	identical("default/vm@s1", "default/backup@s1")
-	run("volume", "export-diff", "--from-snap", "s1", "default/vm@s2", diff)
+	run("volume", "export", vol("vm@s1"), full)
+	run("volume", "import", full, vol("backup"))
+	identical(vol("vm@s1"), vol("backup"))
+	identical(vol("vm@s1"), vol("backup@s1"))
+	run("volume", "export-diff", "--from-snap", "s1", vol("vm@s2"), diff)
 	fi, _ := os.Stat(diff)
 	t.Logf("diff s1→s2 of a 64 MiB volume: %d bytes", fi.Size())
 	if fi.Size() > 16<<20 {
@@ -129,54 +144,54 @@ func TestVolumeSnapshots(t *testing.T) {
 	bad[len(bad)*3/4] ^= 0x40
 	badFile := filepath.Join(dir, "bad.cvol")
 	os.WriteFile(badFile, bad, 0o644)
-	if out, err := c.cli(nil, "volume", "import-diff", badFile, "default/backup"); err == nil || !strings.Contains(err.Error(), "damaged") || !strings.Contains(err.Error(), "rolled back") {
+	if out, err := c.cli(nil, "volume", "import-diff", badFile, vol("backup")); err == nil || !strings.Contains(err.Error(), "damaged") || !strings.Contains(err.Error(), "rolled back") {
 		t.Fatalf("import-diff of a damaged stream: want it refused and rolled back, got %v\n%s", err, out)
 	}
-	identical("default/vm@s1", "default/backup")
-	if strings.Contains(run("volume", "snap", "ls", "default/backup"), "s2") {
+	identical(vol("vm@s1"), vol("backup"))
+	if strings.Contains(run("volume", "snap", "ls", vol("backup")), "s2") {
 		t.Fatal("a refused diff created its snapshot")
 	}
-	run("volume", "import-diff", diff, "default/backup")
-	identical("default/vm@s2", "default/backup")
-	identical("default/vm@s2", "default/backup@s2")
+	run("volume", "import-diff", diff, vol("backup"))
+	identical(vol("vm@s2"), vol("backup"))
+	identical(vol("vm@s2"), vol("backup@s2"))
 	// The same diff again is refused: the copy already has s2.
-	if _, err := c.cli(nil, "volume", "import-diff", diff, "default/backup"); err == nil {
+	if _, err := c.cli(nil, "volume", "import-diff", diff, vol("backup")); err == nil {
 		t.Fatal("a diff applied twice")
 	}
 	// Rollback, then a diff from the rolled-back state applies again.
-	run("volume", "snap", "rollback", "default/backup@s1")
-	identical("default/vm@s1", "default/backup")
-	run("volume", "snap", "rm", "default/backup@s2")
-	run("volume", "import-diff", diff, "default/backup")
-	identical("default/vm@s2", "default/backup")
+	run("volume", "snap", "rollback", vol("backup@s1"))
+	identical(vol("vm@s1"), vol("backup"))
+	run("volume", "snap", "rm", vol("backup@s2"))
+	run("volume", "import-diff", diff, vol("backup"))
+	identical(vol("vm@s2"), vol("backup"))
 
 	// A clone of s1.
 	headBefore := volumeSum(t, p, "vm", "")
-	run("volume", "clone", "default/vm@s1", "default/cl")
-	identical("default/vm@s1", "default/cl")
-	qemuIO("default/cl", "write -P 0x77 0 4k", "write -P 0x78 33M 2M", "write -z -u 60M 1M")
-	qemuIO("default/cl", "read -P 0x77 0 4k", "read -P 0x78 33M 2M", "read -P 0 60M 1M", "read -P 0x11 36M 4M")
+	run("volume", "clone", vol("vm@s1"), vol("cl"))
+	identical(vol("vm@s1"), vol("cl"))
+	qemuIO(vol("cl"), "write -P 0x77 0 4k", "write -P 0x78 33M 2M", "write -z -u 60M 1M")
+	qemuIO(vol("cl"), "read -P 0x77 0 4k", "read -P 0x78 33M 2M", "read -P 0 60M 1M", "read -P 0x11 36M 4M")
 	if volumeSum(t, p, "vm", "s1") != s1 || volumeSum(t, p, "vm", "") != headBefore {
 		t.Fatal("writes to the clone leaked into its parent")
 	}
 	clSum := volumeSum(t, p, "cl", "")
-	if _, err := c.cli(nil, "volume", "snap", "rm", "default/vm@s1"); err == nil {
+	if _, err := c.cli(nil, "volume", "snap", "rm", vol("vm@s1")); err == nil {
 		t.Fatal("a snapshot with a clone was removed")
 	}
-	run("volume", "flatten", "default/cl")
-	if strings.Contains(run("volume", "info", "default/cl"), "parent") {
+	run("volume", "flatten", vol("cl"))
+	if strings.Contains(run("volume", "info", vol("cl")), "parent") {
 		t.Fatal("flatten left the parent")
 	}
-	run("volume", "snap", "rm", "default/vm@s1")
+	run("volume", "snap", "rm", vol("vm@s1"))
 	if volumeSum(t, p, "cl", "") != clSum {
 		t.Fatal("the flattened clone changed when its parent snapshot went")
 	}
 
 	// No clone object outlives the snapshots.
-	if _, err := c.cli(nil, "volume", "rm", "default/vm"); err == nil {
+	if _, err := c.cli(nil, "volume", "rm", vol("vm")); err == nil {
 		t.Fatal("a volume with snapshots was removed")
 	}
-	run("volume", "snap", "rm", "default/vm@s2")
+	run("volume", "snap", "rm", vol("vm@s2"))
 	info, err := volume.Stat(ctx, p, "vm")
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +208,7 @@ func TestVolumeSnapshots(t *testing.T) {
 			t.Fatalf("object %d keeps %d clones after every snapshot was removed", i, len(set.Clones))
 		}
 	}
-	run("volume", "rm", "default/vm")
+	run("volume", "rm", vol("vm"))
 }
 
 // TestSnapshotsRecoverWithTheirOSD: an OSD killed while the first writes
@@ -203,9 +218,26 @@ func TestVolumeSnapshots(t *testing.T) {
 func TestSnapshotsRecoverWithTheirOSD(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, clusterOpts{hosts: 3, perHost: 1, downOut: 10 * time.Minute})
+	snapshotsRecover(t, c, "default", "osd.1", "osd.2")
+}
+
+// TestSnapshotsRecoverWithTheirOSDEC is TestSnapshotsRecoverWithTheirOSD
+// on a 2+1 pool: the OSD back must serve its rebuilt shards of heads and
+// clones, and the heads' snapshot state, with one other OSD down.
+func TestSnapshotsRecoverWithTheirOSDEC(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, clusterOpts{hosts: 3, perHost: 1, downOut: 10 * time.Minute})
+	c.createECPool(t, "ec", "2+1", "--min-size", "2")
+	snapshotsRecover(t, c, "ec", "osd.1")
+}
+
+// snapshotsRecover makes clones of every object of a volume in pool while
+// osd.0 is down, brings it back, then kills lose and reads the volume at
+// the snapshot and now.
+func snapshotsRecover(t *testing.T, c *cluster, pool string, lose ...string) {
 	ctx := context.Background()
-	p := c.pool("default")
-	if out, err := c.cli(nil, "volume", "create", "default/v", "--size", "16M", "--object-size", "1M"); err != nil {
+	p := c.pool(pool)
+	if out, err := c.cli(nil, "volume", "create", pool+"/v", "--size", "16M", "--object-size", "1M"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	v, err := volume.Open(ctx, p, "v")
@@ -216,7 +248,7 @@ func TestSnapshotsRecoverWithTheirOSD(t *testing.T) {
 	if err := v.WriteAt(ctx, payload("before", 0, 16<<20), 0); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := c.cli(nil, "volume", "snap", "create", "default/v@s"); err != nil {
+	if out, err := c.cli(nil, "volume", "snap", "create", pool+"/v@s"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	snapSum := volumeSum(t, p, "v", "s")
@@ -235,15 +267,16 @@ func TestSnapshotsRecoverWithTheirOSD(t *testing.T) {
 	headSum := volumeSum(t, p, "v", "")
 	c.restart("osd.0")
 	c.waitHealthy(60*time.Second, "osd.0 back")
-	c.kill("osd.1")
-	c.kill("osd.2")
-	c.waitStatus(15*time.Second, "osd.0 alone", func(st map[string]any, raw string) bool {
-		return st["osds_up"] == float64(1)
+	for _, osd := range lose {
+		c.kill(osd)
+	}
+	c.waitStatus(15*time.Second, "osd.0 with the others down", func(st map[string]any, raw string) bool {
+		return st["osds_up"] == float64(3-len(lose))
 	})
 	if got := volumeSum(t, p, "v", "s"); got != snapSum {
-		t.Fatal("osd.0 alone: the snapshot reads differently")
+		t.Fatal("osd.0 back, " + strings.Join(lose, " and ") + " down: the snapshot reads differently")
 	}
 	if got := volumeSum(t, p, "v", ""); got != headSum {
-		t.Fatal("osd.0 alone: the head reads differently")
+		t.Fatal("osd.0 back, " + strings.Join(lose, " and ") + " down: the head reads differently")
 	}
 }

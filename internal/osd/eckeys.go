@@ -12,6 +12,7 @@ import (
 	"github.com/cairn-storage/cairn/internal/pg"
 	"github.com/cairn-storage/cairn/internal/placement"
 	"github.com/cairn-storage/cairn/internal/proto"
+	"github.com/cairn-storage/cairn/internal/snapset"
 )
 
 // Xattrs, omap and creates of erasure-coded objects. They are small and
@@ -248,7 +249,25 @@ func userKVs(kvs []proto.KV) []proto.KV {
 	return out
 }
 
-// shardKeys are an object's xattrs (the OSD's own left out) and omap.
+// objectKey says whether xattr k belongs to the object, and goes with it
+// wherever its keys are copied: the user's xattrs and the snapshot state,
+// not what the OSD keeps of the shard itself.
+func objectKey(k string) bool {
+	return !strings.HasPrefix(k, proto.ReservedPrefix) || k == snapset.Xattr
+}
+
+// objectKVs keeps the xattrs objectKey names.
+func objectKVs(kvs []proto.KV) []proto.KV {
+	out := kvs[:0]
+	for _, kv := range kvs {
+		if objectKey(string(kv.Key)) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// shardKeys are an object's xattrs (objectKey) and omap.
 type shardKeys struct {
 	xattrs, omap []proto.KV
 }
@@ -286,7 +305,7 @@ func (s *Server) readKeys(ctx context.Context, t *placement.Table, osd clusterma
 	if err != nil {
 		return nil, err
 	}
-	k.xattrs = userKVs(r.KVs)
+	k.xattrs = objectKVs(r.KVs)
 	var start []byte
 	for len(k.omap) <= maxShardOmapKeys {
 		r, err := s.askKeys(ctx, t, osd, id, pos, &proto.Request{Op: proto.OpOmapList, Object: name, Start: start, Limit: 1000})
@@ -332,7 +351,7 @@ func (s *Server) copyKeys(coll, from, to string, txn *objstore.Txn) error {
 		return err
 	}
 	for k, v := range xs {
-		if !strings.HasPrefix(k, proto.ReservedPrefix) {
+		if objectKey(k) {
 			txn.SetXattr(coll, to, k, v)
 		}
 	}

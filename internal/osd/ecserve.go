@@ -26,14 +26,10 @@ import (
 
 // refuseEC refuses the requests erasure-coded pools do not serve yet.
 func (s *Server) refuseEC(pool *clustermap.Pool, req *proto.Request) *proto.Response {
-	if req.Snap != 0 || req.SnapSeq != 0 {
-		return s.fail(proto.StatusInvalid, "pool %q is erasure-coded (%s): snapshots of erasure-coded pools are not built yet", pool.Name, pool.EC)
-	}
 	switch req.Op {
-	case proto.OpPut, proto.OpWrite, proto.OpTruncate, proto.OpDelete, proto.OpRead, proto.OpStat, proto.OpList, proto.OpScrub:
+	case proto.OpPut, proto.OpWrite, proto.OpTruncate, proto.OpDelete, proto.OpRead, proto.OpStat, proto.OpList, proto.OpScrub,
+		proto.OpSnaps, proto.OpSnapTrim:
 		return nil
-	case proto.OpSnaps, proto.OpSnapTrim:
-		return s.fail(proto.StatusInvalid, "pool %q is erasure-coded (%s): snapshots of erasure-coded pools are not built yet", pool.Name, pool.EC)
 	}
 	if isECKeysWrite(req.Op) || isECKeysRead(req.Op) {
 		return nil
@@ -54,6 +50,9 @@ func (s *Server) serveEC(ctx context.Context, pool *clustermap.Pool, p *pgState,
 	c, err := s.codecOf(pool)
 	if err != nil {
 		return s.fail(proto.StatusInvalid, "%v", err)
+	}
+	if r, handled := s.serveECSnap(ctx, pool, c, p, req); handled {
+		return r
 	}
 	l := s.lock(req.PG, req.Object)
 	switch req.Op {

@@ -155,6 +155,11 @@ type pgState struct {
 	// Erasure-coded PGs: the trims peering found, sent once recovery
 	// leaves the PG clean (ectrim.go).
 	pendingTrims []pg.ShardTrim
+	// Erasure-coded PGs: the snapshot sequence each head's state holds,
+	// as the primary last found or set it in interval snapEpoch
+	// (ecsnaps.go).
+	snapSeqs  map[string]uint64
+	snapEpoch clustermap.Epoch
 }
 
 // Run starts the OSD and serves until ctx ends.
@@ -582,8 +587,13 @@ func (s *Server) apply(txn *objstore.Txn) error {
 // lock returns the lock of an object; writes hold it across local apply and
 // replication so that replicas see the writes to one object in one order.
 func (s *Server) lock(pg clustermap.PGID, name string) *sync.RWMutex {
+	return &s.locks[s.lockIndex(pg, name)]
+}
+
+// lockIndex is the stripe of s.locks that guards name in pg.
+func (s *Server) lockIndex(pg clustermap.PGID, name string) int {
 	h := maphash.String(s.seed, name) ^ (uint64(pg.Pool)<<32|uint64(pg.Seed))*0x9e3779b97f4a7c15
-	return &s.locks[h%uint64(len(s.locks))]
+	return int(h % uint64(len(s.locks)))
 }
 
 // storeLockWait is how long an OSD waits for its store's lock: an OSD

@@ -22,9 +22,6 @@ func SnapCreate(ctx context.Context, p *client.Pool, name, snap string) (Snap, e
 	if !validName.MatchString(snap) {
 		return Snap{}, fmt.Errorf("%w: snapshot name %q: use up to 128 letters, digits, '.', '_' or '-', starting with a letter or digit", ErrInvalid, snap)
 	}
-	if err := refuseECSnap(p, name); err != nil {
-		return Snap{}, err
-	}
 	info, err := Stat(ctx, p, name)
 	if err != nil {
 		return Snap{}, err
@@ -50,21 +47,6 @@ func SnapCreate(ctx context.Context, p *client.Pool, name, snap string) (Snap, e
 		return Snap{}, err
 	}
 	return s, nil
-}
-
-// refuseECSnap refuses a snapshot of a volume on an erasure-coded pool
-// before one is taken: its OSDs do not keep clones yet, so once the
-// volume's writes carried the snapshot's number every one would be
-// refused.
-func refuseECSnap(p *client.Pool, name string) error {
-	pi, err := p.Info()
-	if err != nil {
-		return err
-	}
-	if pi.EC != "" {
-		return fmt.Errorf("%w: %s/%s: pool %q is erasure-coded (%s), and snapshots of erasure-coded pools are not built yet: keep a volume that needs snapshots in a replicated pool", ErrInvalid, p.Name(), name, p.Name(), pi.EC)
-	}
-	return nil
 }
 
 // SnapRemove deletes a snapshot and then the object clones only it needed.
