@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cairn-storage/cairn/client"
+	"github.com/cairn-storage/cairn/internal/osd"
 	"github.com/cairn-storage/cairn/internal/volume"
 )
 
@@ -279,4 +281,100 @@ func snapshotsRecover(t *testing.T, c *cluster, pool string, lose ...string) {
 	if got := volumeSum(t, p, "v", ""); got != headSum {
 		t.Fatal("osd.0 back, " + strings.Join(lose, " and ") + " down: the head reads differently")
 	}
+}
+
+// TestECSnapshotCutShort: the first write after a snapshot to a volume on
+// a 2+1 pool first puts the object's clone; the primary dies as that put
+// reaches every position, before it is answered (osd.FailpointECPartialPut)
+// and before the head's snapshot state names the clone. The snapshot and
+// the head read as they should, deep scrub finds every shard consistent,
+// and once the snapshot and the volume are removed the pool holds no more
+// objects than before it was made: the clone no state named went too.
+func TestECSnapshotCutShort(t *testing.T) {
+	t.Parallel()
+	trigger := filepath.Join(t.TempDir(), "clone-put")
+	c := startCluster(t, clusterOpts{hosts: 3, perHost: 1, downOut: 10 * time.Minute, env: []string{osd.FailpointECPartialPut + "=" + trigger}})
+	p, _ := c.createECPool(t, "ecs", "2+1", "--min-size", "2")
+	ctx := context.Background()
+	before := scrubObjects(t, c, "ecs")
+	if out, err := c.cli(nil, "volume", "create", "ecs/v", "--size", "4M", "--object-size", "1M"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	v, err := volume.Open(ctx, p, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.WriteAt(ctx, payload("before", 0, 4<<20), 0); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := c.cli(nil, "volume", "snap", "create", "ecs/v@s"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	snapSum := volumeSum(t, p, "v", "s")
+	if err := os.WriteFile(trigger, []byte("3"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The write gives up before the PG has a new primary (as a rule), so
+	// nothing puts the clone again: it stays, named by no snapshot state.
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	wrote := v.WriteAt(wctx, payload("after", 0, 4096), 0) == nil
+	cancel()
+	v.Close()
+	fired := false
+	for name, proc := range c.procs {
+		if log, _ := os.ReadFile(proc.Log); strings.Contains(string(log), "failpoint "+osd.FailpointECPartialPut) {
+			fired = true
+			c.restart(name)
+		}
+	}
+	if !fired {
+		t.Fatal("no OSD fired the failpoint")
+	}
+	c.waitHealthy(60*time.Second, "the primary back")
+	if got := volumeSum(t, p, "v", "s"); got != snapSum {
+		t.Fatal("the snapshot reads differently after the cut clone put")
+	}
+	want := payload("before", 0, 4<<20)
+	if wrote {
+		copy(want, payload("after", 0, 4096))
+	}
+	if got := volumeSum(t, p, "v", ""); got != fmt.Sprintf("%x", sha256.Sum256(want)) {
+		t.Fatalf("the head does not read as it should (the write acknowledged: %v)", wrote)
+	}
+	if out, err := c.cli(nil, "scrub", "--deep", "--json", "ecs"); err != nil || !strings.Contains(string(out), `"errors": 0`) {
+		t.Fatalf("deep scrub: %v\n%s", err, out)
+	}
+	for _, args := range [][]string{{"volume", "snap", "rm", "ecs/v@s"}, {"volume", "rm", "ecs/v"}} {
+		if out, err := c.cli(nil, args...); err != nil {
+			t.Fatalf("cairn %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	// What stays is the pool's directory of volumes; deletes' tombstones
+	// go once their trims land.
+	deadline := time.Now().Add(20 * time.Second)
+	for after := scrubObjects(t, c, "ecs"); after != before+1; after = scrubObjects(t, c, "ecs") {
+		if time.Now().After(deadline) {
+			ls, _ := c.cli(nil, "obj", "ls", "ecs")
+			sc, _ := c.cli(nil, "scrub", "--json", "ecs")
+			t.Fatalf("the pool held %d objects before the volume and holds %d after it was removed (its directory of volumes stays); listed:\n%s\n%s", before, after, ls, sc)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// scrubObjects counts the objects of pool, clones included, as scrub
+// finds them.
+func scrubObjects(t *testing.T, c *cluster, pool string) int {
+	t.Helper()
+	out, err := c.cli(nil, "scrub", "--json", pool)
+	if err != nil {
+		t.Fatalf("scrub %s: %v\n%s", pool, err, out)
+	}
+	var res struct {
+		Objects int `json:"objects"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("scrub %s --json: %v\n%s", pool, err, out)
+	}
+	return res.Objects
 }

@@ -117,7 +117,7 @@ func readUvarint(b *[]byte) (uint64, bool) {
 }
 
 // DecodeShardEntries reads what AppendShardEntries wrote, checking
-// MaxShardEntries and each name (ValidateObjectName).
+// MaxShardEntries and each name (ValidateShardEntryName).
 func DecodeShardEntries(b []byte) ([]ShardEntry, error) {
 	if len(b) == 0 || b[0] != ShardEntriesVersion {
 		return nil, &decodeError{fmt.Sprintf("proto: shard entries: not version %d", ShardEntriesVersion)}
@@ -146,7 +146,7 @@ func decodeEntryList(b []byte, max int) ([]ShardEntry, []byte, error) {
 			return nil, nil, fmt.Errorf("entry %d is truncated or its name too long", len(es))
 		}
 		e := ShardEntry{Object: string(b[k : k+int(l)])}
-		if err := ValidateObjectName(e.Object); err != nil {
+		if err := ValidateShardEntryName(e.Object); err != nil {
 			return nil, nil, fmt.Errorf("entry %d: %v", len(es), err)
 		}
 		b = b[k+int(l):]

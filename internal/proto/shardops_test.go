@@ -14,6 +14,7 @@ func sampleShardEntries() []ShardEntry {
 	return []ShardEntry{
 		{Object: "a", Ver: [2]uint64{3, 7}},
 		{Object: "photos/2026/b.jpg", Ver: [2]uint64{4, 9}, To: [2]uint64{3, 7}},
+		{Object: "vol.1.0000000000000003\x00c00000000000000a2", Ver: [2]uint64{4, 10}}, // a snapshot clone
 	}
 }
 
@@ -33,6 +34,10 @@ func TestShardEntries(t *testing.T) {
 		nil, {2, 0}, good[:len(good)-1], append(good, 0),
 		AppendShardEntries(nil, []ShardEntry{{Object: ""}}),
 		AppendShardEntries(nil, []ShardEntry{{Object: "a\x00b"}}),
+		AppendShardEntries(nil, []ShardEntry{{Object: "\x00c0000000000000001"}}),
+		AppendShardEntries(nil, []ShardEntry{{Object: "a\x00c000000000000001"}}),
+		AppendShardEntries(nil, []ShardEntry{{Object: "a\x00c000000000000001G"}}),
+		AppendShardEntries(nil, []ShardEntry{{Object: "a\x00r0000000000000001"}}),
 		AppendShardEntries(nil, []ShardEntry{{Object: strings.Repeat("x", MaxObjectNameLen+1)}}),
 		AppendShardEntries(nil, many),
 	} {
