@@ -343,7 +343,7 @@ func (s *Server) omapRoom(coll, name string, adding int) error {
 	return nil
 }
 
-// copyKeys adds to txn setting the xattrs (the OSD's own left out) and the
+// copyKeys adds to txn setting the xattrs (objectKey) and the
 // omap of from on to, both in coll on this OSD.
 func (s *Server) copyKeys(coll, from, to string, txn *objstore.Txn) error {
 	xs, err := s.store.Xattrs(coll, from)
