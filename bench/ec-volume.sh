@@ -9,7 +9,10 @@
 #
 #   bench/ec-volume.sh                                # this tree, once
 #   REVS="HEAD~3 ." ROUNDS=2 bench/ec-volume.sh       # before and after
+#   SNAPSHOT=1 bench/ec-volume.sh                     # under a snapshot
 #
+# SNAPSHOT=1 takes a snapshot of each volume once it is written, so the
+# random writes run under it: each object's first write clones it.
 # Environment: DURATION=15 (seconds of each fio job, after a 2 s ramp),
 # VOLUME=512M (each volume, written whole in 1 MiB writes first), QD=16,
 # EC=2+1, REVS=., ROUNDS=1, WORKDIR=/tmp/cairn-ecvol, CAIRN_ETCD_PORT=25890
@@ -22,6 +25,7 @@ QD=${QD:-16}
 EC=${EC:-2+1}
 REVS=${REVS:-.}
 ROUNDS=${ROUNDS:-1}
+SNAPSHOT=${SNAPSHOT:-0}
 WORKDIR=${WORKDIR:-/tmp/cairn-ecvol}
 CAIRN_ETCD_PORT=${CAIRN_ETCD_PORT:-25890}
 CAIRN_OSD_PORT=${CAIRN_OSD_PORT:-28890}
@@ -110,6 +114,9 @@ for round in $(seq "$ROUNDS"); do
 		for pool in ec default; do
 			fio --name=fill --ioengine=nbd --uri="nbd://127.0.0.1:$CAIRN_NBD_PORT/$pool/vol" --rw=write --bs=1m \
 				--iodepth=4 --size="$VOLUME" >/dev/null || die "writing the $pool volume failed"
+			if [[ $SNAPSHOT == 1 ]]; then
+				"$bin" --conf "$WORKDIR/dev/cairn.conf" volume snap create "$pool/vol@bench" >/dev/null
+			fi
 		done
 		for pool in ec default; do
 			for rw in randwrite randread; do
