@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ import (
 // OSD, of another host, killed: the moved positions serve their shards.
 func TestECStrayPositions(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, clusterOpts{downOut: 10 * time.Minute})
+	c := startCluster(t, clusterOpts{downOut: 10 * time.Minute, metrics: true})
 	p, _ := c.createECPool(t, "ecm", "2+1", "--min-size", "2")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -64,6 +65,20 @@ func TestECStrayPositions(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
+	// Recovery copied the moved positions' shards from the out OSD, which
+	// holds them at the version that stands: it rebuilt none from K.
+	copied, rebuilt := 0.0, 0.0
+	for name, p := range c.devJSON() {
+		if strings.HasPrefix(name, "osd.") {
+			body := httpGet(t, "http://"+p.Metrics+"/metrics")
+			copied += metricValue(t, body, `cairn_osd_recovered_shards_total{how="copied",osd="`+name+`"}`)
+			rebuilt += metricValue(t, body, `cairn_osd_recovered_shards_total{how="rebuilt",osd="`+name+`"}`)
+		}
+	}
+	if copied == 0 || rebuilt != 0 {
+		t.Fatalf("recovery of %s's positions copied %g shards and rebuilt %g from K: want them all copied", victim, copied, rebuilt)
+	}
+	t.Logf("recovery of %s's %d positions copied %g shards from it", victim, held, copied)
 	// An OSD of another host: every PG it holds a position of now needs
 	// the moved positions' shards.
 	vo, _ := m.OSD(victim)
@@ -82,4 +97,20 @@ func TestECStrayPositions(t *testing.T) {
 			t.Fatalf("get %s with %s out and %s killed: %v (%d bytes)", name, victim, second, err, len(got))
 		}
 	}
+}
+
+// metricValue is the value of one series in a Prometheus text exposition.
+func metricValue(t *testing.T, body, series string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("%s: %v", series, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("no series %s in:\n%s", series, body)
+	return 0
 }

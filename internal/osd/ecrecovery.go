@@ -1,6 +1,7 @@
 package osd
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"github.com/cairn-storage/cairn/internal/ec"
 	"github.com/cairn-storage/cairn/internal/objstore"
 	"github.com/cairn-storage/cairn/internal/pg"
+	"github.com/cairn-storage/cairn/internal/proto"
 )
 
 // Recovery of erasure-coded PGs, by position: peering
@@ -31,7 +33,7 @@ func (s *Server) ensureShards(ctx context.Context, pool *clustermap.Pool, id clu
 		return err
 	}
 	p.mu.Lock()
-	epoch, positions := p.prim.Epoch, p.prim.Positions
+	epoch, positions, sources := p.prim.Epoch, p.prim.Positions, p.prim.Sources
 	var targets []int
 	for pos, o := range positions {
 		if o >= 0 && p.prim.IsMissing(o, name) {
@@ -51,9 +53,14 @@ func (s *Server) ensureShards(ctx context.Context, pool *clustermap.Pool, id clu
 	o.plan.Keep = slices.DeleteFunc(slices.Clone(o.plan.Keep), func(i int) bool { return slices.Contains(targets, i) })
 	var shards [][]byte
 	var keys *shardKeys
+	copied := map[int]bool{}
 	if o.exists() {
-		if shards, err = s.rebuildShards(ctx, c, o, id, name); err != nil {
-			return err
+		shards, copied = s.copyHeldShards(ctx, c.Layout(), o, id, name, targets, sources)
+		if len(copied) < len(targets) {
+			if shards, err = s.rebuildShards(ctx, c, o, id, name); err != nil {
+				return err
+			}
+			clear(copied) // every shard is the rebuilt one
 		}
 		if keys, err = s.standingKeys(ctx, o, id, name); err != nil {
 			return err
@@ -86,10 +93,38 @@ func (s *Server) ensureShards(ctx context.Context, pool *clustermap.Pool, id clu
 			return fmt.Errorf("shard %d to %s: %w", pos, osd, err)
 		}
 		p.clearMissing(osd, name, epoch)
+		if o.exists() {
+			s.metrics.noteShard(copied[pos])
+		}
 		s.recovery.objects.Add(1)
 		s.recovery.bytes.Add(int64(n))
 	}
 	return tooFull
+}
+
+// copyHeldShards reads, for each target position with a source (the OSD
+// that held the position before placement moved it: pg.BackfillSources),
+// that OSD's shard of the object as it is, if it holds the version that
+// stands: one shard read instead of K. It returns every position's shard
+// (nil where none was copied) and the positions copied.
+func (s *Server) copyHeldShards(ctx context.Context, l ec.Layout, o *ecObject, id clustermap.PGID, name string, targets []int, sources []clustermap.OSDID) ([][]byte, map[int]bool) {
+	shards, copied := make([][]byte, l.K+l.M), map[int]bool{}
+	for _, pos := range targets {
+		if pos >= len(sources) || sources[pos] < 0 {
+			continue
+		}
+		n := l.ShardLen(o.size, pos)
+		req := &proto.Request{Op: proto.OpReadReplica, Flags: proto.FlagPosition, Epoch: o.t.Map().Epoch, PG: id, Object: name, Length: uint64(n), Limit: uint32(pos)}
+		meta, resp, err := s.askShardReq(ctx, o.t, sources[pos], req)
+		if err != nil {
+			continue // not there, or not readable: rebuilt from K instead
+		}
+		if meta.Ver == o.plan.Ver && !meta.Tombstone && int64(meta.Size) == o.size && int64(len(resp.Data)) == n {
+			shards[pos], copied[pos] = bytes.Clone(resp.Data), true
+		}
+		resp.Release()
+	}
+	return shards, copied
 }
 
 // rebuildShards reads the whole shards of K positions that hold the

@@ -218,6 +218,11 @@ func (s *Server) readShardFrom(ctx context.Context, t *placement.Table, osd clus
 // Release hands them back once the caller is done with them.
 func (s *Server) askShard(ctx context.Context, t *placement.Table, osd clustermap.OSDID, id clustermap.PGID, name string, off, n int64, flags uint32) (*pg.ShardMeta, *proto.Response, error) {
 	req := &proto.Request{Op: proto.OpReadReplica, Flags: flags, Epoch: t.Map().Epoch, PG: id, Object: name, Offset: uint64(off), Length: uint64(n)}
+	return s.askShardReq(ctx, t, osd, req)
+}
+
+// askShardReq is askShard for a request the caller made.
+func (s *Server) askShardReq(ctx context.Context, t *placement.Table, osd clustermap.OSDID, req *proto.Request) (*pg.ShardMeta, *proto.Response, error) {
 	var resp *proto.Response
 	if osd == s.id {
 		resp = s.readShard(t, req)

@@ -79,6 +79,21 @@ func (s *Server) collFor(t *placement.Table, id clustermap.PGID) (string, *proto
 	return shardColl(id, pos), nil
 }
 
+// heldColl is the collection of position req.Limit of req's PG on this
+// OSD, wherever placement puts the position now (proto.FlagPosition).
+func (s *Server) heldColl(t *placement.Table, req *proto.Request) (string, *proto.Response) {
+	pool, ok := t.Map().Pool(req.PG.Pool)
+	switch {
+	case !ok || !pool.Erasure():
+		return "", s.fail(proto.StatusInvalid, "pg %s is not of an erasure-coded pool", req.PG)
+	case req.Limit >= uint32(pool.Size):
+		return "", s.fail(proto.StatusInvalid, "pg %s has %d positions, not %d", req.PG, pool.Size, req.Limit+1)
+	case req.Flags&(proto.FlagPrevShard|proto.FlagFold) != 0:
+		return "", s.fail(proto.StatusInvalid, "a read of a position's held shard takes no other flag")
+	}
+	return shardColl(req.PG, int(req.Limit)), nil
+}
+
 // readShard serves OpReadReplica of an erasure-coded PG: this OSD's shard
 // of the object, Length bytes at Offset (none when Length is 0), and its
 // pg.ShardMeta in the reply's KVs; Size is the object's logical size.
@@ -89,6 +104,9 @@ func (s *Server) collFor(t *placement.Table, id clustermap.PGID) (string, *proto
 // bytes failing their checksums are.
 func (s *Server) readShard(t *placement.Table, req *proto.Request) *proto.Response {
 	coll, bad := s.collFor(t, req.PG)
+	if req.Flags&proto.FlagPosition != 0 {
+		coll, bad = s.heldColl(t, req)
+	}
 	if bad != nil {
 		return bad
 	}
@@ -258,7 +276,7 @@ func (s *Server) doPeerEC(ctx context.Context, t *placement.Table, pool *cluster
 	if !slices.Equal(res.Acting, acting) {
 		panic(fmt.Sprintf("pg %s: positions %v give acting set %v, the map %v", id, positions, res.Acting, acting))
 	}
-	newRec := pg.Record{Epoch: m.Epoch, Acting: acting, Complete: res.Complete, Positions: res.Positions}
+	newRec := pg.Record{Epoch: m.Epoch, Acting: acting, Complete: res.Complete, Positions: res.Positions, Sources: res.Sources}
 	if res.RecRev, err = s.meta.PutPGRecord(ctx, id.String(), newRec, rev); err != nil {
 		return res, err
 	}

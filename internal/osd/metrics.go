@@ -27,6 +27,7 @@ type metrics struct {
 	scrubbed *prometheus.CounterVec   // objects scrubbed, by kind (scrub, deep-scrub)
 	found    prometheus.Counter       // inconsistent copies scrub found
 	repaired *prometheus.CounterVec   // copies repaired, by how (scrub, read)
+	shards   *prometheus.CounterVec   // EC shards recovery wrote, by how (copied, rebuilt)
 	byOp     [256]*opMetrics          // each operation's series, looked up once
 }
 
@@ -54,7 +55,8 @@ func newMetrics(s *Server) *metrics {
 	m.scrubbed = prometheus.NewCounterVec(prometheus.CounterOpts(opts("scrubbed_objects_total", "Objects compared across copies by scrub, by kind.")), []string{"kind"})
 	m.found = prometheus.NewCounter(prometheus.CounterOpts(opts("inconsistent_objects_total", "Objects whose copies scrub found to differ or fail their checksums.")))
 	m.repaired = prometheus.NewCounterVec(prometheus.CounterOpts(opts("repaired_objects_total", "Copies rewritten from a good copy, by how the damage was found (scrub, read).")), []string{"by"})
-	m.reg.MustRegister(m.ops, m.failed, m.byStatus, m.latency, m.bytesIn, m.bytesOut, m.scrubbed, m.found, m.repaired,
+	m.shards = prometheus.NewCounterVec(prometheus.CounterOpts(opts("recovered_shards_total", "Erasure-coded shards recovery wrote to a position, by how: copied as they were from the OSD that held the position before it moved, or rebuilt from K others.")), []string{"how"})
+	m.reg.MustRegister(m.ops, m.failed, m.byStatus, m.latency, m.bytesIn, m.bytesOut, m.scrubbed, m.found, m.repaired, m.shards,
 		newStateCollector(s, labels), newStoreCollector(s, labels),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every series exists from the start, at zero, so a rate over it is
@@ -76,7 +78,18 @@ func newMetrics(s *Server) *metrics {
 	for _, by := range []string{"scrub", "read"} {
 		m.repaired.WithLabelValues(by)
 	}
+	for _, how := range []string{"copied", "rebuilt"} {
+		m.shards.WithLabelValues(how)
+	}
 	return m
+}
+
+// noteShard counts a shard recovery wrote, by how; m may be nil (tests).
+func (m *metrics) noteShard(copied bool) {
+	if m == nil {
+		return
+	}
+	m.shards.WithLabelValues(map[bool]string{true: "copied", false: "rebuilt"}[copied]).Inc()
 }
 
 // observe counts one request.

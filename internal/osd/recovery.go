@@ -314,7 +314,7 @@ func (s *Server) noteRecovered(ctx context.Context, id clustermap.PGID, p *pgSta
 		return nil
 	}
 	complete, writeSet, allActing, changed := p.prim.AfterRecovery()
-	rec := pg.Record{Epoch: epoch, Acting: p.prim.Acting, Complete: complete, Positions: p.prim.Positions}
+	rec := pg.Record{Epoch: epoch, Acting: p.prim.Acting, Complete: complete, Positions: p.prim.Positions, Sources: p.prim.Sources}
 	rev := p.prim.RecRev
 	p.mu.Unlock()
 	if !changed {

@@ -22,6 +22,8 @@ type Primary struct {
 	// a hole), which its record keeps; Missing is then by the OSD of the
 	// position that lacks a shard.
 	Positions []clustermap.OSDID
+	// Sources, for an erasure-coded PG: Record.Sources.
+	Sources []clustermap.OSDID
 	// Unfound, for an erasure-coded PG: objects no version of which is on
 	// K positions that vote. They are never served, and while any is
 	// left no member becomes complete after recovery.

@@ -16,4 +16,9 @@ type Record struct {
 	// Acting (-1 in a hole). An OSD of Complete holds every acknowledged
 	// write only at the position it has here (DecideShardsPG).
 	Positions []clustermap.OSDID `json:"positions,omitempty"`
+	// Sources, for an erasure-coded PG: for each position whose OSD is
+	// not complete, an OSD that held that position complete before
+	// placement moved it (-1: none), whose shards recovery may copy as
+	// they are instead of rebuilding them from K (BackfillSources).
+	Sources []clustermap.OSDID `json:"sources,omitempty"`
 }

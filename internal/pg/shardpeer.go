@@ -93,7 +93,43 @@ func DecideShardsPG(self clustermap.OSDID, epoch clustermap.Epoch, k int, positi
 			res.Complete = append(res.Complete, o)
 		}
 	}
+	res.Sources = BackfillSources(rec, positions, res.Complete)
 	return res, nil
+}
+
+// BackfillSources names, for each position of positions (the OSD of each
+// position of the new acting set, negative in a hole) whose OSD is not in
+// complete, an OSD that still holds that position's shards as of the last
+// record: the OSD the record put there, if another and complete, or else
+// the source the record kept for it. Its shards at the version that stands
+// are the ones the position needs, so recovery copies them instead of
+// rebuilding them from K positions; the OSD keeps its collection of the
+// position until the PG is whole (its stray). nil when no position has one.
+func BackfillSources(rec *Record, positions, complete []clustermap.OSDID) []clustermap.OSDID {
+	if rec == nil {
+		return nil
+	}
+	var out []clustermap.OSDID
+	for p, o := range positions {
+		src := clustermap.OSDID(-1)
+		switch {
+		case o < 0 || slices.Contains(complete, o):
+		case p < len(rec.Positions) && rec.Positions[p] >= 0 && rec.Positions[p] != o && slices.Contains(rec.Complete, rec.Positions[p]):
+			src = rec.Positions[p]
+		case p < len(rec.Sources) && rec.Sources[p] != o:
+			src = rec.Sources[p]
+		}
+		if src >= 0 && out == nil {
+			out = make([]clustermap.OSDID, len(positions))
+			for i := range out {
+				out[i] = -1
+			}
+		}
+		if out != nil {
+			out[p] = src
+		}
+	}
+	return out
 }
 
 // notePlan records what one object's plan leaves to do.

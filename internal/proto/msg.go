@@ -134,6 +134,11 @@ const (
 	// bytes a partial write replaces: the store's caches may answer it,
 	// but it fills none (the write is about to change those blocks).
 	FlagForWrite
+	// FlagPosition: OpReadReplica of an erasure-coded PG reads this OSD's
+	// shard of position Limit, whether or not placement puts that
+	// position here now: recovery copies a moved position's shards from
+	// the OSD that held it (pg.BackfillSources).
+	FlagPosition
 )
 
 // Keys of an OpScrub reply (decimal values).
