@@ -273,8 +273,11 @@ func (c *indexCache) committed(b *pebble.Batch) {
 		case pebble.InternalKeyKindRangeDelete:
 			c.dropRange(string(k), string(v))
 		case pebble.InternalKeyKindDelete, pebble.InternalKeyKindSingleDelete:
-			if k[0] == tagObject {
-				c.set(string(k), nil) // known absent now
+			// A record cached is known absent now. One not cached stays
+			// out: a mass delete (a volume's removal, S3's garbage
+			// collection) does not push out what reads need.
+			if _, cached := c.m[string(k)]; cached && k[0] == tagObject {
+				c.set(string(k), nil)
 			} else {
 				c.drop(string(k))
 			}

@@ -33,6 +33,7 @@ func TestIndexCacheFollowsCommittedBatches(t *testing.T) {
 	b.Set(rec(0), []byte("new"), nil)                      // cached: updated
 	b.Set(rec(5), []byte("fresh"), nil)                    // not cached: stays out
 	b.Delete(rec(1), nil)                                  // known absent
+	b.Delete(rec(6), nil)                                  // not cached: stays out
 	b.Set(rec(2), make([]byte, indexCacheMaxValue+1), nil) // now too large: dropped
 	b.DeleteRange(csumKey(7, 1), csumKey(7, 3), nil)       // chunks 1 and 2 dropped
 	b.DeleteRange(idKey(tagOmap, 1, nil), idKey(tagOmap, 2, nil), nil)
