@@ -43,25 +43,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-build() {
-	local rev=$1 out=$WORKDIR/bin.$2 src=$WORKDIR/src.$2
-	if [[ $rev == . ]]; then
-		(cd "$REPO" && go build -o "$out" ./cmd/cairn)
-		return
-	fi
-	mkdir -p "$src"
-	git -C "$REPO" archive "$rev" | tar -x -C "$src"
-	(cd "$src" && go build -o "$out" ./cmd/cairn)
-}
 
-# osd_cpu BIN: CPU seconds the cluster's OSD processes have used.
-osd_cpu() {
-	local p total=0
-	for p in $(pgrep -f "^$1 osd "); do
-		total=$((total + $(awk '{ print $14 + $15 }' "/proc/$p/stat")))
-	done
-	echo "$total $(getconf CLK_TCK)" | awk '{ print $1 / $2 }'
-}
 
 clean() { # clean BIN CONF: every PG active+clean
 	"$1" --conf "$2" --json status | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(d["pgs_active_clean"] != d["pgs"])'
@@ -100,7 +82,7 @@ rm -rf "$WORKDIR" && mkdir -p "$WORKDIR"
 read -ra revs <<<"$REVS"
 for i in "${!revs[@]}"; do
 	log "building ${revs[$i]}"
-	build "${revs[$i]}" "$i"
+	build_rev "${revs[$i]}" "$WORKDIR/bin.$i"
 done
 echo "| round | revision | MiB written | seconds to clean after the out | OSD CPU-s |"
 echo "|---:|---|---:|---:|---:|"

@@ -47,17 +47,6 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# build REV N: cairn of git revision REV ("." the working tree) as bin.N.
-build() {
-	local rev=$1 out=$WORKDIR/bin.$2 src=$WORKDIR/src.$2
-	if [[ $rev == . ]]; then
-		(cd "$REPO" && go build -o "$out" ./cmd/cairn)
-		return
-	fi
-	mkdir -p "$src"
-	git -C "$REPO" archive "$rev" | tar -x -C "$src"
-	(cd "$src" && go build -o "$out" ./cmd/cairn)
-}
 
 start_cluster() {
 	local bin=$1 dir=$WORKDIR/dev
@@ -80,14 +69,6 @@ stop_cluster() {
 	cluster=""
 }
 
-# osd_cpu BIN: CPU seconds the cluster's OSD processes have used.
-osd_cpu() {
-	local p total=0
-	for p in $(pgrep -f "^$1 osd "); do
-		total=$((total + $(awk '{ print $14 + $15 }' "/proc/$p/stat")))
-	done
-	echo "$total $(getconf CLK_TCK)" | awk '{ print $1 / $2 }'
-}
 
 # run_fio BIN N POOL RW: one fio job on POOL's volume; its JSON and the
 # OSDs' CPU over it go to WORKDIR/N-POOL-RW.*.
@@ -104,7 +85,7 @@ rm -rf "$WORKDIR" && mkdir -p "$WORKDIR"
 read -ra revs <<<"$REVS"
 for i in "${!revs[@]}"; do
 	log "building ${revs[$i]}"
-	build "${revs[$i]}" "$i"
+	build_rev "${revs[$i]}" "$WORKDIR/bin.$i"
 done
 for round in $(seq "$ROUNDS"); do
 	for i in "${!revs[@]}"; do

@@ -2,12 +2,37 @@
 # Shared by the bench scripts: `. "$REPO/bench/lib.sh"` after setting
 # BENCH to the script's name. log prints a timestamped line to stderr; die
 # prints an error and exits; alive and stop_pids watch and stop processes
-# by pid; ceph_* bring up and stop a throwaway one-machine Ceph cluster
-# (compare-ceph.sh, tier.sh).
+# by pid; build_rev and osd_cpu build cairn at a revision and read its OSDs'
+# CPU (the scripts comparing revisions); ceph_* bring up and stop a
+# throwaway one-machine Ceph cluster (compare-ceph.sh, tier.sh).
 log() { printf '%s [%s] %s\n' "$(date +%H:%M:%S)" "$BENCH" "$*" >&2; }
 die() {
 	log "ERROR: $*"
 	exit 1
+}
+
+# --- revisions ---------------------------------------------------------------
+
+# build_rev REV OUT: cairn of git revision REV ("." the working tree of
+# $REPO) built as OUT; a revision is unpacked beside OUT first.
+build_rev() {
+	local rev=$1 out=$2 src=$2.src
+	if [[ $rev == . ]]; then
+		(cd "$REPO" && go build -o "$out" ./cmd/cairn)
+		return
+	fi
+	mkdir -p "$src"
+	git -C "$REPO" archive "$rev" | tar -x -C "$src"
+	(cd "$src" && go build -o "$out" ./cmd/cairn)
+}
+
+# osd_cpu BIN: CPU seconds the OSD processes of cairn binary BIN have used.
+osd_cpu() {
+	local p total=0
+	for p in $(pgrep -f "^$1 osd "); do
+		total=$((total + $(awk '{ print $14 + $15 }' "/proc/$p/stat")))
+	done
+	echo "$total $(getconf CLK_TCK)" | awk '{ print $1 / $2 }'
 }
 
 # --- processes -------------------------------------------------------------
