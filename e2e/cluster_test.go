@@ -384,6 +384,25 @@ func (c *cluster) kill(name string) {
 	}
 }
 
+// terminate stops a process as an operator's service manager does
+// (SIGTERM) and waits until it has exited.
+func (c *cluster) terminate(name string) {
+	p, ok := c.procs[name]
+	if !ok {
+		c.t.Fatalf("no process %s", name)
+	}
+	if err := syscall.Kill(p.PID, syscall.SIGTERM); err != nil {
+		c.t.Fatalf("terminate %s: %v", name, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !dead(p.PID) {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%s (pid %d) still alive 30 s after SIGTERM", name, p.PID)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // dead reports whether process pid has exited: it is gone, or a zombie
 // not yet reaped.
 func dead(pid int) bool {

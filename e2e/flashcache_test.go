@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -15,7 +16,9 @@ import (
 // TestFlashReadCache: OSDs with a read cache on their meta devices serve a
 // block read before from it (osd df shows hits); with every byte of every
 // cache file then rotted, each block still reads back as written (from the
-// data disks), and an overwrite is what the next read returns.
+// data disks), and an overwrite is what the next read returns. An OSD
+// stopped cleanly (SIGTERM) and started again finds its cache's blocks
+// again (the index its stop saved).
 func TestFlashReadCache(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, clusterOpts{flashCache: "16M"})
@@ -44,6 +47,15 @@ func TestFlashReadCache(t *testing.T) {
 	readAll("first pass")
 	readAll("second pass")
 	flashHits(t, c)
+	// An OSD stopped cleanly finds its cache again when it starts.
+	c.terminate("osd.0")
+	c.restart("osd.0")
+	waitFor(t, 20*time.Second, "osd.0 back with its flash cache", func() bool {
+		log, _ := os.ReadFile(c.procs["osd.0"].Log)
+		return strings.Contains(string(log), "back from the index its last clean stop saved")
+	})
+	c.waitHealthy(30*time.Second, "osd.0 back")
+	readAll("osd.0 restarted")
 	rotted := invertFiles(t, c.dir, "flashcache")
 	if rotted != 6 {
 		t.Fatalf("found %d flash cache files, want one for each of 6 OSDs", rotted)

@@ -26,8 +26,9 @@ import (
 // slots used as a ring: a new block takes the slot after the last one
 // filled, and the block that was there leaves the cache (first in, first
 // out: no bookkeeping on hits, and flash written sequentially). The index
-// of what is where lives in memory only (a map entry and a slot record per cached block), so
-// the cache starts empty when the store opens.
+// of what is where lives in memory (a map entry and a slot record per
+// cached block); a clean close saves it for the next Open (flashindex.go),
+// and the cache starts empty after a crash.
 //
 // What is admitted: blocks of reads of flashAdmitMax or less that went to
 // the data disk. Larger reads run at the disk's bandwidth already, and a
@@ -63,6 +64,9 @@ type flashCache struct {
 
 	hits, misses, filled, dropped, errs atomic.Int64
 	queued                              atomic.Int64 // fills handed to the writer, not yet written
+
+	restored   int64  // blocks the saved index brought back (set at Open)
+	restoreErr string // why a saved index was not used
 }
 
 // slotOwner says which block a slot holds; gen changes with every owner.
@@ -97,6 +101,11 @@ type FlashCacheStats struct {
 	// Failed says why the cache turned itself off ("": it is on): the
 	// first flash IO error. The data disk serves every read since.
 	Failed string
+	// Restored is how many blocks the index saved by the last clean close
+	// brought back at Open (flashindex.go); RestoreErr why a saved index
+	// was not used ("": none was found, or it was).
+	Restored   int64
+	RestoreErr string
 }
 
 // openFlashCache creates (or reuses) the cache file of size bytes in dir.
@@ -347,16 +356,22 @@ func (c *flashCache) fail(what string, err error) {
 }
 
 // close stops the writer (fills in its queue are written first) and closes
-// the file; the file stays for the next Open to reuse.
-func (c *flashCache) close() {
+// the file; the file stays for the next Open to reuse. With saveDir, a
+// cache still on saves its index there for the next Open (flashindex.go);
+// failing to is no error of the store's: the next Open starts empty.
+func (c *flashCache) close(saveDir string) {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
 	c.closed = true
 	close(c.fills)
+	dead := c.dead
 	c.mu.Unlock()
 	<-c.done
+	if saveDir != "" && !dead {
+		c.saveIndex(saveDir)
+	}
 	c.f.Close()
 }
 
@@ -375,6 +390,7 @@ func (c *flashCache) stats() FlashCacheStats {
 		Bytes: int64(c.slots) * blockSize, Used: used * blockSize,
 		Hits: c.hits.Load(), Misses: c.misses.Load(), Filled: c.filled.Load(),
 		Dropped: c.dropped.Load(), Errors: c.errs.Load(), Failed: failed,
+		Restored: c.restored, RestoreErr: c.restoreErr,
 	}
 }
 

@@ -258,7 +258,7 @@ func TestFlashCacheSlotReusedUnderRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.close()
+	defer c.close("")
 	one, two := pattern(1, blockSize), pattern(2, blockSize)
 	wait := func() {
 		for c.queued.Load() > 0 {

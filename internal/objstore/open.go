@@ -61,9 +61,10 @@ func Open(o Options) (*Store, error) {
 			return nil, err
 		}
 		s.fc = fc
+		fc.restore(o.MetaDir, s.replayed == 0)
 	}
 	if err := s.startChecked(); err != nil {
-		s.fc.close()
+		s.fc.close("")
 		s.closeFiles()
 		s.log.close()
 		s.db.Close()
@@ -512,7 +513,11 @@ func (s *Store) Close() error {
 		s.rm.close()
 		s.closeFiles()
 		s.rc.close()
-		s.fc.close()
+		saveDir := ""
+		if err == nil {
+			saveDir = s.opts.MetaDir // every change is in the data files
+		}
+		s.fc.close(saveDir)
 		if s.fsSync != nil {
 			s.fsSync.close()
 		}

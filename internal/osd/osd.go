@@ -301,6 +301,12 @@ func (s *Server) serve(ctx context.Context, addr string) error {
 		return err
 	}
 	o.Logf("%s: serving on %s (data %s, commit log segments of %d KiB)", id, addr, o.DataDir, s.store.LogSegmentBytes()>>10)
+	switch fc := s.store.FlashCache(); {
+	case fc.RestoreErr != "":
+		o.Logf("%s: flash read cache: %s", id, fc.RestoreErr)
+	case fc.Restored > 0:
+		o.Logf("%s: flash read cache: %d blocks (%d MiB) back from the index its last clean stop saved", id, fc.Restored, fc.Used>>20)
+	}
 	go ms.RunKeeper(ctx, id.String(), o.Logf)
 	go s.peeringLoop(ctx)
 	go s.recoveryLoop(ctx)
