@@ -1,6 +1,7 @@
 package osd
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -167,6 +168,18 @@ func (s *Server) keepRollBack(coll, name string, next pg.ShardMeta, txn *objstor
 		txn.SetXattr(coll, rb, shardMetaXattr, old.Trimmed().Encode())
 		txn.SetXattr(coll, rb, shardKeysXattr, []byte{1})
 		next.Prev = old.Ver
+	case s.replacesWholly(coll, name, txn):
+		// A put over the shard, or a write of every byte of it: the old
+		// shard becomes the kept one by a rename, however large it is,
+		// and its keys are set again on the new one.
+		pre := &objstore.Txn{}
+		pre.Rename(coll, name, rb)
+		txn.Prepend(pre)
+		if err := s.copyKeys(coll, name, name, txn); err != nil {
+			return err
+		}
+		txn.SetXattr(coll, rb, shardMetaXattr, old.Trimmed().Encode())
+		next.Prev = old.Ver
 	default:
 		kept, err := s.keepPartial(coll, name, txn)
 		if err == nil && kept {
@@ -199,6 +212,47 @@ func (s *Server) keepRollBack(coll, name string, next pg.ShardMeta, txn *objstor
 	}
 	txn.SetXattr(coll, name, shardMetaXattr, next.Encode())
 	return nil
+}
+
+// replacesWholly says whether txn, a data write of name's shard in coll,
+// leaves none of its bytes: it puts the shard, or its writes cover every
+// byte the shard holds. Only a shard whose keys are the object's own
+// (objectKey) besides its meta and version, and with no omap, is
+// replaced by a rename: copyKeys sets those again on the new shard.
+func (s *Server) replacesWholly(coll, name string, txn *objstore.Txn) bool {
+	c := txn.ChangesOf(coll, name)
+	if !c.Whole && !slices.ContainsFunc(c.Ranges, func(r [2]uint64) bool { return r[0] == 0 }) {
+		return false // the common small write: no lookup
+	}
+	info, err := s.store.Stat(coll, name)
+	if err != nil || !c.Whole && !coversFromZero(c.Ranges, uint64(info.Size)) {
+		return false
+	}
+	xs, err := s.store.Xattrs(coll, name)
+	if err != nil {
+		return false
+	}
+	for k := range xs {
+		if !objectKey(k) && k != shardMetaXattr && k != versionXattr {
+			return false
+		}
+	}
+	kvs, _, err := s.store.OmapList(coll, name, nil, nil, 1)
+	return err == nil && len(kvs) == 0
+}
+
+// coversFromZero says whether ranges, together, cover [0, size).
+func coversFromZero(ranges [][2]uint64, size uint64) bool {
+	rs := slices.Clone(ranges)
+	slices.SortFunc(rs, func(a, b [2]uint64) int { return cmp.Compare(a[0], b[0]) })
+	end := uint64(0)
+	for _, r := range rs {
+		if r[0] > end {
+			break
+		}
+		end = max(end, r[1])
+	}
+	return end >= size
 }
 
 // applyShardWrite applies a client write's transaction to this OSD's

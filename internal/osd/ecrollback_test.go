@@ -228,3 +228,85 @@ func TestShardDeleteKeepsByRename(t *testing.T) {
 		}
 	}
 }
+
+// A put over a shard, and a write of every byte of it, keep the old shard
+// by a rename, whatever its size, the object's xattrs set again on the new
+// shard; a rollback puts the old bytes back. A shard with an omap is
+// copied as before, its omap left in place.
+func TestShardReplacedWhollyKeepsByRename(t *testing.T) {
+	s := shardTestServer(t, vfs.NewMem())
+	old := bytes.Repeat([]byte("old shard 256 KiB "), 256<<10/18)
+	writeShard(t, s, "o", 1, old, false)
+	keys := &objstore.Txn{}
+	keys.SetXattr(testShardColl, "o", "user.x", []byte("1"))
+	if err := s.store.Apply(keys); err != nil {
+		t.Fatal(err)
+	}
+	path := func(name string) string {
+		p, _ := s.store.DataPath(testShardColl, name)
+		return p
+	}
+	// replace runs write (version 2 over 1) and checks what is kept, then
+	// rolls it back.
+	replace := func(what string, renamed bool, write func(), data []byte) {
+		t.Helper()
+		before := path("o")
+		write()
+		if kept := path(rollbackName("o")); (kept == before) != renamed || before == "" {
+			t.Fatalf("%s: the old shard's file %q, the kept one's %q: renamed %v, want %v", what, before, kept, kept == before, renamed)
+		}
+		if x, _ := s.store.Xattrs(testShardColl, "o"); string(x["user.x"]) != "1" {
+			t.Fatalf("%s: the shard's xattrs %q lost user.x", what, x)
+		}
+		wantShard(t, s, "o", 2, 1, true, data, old)
+		if err := s.applyShardEntries(testShardColl, proto.OpShardRollBack, []proto.ShardEntry{entry("o", 2, 1)}); err != nil {
+			t.Fatal(err)
+		}
+		wantShard(t, s, "o", 1, 0, false, old, nil)
+	}
+	fresh := bytes.Repeat([]byte("new"), len(old)/3)
+	replace("a put", true, func() { writeShard(t, s, "o", 2, fresh, false) }, fresh)
+
+	half, other := len(old)/2, bytes.Repeat([]byte("two"), len(old)/3)
+	want := append(bytes.Clone(other[:half+100]), fresh[half+100:len(old)]...)
+	replace("writes covering every byte", true, func() {
+		m := pg.ShardMeta{Ver: pg.EVersion{Epoch: 1, Version: 2}, Prev: pg.EVersion{Epoch: 1, Version: 1}, Size: uint64(len(old))}
+		txn := &objstore.Txn{}
+		txn.Write(testShardColl, "o", uint64(half), fresh[half:len(old)])
+		txn.Write(testShardColl, "o", 0, other[:half+100])
+		txn.SetXattr(testShardColl, "o", versionXattr, m.Ver.Encode())
+		if err := s.applyShardWrite(testShardColl, "o", m, txn, proto.FlagShardPartial); err != nil {
+			t.Fatal(err)
+		}
+	}, want)
+
+	omap := &objstore.Txn{}
+	omap.OmapSet(testShardColl, "o", []byte("k"), []byte("v"))
+	if err := s.store.Apply(omap); err != nil {
+		t.Fatal(err)
+	}
+	replace("a put over a shard with an omap", false, func() { writeShard(t, s, "o", 2, fresh, false) }, fresh)
+	if kv, _, _ := s.store.OmapList(testShardColl, "o", nil, nil, 0); len(kv) != 1 {
+		t.Fatalf("a put over a shard with an omap, rolled back, left %d keys", len(kv))
+	}
+}
+
+func TestCoversFromZero(t *testing.T) {
+	r := func(a, b uint64) [2]uint64 { return [2]uint64{a, b} }
+	for _, c := range []struct {
+		ranges [][2]uint64
+		size   uint64
+		want   bool
+	}{
+		{nil, 0, true},
+		{[][2]uint64{r(0, 10)}, 10, true},
+		{[][2]uint64{r(0, 10)}, 11, false},
+		{[][2]uint64{r(5, 10), r(0, 5)}, 10, true},
+		{[][2]uint64{r(0, 4), r(5, 10)}, 10, false},
+		{[][2]uint64{r(0, 8), r(3, 12)}, 12, true},
+	} {
+		if got := coversFromZero(c.ranges, c.size); got != c.want {
+			t.Errorf("%v over %d: %v, want %v", c.ranges, c.size, got, c.want)
+		}
+	}
+}
