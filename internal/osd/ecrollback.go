@@ -22,9 +22,12 @@ import (
 // (pg.DecideShardsPG) instead of leaving the object with no version on K
 // positions:
 //
-//   - a put over a shard copies the old shard (its bytes and meta) into a
+//   - a put over a shard keeps the old shard (its bytes and meta) as a
 //     hidden object of the same collection (rollbackName), and the new
-//     meta says CanRollBack with Prev the old version; a write that
+//     meta says CanRollBack with Prev the old version: by a rename, its
+//     xattrs set again on the new shard (replacesWholly), when the shard
+//     has no omap; by a copy otherwise. Writes that cover every byte of
+//     the shard keep it the same way; a write that
 //     changes the object's xattrs or omap (proto.FlagShardKeys: a create,
 //     an xattr or omap change, a delete) copies them too, marked
 //     shardKeysXattr, and a rollback puts them back in place of the
