@@ -51,14 +51,8 @@ clean() { # clean BIN CONF: every PG active+clean
 
 # run BIN REV ROUND: one measurement, a table row on stdout.
 run() {
-	local bin=$1 dir=$WORKDIR/dev conf=$WORKDIR/dev/cairn.conf mib t0 t1 c0 c1
-	rm -rf "$dir"
-	CAIRN_EXPERIMENTAL_EC=1 "$bin" dev --dir "$dir" --hosts 3 --osds-per-host 2 --etcd-port "$CAIRN_ETCD_PORT" \
-		--osd-port "$CAIRN_OSD_PORT" --nbd-port "$CAIRN_NBD_PORT" --s3-port 0 --metrics-port 0 \
-		--dashboard-port 0 >"$WORKDIR/dev.log" 2>&1 &
-	cluster=$!
-	for _ in $(seq 240); do grep -q "is up" "$WORKDIR/dev.log" && break; sleep 0.5; done
-	grep -q "is up" "$WORKDIR/dev.log" || die "cairn dev did not come up: $(tail "$WORKDIR/dev.log")"
+	local bin=$1 conf=$WORKDIR/dev/cairn.conf mib t0 t1 c0 c1
+	start_dev "$bin" 2
 	CAIRN_EXPERIMENTAL_EC=1 "$bin" --conf "$conf" pool create ec --ec "$EC" --pg-num "$PGS" >/dev/null
 	log "round $3: $2: writing ${WRITE}s of 4 MiB objects"
 	mib=$("$bin" --conf "$conf" --json bench ec write -d "${WRITE}s" --no-cleanup 2>/dev/null |

@@ -50,14 +50,8 @@ pass() {
 
 # run BIN REV ROUND: one cluster, both volumes, a table row on stdout.
 run() {
-	local bin=$1 dir=$WORKDIR/dev conf=$WORKDIR/dev/cairn.conf row
-	rm -rf "$dir"
-	CAIRN_EXPERIMENTAL_EC=1 "$bin" dev --dir "$dir" --hosts 3 --osds-per-host 1 --etcd-port "$CAIRN_ETCD_PORT" \
-		--osd-port "$CAIRN_OSD_PORT" --nbd-port "$CAIRN_NBD_PORT" --s3-port 0 --metrics-port 0 \
-		--dashboard-port 0 >"$WORKDIR/dev.log" 2>&1 &
-	cluster=$!
-	for _ in $(seq 240); do grep -q "is up" "$WORKDIR/dev.log" && break; sleep 0.5; done
-	grep -q "is up" "$WORKDIR/dev.log" || die "cairn dev did not come up: $(tail "$WORKDIR/dev.log")"
+	local bin=$1 conf=$WORKDIR/dev/cairn.conf row
+	start_dev "$bin" 1
 	CAIRN_EXPERIMENTAL_EC=1 "$bin" --conf "$conf" pool create ec --ec "$EC" >/dev/null
 	row="| $3 | $2"
 	for pool in ec default; do

@@ -50,13 +50,7 @@ trap 'exit 143' TERM
 
 start_cluster() {
 	local bin=$1 dir=$WORKDIR/dev
-	rm -rf "$dir"
-	CAIRN_EXPERIMENTAL_EC=1 "$bin" dev --dir "$dir" --hosts 3 --osds-per-host 1 --etcd-port "$CAIRN_ETCD_PORT" \
-		--osd-port "$CAIRN_OSD_PORT" --nbd-port "$CAIRN_NBD_PORT" --s3-port 0 --metrics-port 0 \
-		--dashboard-port 0 >"$WORKDIR/dev.log" 2>&1 &
-	cluster=$!
-	for _ in $(seq 240); do grep -q "is up" "$WORKDIR/dev.log" && break; sleep 0.5; done
-	grep -q "is up" "$WORKDIR/dev.log" || die "cairn dev did not come up: $(tail "$WORKDIR/dev.log")"
+	start_dev "$bin" 1
 	CAIRN_EXPERIMENTAL_EC=1 "$bin" --conf "$dir/cairn.conf" pool create ec --ec "$EC" >/dev/null
 	"$bin" --conf "$dir/cairn.conf" volume create ec/vol --size "$VOLUME" >/dev/null
 	"$bin" --conf "$dir/cairn.conf" volume create default/vol --size "$VOLUME" >/dev/null

@@ -2,8 +2,9 @@
 # Shared by the bench scripts: `. "$REPO/bench/lib.sh"` after setting
 # BENCH to the script's name. log prints a timestamped line to stderr; die
 # prints an error and exits; alive and stop_pids watch and stop processes
-# by pid; build_rev and osd_cpu build cairn at a revision and read its OSDs'
-# CPU (the scripts comparing revisions); ceph_* bring up and stop a
+# by pid; build_rev, start_dev and osd_cpu build cairn at a revision, start
+# a dev cluster of it and read its OSDs' CPU (the scripts comparing
+# revisions); ceph_* bring up and stop a
 # throwaway one-machine Ceph cluster (compare-ceph.sh, tier.sh).
 log() { printf '%s [%s] %s\n' "$(date +%H:%M:%S)" "$BENCH" "$*" >&2; }
 die() {
@@ -24,6 +25,21 @@ build_rev() {
 	mkdir -p "$src"
 	git -C "$REPO" archive "$rev" | tar -x -C "$src"
 	(cd "$src" && go build -o "$out" ./cmd/cairn)
+}
+
+# start_dev BIN PER_HOST: a cairn dev of 3 hosts x PER_HOST OSDs in
+# $WORKDIR/dev (erasure coding on), on $CAIRN_ETCD_PORT, $CAIRN_OSD_PORT and
+# $CAIRN_NBD_PORT, no S3, metrics or dashboard; its pid in $cluster. It
+# returns once the cluster is up.
+start_dev() {
+	local bin=$1 dir=$WORKDIR/dev
+	rm -rf "$dir"
+	CAIRN_EXPERIMENTAL_EC=1 "$bin" dev --dir "$dir" --hosts 3 --osds-per-host "$2" --etcd-port "$CAIRN_ETCD_PORT" \
+		--osd-port "$CAIRN_OSD_PORT" --nbd-port "$CAIRN_NBD_PORT" --s3-port 0 --metrics-port 0 \
+		--dashboard-port 0 >"$WORKDIR/dev.log" 2>&1 &
+	cluster=$!
+	for _ in $(seq 240); do grep -q "is up" "$WORKDIR/dev.log" && break; sleep 0.5; done
+	grep -q "is up" "$WORKDIR/dev.log" || die "cairn dev did not come up: $(tail "$WORKDIR/dev.log")"
 }
 
 # osd_cpu BIN: CPU seconds the OSD processes of cairn binary BIN have used.

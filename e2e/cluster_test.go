@@ -365,39 +365,27 @@ func (c *cluster) stop() {
 }
 
 // kill SIGKILLs one process of the cluster.
-func (c *cluster) kill(name string) {
-	p, ok := c.procs[name]
-	if !ok {
-		c.t.Fatalf("no process %s", name)
-	}
-	if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil {
-		c.t.Fatalf("kill %s: %v", name, err)
-	}
-	// Wait until it is dead (its parent, cairn dev, reaps it): until then
-	// it holds its files, and a restart would find its store locked.
-	deadline := time.Now().Add(30 * time.Second)
-	for !dead(p.PID) {
-		if time.Now().After(deadline) {
-			c.t.Fatalf("%s (pid %d) still alive 30 s after SIGKILL", name, p.PID)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+func (c *cluster) kill(name string) { c.signal(name, syscall.SIGKILL) }
 
 // terminate stops a process as an operator's service manager does
 // (SIGTERM) and waits until it has exited.
-func (c *cluster) terminate(name string) {
+func (c *cluster) terminate(name string) { c.signal(name, syscall.SIGTERM) }
+
+// signal sends sig to a process and waits until it is dead (its parent,
+// cairn dev, reaps it): until then it holds its files, and a restart would
+// find its store locked.
+func (c *cluster) signal(name string, sig syscall.Signal) {
 	p, ok := c.procs[name]
 	if !ok {
 		c.t.Fatalf("no process %s", name)
 	}
-	if err := syscall.Kill(p.PID, syscall.SIGTERM); err != nil {
-		c.t.Fatalf("terminate %s: %v", name, err)
+	if err := syscall.Kill(p.PID, sig); err != nil {
+		c.t.Fatalf("%v to %s: %v", sig, name, err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for !dead(p.PID) {
 		if time.Now().After(deadline) {
-			c.t.Fatalf("%s (pid %d) still alive 30 s after SIGTERM", name, p.PID)
+			c.t.Fatalf("%s (pid %d) still alive 30 s after %v", name, p.PID, sig)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

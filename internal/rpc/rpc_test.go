@@ -1116,6 +1116,14 @@ func TestCRCAppend32(t *testing.T) {
 // the wrong key still is.
 func TestProbeIsNotLogged(t *testing.T) {
 	_, addr, logs := startServer(t, "127.0.0.1", testKey, HandlerFunc(echo), ServerOptions{})
+	probesNotLogged(t, addr, logs, DialOptions{})
+}
+
+// probesNotLogged probes addr three times (connections closed before a
+// byte), then makes a call with the right key and a dial with a wrong one:
+// logs must show the wrong key and no probe.
+func probesNotLogged(t *testing.T, addr string, logs *logBuf, o DialOptions) {
+	t.Helper()
 	for range 3 {
 		nc, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -1123,7 +1131,7 @@ func TestProbeIsNotLogged(t *testing.T) {
 		}
 		nc.Close()
 	}
-	c, err := Dial(context.Background(), addr, testKey)
+	c, err := DialWith(context.Background(), addr, testKey, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1131,7 +1139,7 @@ func TestProbeIsNotLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Close()
-	if _, err := Dial(context.Background(), addr, []byte("some other cluster's key")); !errors.Is(err, ErrAuth) {
+	if _, err := DialWith(context.Background(), addr, []byte("some other cluster's key!!"), o); !errors.Is(err, ErrAuth) {
 		t.Fatalf("Dial with the wrong key: %v", err)
 	}
 	logs.waitFor(t, "refused connection from", "does not have this cluster's key")

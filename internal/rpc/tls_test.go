@@ -156,30 +156,5 @@ func TestRelayCannotReadTraffic(t *testing.T) {
 // answers) is not logged; a client with the wrong key still is.
 func TestEncryptedProbeIsNotLogged(t *testing.T) {
 	_, addr, logs := startServer(t, "127.0.0.1", testKey, HandlerFunc(echo), ServerOptions{Encrypt: true})
-	for range 3 {
-		nc, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		nc.Close()
-	}
-	c, err := DialWith(context.Background(), addr, testKey, DialOptions{Encrypt: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Call(context.Background(), &proto.Request{Op: proto.OpPing, Object: "x"}); err != nil {
-		t.Fatal(err)
-	}
-	c.Close()
-	if _, err := DialWith(context.Background(), addr, []byte("some other cluster's key!!"), DialOptions{Encrypt: true}); !errors.Is(err, ErrAuth) {
-		t.Fatalf("Dial with the wrong key: %v", err)
-	}
-	logs.waitFor(t, "refused connection from", "does not have this cluster's key")
-	logs.mu.Lock()
-	defer logs.mu.Unlock()
-	for _, line := range logs.lines {
-		if strings.Contains(line, "EOF") {
-			t.Fatalf("a probe was logged: %s", line)
-		}
-	}
+	probesNotLogged(t, addr, logs, DialOptions{Encrypt: true})
 }
