@@ -59,45 +59,68 @@ func TestVolumeSnapshotsEC(t *testing.T) {
 	volumeSnapshots(t, c, "ec")
 }
 
-func volumeSnapshots(t *testing.T, c *cluster, pool string) {
-	ctx := context.Background()
-	p := c.pool(pool)
-	vol := func(name string) string { return pool + "/" + name }
-	run := func(args ...string) string {
-		t.Helper()
-		out, err := c.cli(nil, args...)
-		if err != nil {
-			t.Fatalf("cairn %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
-	qemuIO := func(export string, cmds ...string) {
-		t.Helper()
-		args := []string{"-f", "raw"}
-		if strings.Contains(export, "@") {
-			args = append(args, "-r") // snapshots are exported read-only
-		}
-		for _, c := range cmds {
-			args = append(args, "-c", c)
-		}
-		out := runTool(t, "qemu-io", append(args, c.nbdURI(export))...)
-		if strings.Contains(out, "fail") || strings.Contains(out, "error") {
-			t.Fatalf("qemu-io %v on %s:\n%s", cmds, export, out)
-		}
-	}
-	identical := func(a, b string) {
-		t.Helper()
-		out := runTool(t, "qemu-img", "compare", "-f", "raw", "-F", "raw", c.nbdURI(a), c.nbdURI(b))
-		if !strings.Contains(out, "identical") {
-			t.Fatalf("qemu-img compare %s %s:\n%s", a, b, out)
-		}
-	}
+// snapTest is a volume snapshot scenario on one pool of a cluster.
+type snapTest struct {
+	t    *testing.T
+	c    *cluster
+	p    *client.Pool
+	pool string
+}
 
-	run("volume", "create", vol("vm"), "--size", "64M", "--object-size", "1M")
-	qemuIO(vol("vm"), "write -P 0x11 0 64M")
+func (st *snapTest) vol(name string) string { return st.pool + "/" + name }
+
+// run runs the cairn CLI and fails the test if it fails.
+func (st *snapTest) run(args ...string) string {
+	st.t.Helper()
+	out, err := st.c.cli(nil, args...)
+	if err != nil {
+		st.t.Fatalf("cairn %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// qemuIO runs qemu-io commands on an export (read-only for a snapshot).
+func (st *snapTest) qemuIO(export string, cmds ...string) {
+	st.t.Helper()
+	args := []string{"-f", "raw"}
+	if strings.Contains(export, "@") {
+		args = append(args, "-r") // snapshots are exported read-only
+	}
+	for _, c := range cmds {
+		args = append(args, "-c", c)
+	}
+	out := runTool(st.t, "qemu-io", append(args, st.c.nbdURI(export))...)
+	if strings.Contains(out, "fail") || strings.Contains(out, "error") {
+		st.t.Fatalf("qemu-io %v on %s:\n%s", cmds, export, out)
+	}
+}
+
+// identical checks with qemu-img that two exports read the same.
+func (st *snapTest) identical(a, b string) {
+	st.t.Helper()
+	out := runTool(st.t, "qemu-img", "compare", "-f", "raw", "-F", "raw", st.c.nbdURI(a), st.c.nbdURI(b))
+	if !strings.Contains(out, "identical") {
+		st.t.Fatalf("qemu-img compare %s %s:\n%s", a, b, out)
+	}
+}
+
+func volumeSnapshots(t *testing.T, c *cluster, pool string) {
+	st := &snapTest{t: t, c: c, p: c.pool(pool), pool: pool}
+	s1 := st.underFio()
+	st.sendReceive()
+	st.cloneAndFlatten(s1)
+	st.noClonesLeft()
+}
+
+// underFio takes s1 while fio writes the volume through NBD, and s2 after
+// more writes; it returns s1's sum.
+func (st *snapTest) underFio() string {
+	t, c, p := st.t, st.c, st.p
+	st.run("volume", "create", st.vol("vm"), "--size", "64M", "--object-size", "1M")
+	st.qemuIO(st.vol("vm"), "write -P 0x11 0 64M")
 
 	// A snapshot while fio writes the first 8 MiB through NBD.
-	fio := exec.Command("fio", "--name=snap", "--ioengine=nbd", "--uri="+c.nbdURI(vol("vm")),
+	fio := exec.Command("fio", "--name=snap", "--ioengine=nbd", "--uri="+c.nbdURI(st.vol("vm")),
 		"--rw=randwrite", "--bs=4k", "--iodepth=8", "--size=8M", "--time_based", "--runtime=6s")
 	fioOut := &strings.Builder{}
 	fio.Stdout, fio.Stderr = fioOut, fioOut
@@ -105,7 +128,7 @@ func volumeSnapshots(t *testing.T, c *cluster, pool string) {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second)
-	run("volume", "snap", "create", vol("vm@s1"))
+	st.run("volume", "snap", "create", st.vol("vm@s1"))
 	s1 := volumeSum(t, p, "vm", "s1")
 	time.Sleep(2 * time.Second)
 	if again := volumeSum(t, p, "vm", "s1"); again != s1 {
@@ -117,25 +140,31 @@ func volumeSnapshots(t *testing.T, c *cluster, pool string) {
 	if volumeSum(t, p, "vm", "s1") != s1 || volumeSum(t, p, "vm", "") == s1 {
 		t.Fatal("after fio: the snapshot must be unchanged and the head changed")
 	}
-	qemuIO(vol("vm@s1"), "read -P 0x11 8M 56M") // beyond fio's range: as first written
+	st.qemuIO(st.vol("vm@s1"), "read -P 0x11 8M 56M") // beyond fio's range: as first written
 
 	// More writes, one object zeroed whole, then s2.
-	qemuIO(vol("vm"), "write -P 0x22 20M 64k", "write -P 0x23 40M 1M", "write -z -u 50M 1M")
-	run("volume", "snap", "create", vol("vm@s2"))
-	qemuIO(vol("vm"), "write -P 0x33 0 1M") // after s2: in neither diff
-	qemuIO(vol("vm@s2"), "read -P 0x22 20M 64k", "read -P 0 50M 1M")
-	if out, err := exec.Command("qemu-io", "-f", "raw", "-c", "write 0 4k", c.nbdURI(vol("vm@s2"))).CombinedOutput(); err == nil && !strings.Contains(string(out), "failed") {
+	st.qemuIO(st.vol("vm"), "write -P 0x22 20M 64k", "write -P 0x23 40M 1M", "write -z -u 50M 1M")
+	st.run("volume", "snap", "create", st.vol("vm@s2"))
+	st.qemuIO(st.vol("vm"), "write -P 0x33 0 1M") // after s2: in neither diff
+	st.qemuIO(st.vol("vm@s2"), "read -P 0x22 20M 64k", "read -P 0 50M 1M")
+	if out, err := exec.Command("qemu-io", "-f", "raw", "-c", "write 0 4k", c.nbdURI(st.vol("vm@s2"))).CombinedOutput(); err == nil && !strings.Contains(string(out), "failed") {
 		t.Fatalf("a write to a snapshot export succeeded:\n%s", out)
 	}
 
+	return s1
+}
+
+// sendReceive exports, imports and sends diffs between the snapshots.
+func (st *snapTest) sendReceive() {
+	t, c := st.t, st.c
 	// Send and receive.
 	dir := t.TempDir()
 	full, diff := filepath.Join(dir, "s1.cvol"), filepath.Join(dir, "s1-s2.cvol")
-	run("volume", "export", vol("vm@s1"), full)
-	run("volume", "import", full, vol("backup"))
-	identical(vol("vm@s1"), vol("backup"))
-	identical(vol("vm@s1"), vol("backup@s1"))
-	run("volume", "export-diff", "--from-snap", "s1", vol("vm@s2"), diff)
+	st.run("volume", "export", st.vol("vm@s1"), full)
+	st.run("volume", "import", full, st.vol("backup"))
+	st.identical(st.vol("vm@s1"), st.vol("backup"))
+	st.identical(st.vol("vm@s1"), st.vol("backup@s1"))
+	st.run("volume", "export-diff", "--from-snap", "s1", st.vol("vm@s2"), diff)
 	fi, _ := os.Stat(diff)
 	t.Logf("diff s1→s2 of a 64 MiB volume: %d bytes", fi.Size())
 	if fi.Size() > 16<<20 {
@@ -146,54 +175,65 @@ func volumeSnapshots(t *testing.T, c *cluster, pool string) {
 	bad[len(bad)*3/4] ^= 0x40
 	badFile := filepath.Join(dir, "bad.cvol")
 	os.WriteFile(badFile, bad, 0o644)
-	if out, err := c.cli(nil, "volume", "import-diff", badFile, vol("backup")); err == nil || !strings.Contains(err.Error(), "damaged") || !strings.Contains(err.Error(), "rolled back") {
+	if out, err := c.cli(nil, "volume", "import-diff", badFile, st.vol("backup")); err == nil || !strings.Contains(err.Error(), "damaged") || !strings.Contains(err.Error(), "rolled back") {
 		t.Fatalf("import-diff of a damaged stream: want it refused and rolled back, got %v\n%s", err, out)
 	}
-	identical(vol("vm@s1"), vol("backup"))
-	if strings.Contains(run("volume", "snap", "ls", vol("backup")), "s2") {
+	st.identical(st.vol("vm@s1"), st.vol("backup"))
+	if strings.Contains(st.run("volume", "snap", "ls", st.vol("backup")), "s2") {
 		t.Fatal("a refused diff created its snapshot")
 	}
-	run("volume", "import-diff", diff, vol("backup"))
-	identical(vol("vm@s2"), vol("backup"))
-	identical(vol("vm@s2"), vol("backup@s2"))
+	st.run("volume", "import-diff", diff, st.vol("backup"))
+	st.identical(st.vol("vm@s2"), st.vol("backup"))
+	st.identical(st.vol("vm@s2"), st.vol("backup@s2"))
 	// The same diff again is refused: the copy already has s2.
-	if _, err := c.cli(nil, "volume", "import-diff", diff, vol("backup")); err == nil {
+	if _, err := c.cli(nil, "volume", "import-diff", diff, st.vol("backup")); err == nil {
 		t.Fatal("a diff applied twice")
 	}
 	// Rollback, then a diff from the rolled-back state applies again.
-	run("volume", "snap", "rollback", vol("backup@s1"))
-	identical(vol("vm@s1"), vol("backup"))
-	run("volume", "snap", "rm", vol("backup@s2"))
-	run("volume", "import-diff", diff, vol("backup"))
-	identical(vol("vm@s2"), vol("backup"))
+	st.run("volume", "snap", "rollback", st.vol("backup@s1"))
+	st.identical(st.vol("vm@s1"), st.vol("backup"))
+	st.run("volume", "snap", "rm", st.vol("backup@s2"))
+	st.run("volume", "import-diff", diff, st.vol("backup"))
+	st.identical(st.vol("vm@s2"), st.vol("backup"))
 
+}
+
+// cloneAndFlatten clones s1, writes the clone and flattens it.
+func (st *snapTest) cloneAndFlatten(s1 string) {
+	t, c, p := st.t, st.c, st.p
 	// A clone of s1.
 	headBefore := volumeSum(t, p, "vm", "")
-	run("volume", "clone", vol("vm@s1"), vol("cl"))
-	identical(vol("vm@s1"), vol("cl"))
-	qemuIO(vol("cl"), "write -P 0x77 0 4k", "write -P 0x78 33M 2M", "write -z -u 60M 1M")
-	qemuIO(vol("cl"), "read -P 0x77 0 4k", "read -P 0x78 33M 2M", "read -P 0 60M 1M", "read -P 0x11 36M 4M")
+	st.run("volume", "clone", st.vol("vm@s1"), st.vol("cl"))
+	st.identical(st.vol("vm@s1"), st.vol("cl"))
+	st.qemuIO(st.vol("cl"), "write -P 0x77 0 4k", "write -P 0x78 33M 2M", "write -z -u 60M 1M")
+	st.qemuIO(st.vol("cl"), "read -P 0x77 0 4k", "read -P 0x78 33M 2M", "read -P 0 60M 1M", "read -P 0x11 36M 4M")
 	if volumeSum(t, p, "vm", "s1") != s1 || volumeSum(t, p, "vm", "") != headBefore {
 		t.Fatal("writes to the clone leaked into its parent")
 	}
 	clSum := volumeSum(t, p, "cl", "")
-	if _, err := c.cli(nil, "volume", "snap", "rm", vol("vm@s1")); err == nil {
+	if _, err := c.cli(nil, "volume", "snap", "rm", st.vol("vm@s1")); err == nil {
 		t.Fatal("a snapshot with a clone was removed")
 	}
-	run("volume", "flatten", vol("cl"))
-	if strings.Contains(run("volume", "info", vol("cl")), "parent") {
+	st.run("volume", "flatten", st.vol("cl"))
+	if strings.Contains(st.run("volume", "info", st.vol("cl")), "parent") {
 		t.Fatal("flatten left the parent")
 	}
-	run("volume", "snap", "rm", vol("vm@s1"))
+	st.run("volume", "snap", "rm", st.vol("vm@s1"))
 	if volumeSum(t, p, "cl", "") != clSum {
 		t.Fatal("the flattened clone changed when its parent snapshot went")
 	}
 
+}
+
+// noClonesLeft removes the snapshots and checks no clone outlives them.
+func (st *snapTest) noClonesLeft() {
+	t, c, p := st.t, st.c, st.p
+	ctx := context.Background()
 	// No clone object outlives the snapshots.
-	if _, err := c.cli(nil, "volume", "rm", vol("vm")); err == nil {
+	if _, err := c.cli(nil, "volume", "rm", st.vol("vm")); err == nil {
 		t.Fatal("a volume with snapshots was removed")
 	}
-	run("volume", "snap", "rm", vol("vm@s2"))
+	st.run("volume", "snap", "rm", st.vol("vm@s2"))
 	info, err := volume.Stat(ctx, p, "vm")
 	if err != nil {
 		t.Fatal(err)
@@ -210,7 +250,7 @@ func volumeSnapshots(t *testing.T, c *cluster, pool string) {
 			t.Fatalf("object %d keeps %d clones after every snapshot was removed", i, len(set.Clones))
 		}
 	}
-	run("volume", "rm", vol("vm"))
+	st.run("volume", "rm", st.vol("vm"))
 }
 
 // TestSnapshotsRecoverWithTheirOSD: an OSD killed while the first writes
