@@ -21,6 +21,9 @@ import (
 // for reading.
 func (s *Server) ecRead(ctx context.Context, pool *clustermap.Pool, c *ec.Codec, p *pgState, req *proto.Request) *proto.Response {
 	if !p.isUnfound(req.Object) {
+		if r := s.ecReadLocal(pool, c.Layout(), p, req); r != nil {
+			return r
+		}
 		if r := s.ecReadFast(ctx, pool, c, p, req); r != nil {
 			return r
 		}
@@ -56,6 +59,49 @@ func (s *Server) ecRead(ctx context.Context, pool *clustermap.Pool, c *ec.Codec,
 		return s.fail(proto.StatusUnavailable, "pg %s: reading %q: %v (%s)", req.PG, req.Object, err, rd.why(failed))
 	}
 	r.Data = data
+	return r
+}
+
+// ecReadLocal serves a read or stat from the primary's own shard alone,
+// or returns nil. It may when that shard is a data position's, holds the
+// bytes asked for, is not stale for the object (p's missing sets) and has
+// nothing to roll back to: its version was then complete, acknowledged by
+// every position of its write set, and no newer write can stand without
+// this primary, which holds the object's lock, having made it (or, in an
+// earlier interval, without peering finding this position lacking it).
+// A write that failed after this position applied it marks the position
+// missing (ecCommit). A read failing its checksums takes the other paths,
+// which report and repair it.
+func (s *Server) ecReadLocal(pool *clustermap.Pool, l ec.Layout, p *pgState, req *proto.Request) *proto.Response {
+	t := s.view.Table()
+	pos := s.positionIn(t, pool, req.PG)
+	if pos < 0 || pos >= l.K || p.isMissing(s.id, req.Object) {
+		return nil
+	}
+	coll := shardColl(req.PG, pos)
+	m, found, err := s.shardMeta(coll, req.Object)
+	if err != nil || !found || m.Tombstone || m.CanRollBack || m.Position != pos {
+		return nil
+	}
+	off, end := fastReadRange(req)
+	end = min(end, int64(m.Size))
+	r := s.ok()
+	r.Size = m.Size
+	if req.Op == proto.OpStat || end <= off {
+		return r
+	}
+	stripe, chunk, in := l.Locate(off)
+	if chunk != pos || int64(in)+end-off > int64(l.Unit) {
+		return nil // other positions hold some of it
+	}
+	data, _, sums, release, err := s.store.ReadShared(coll, req.Object, uint64(l.ShardOffset(stripe, in)), uint64(end-off))
+	if err != nil || int64(len(data)) != end-off {
+		if err == nil {
+			release()
+		}
+		return nil
+	}
+	r.Data, r.Free, r.DataSums = data, release, sums
 	return r
 }
 

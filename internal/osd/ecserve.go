@@ -431,6 +431,12 @@ func (s *Server) ecCommit(ctx context.Context, pool *clustermap.Pool, p *pgState
 		return s.fail(proto.StatusUnavailable, "failpoint")
 	}
 	if bad := s.replicate(ctx, pool, p, req, w); bad != nil {
+		if w.localApplied {
+			// This position may hold a version that does not stand:
+			// its shard is rebuilt at the one that does, and reads do
+			// not take it alone meanwhile (ecReadLocal).
+			p.markMissing(s.id, req.Object, w.interval)
+		}
 		return bad
 	}
 	// Every position now holds this version (or, deleted, its

@@ -177,6 +177,8 @@ type writePlan struct {
 	// keys: the shard writes change the object's xattrs or omap, which
 	// each position keeps to roll back (proto.FlagShardKeys).
 	keys bool
+	// localApplied: this OSD's part of the write is applied (replicate).
+	localApplied bool
 }
 
 // shardFlags are the proto flags of w's shard writes.
@@ -287,6 +289,7 @@ func (s *Server) replicate(ctx context.Context, pool *clustermap.Pool, p *pgStat
 		}
 		return s.failErr(err)
 	}
+	w.localApplied = true
 	f.collect()
 	deadline := time.Now().Add(replicaWait)
 	for f.pending > 0 {
