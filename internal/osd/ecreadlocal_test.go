@@ -1,0 +1,112 @@
+package osd
+
+import (
+	"bytes"
+	"fmt"
+	"hash/maphash"
+	"testing"
+
+	"github.com/cairn-storage/cairn/internal/clustermap"
+	"github.com/cairn-storage/cairn/internal/ec"
+	"github.com/cairn-storage/cairn/internal/mapview"
+	"github.com/cairn-storage/cairn/internal/objstore"
+	"github.com/cairn-storage/cairn/internal/pg"
+	"github.com/cairn-storage/cairn/internal/placement"
+	"github.com/cairn-storage/cairn/internal/proto"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// A read served by the primary's own shard alone: only a range inside its
+// data chunk, of a shard with nothing to roll back to, not stale, not a
+// tombstone, whose bytes pass their checksums; anything else is left to
+// the paths that ask the other positions (nil).
+func TestECReadLocal(t *testing.T) {
+	m := &clustermap.Map{Epoch: 1, Pools: []clustermap.Pool{{ID: 1, Name: "ec", Size: 3, MinSize: 2, PGNum: 1,
+		EC: &clustermap.ECProfile{K: 2, M: 1, StripeUnit: 16384}}}}
+	for i := range 3 {
+		m.Hosts = append(m.Hosts, clustermap.Host{Name: fmt.Sprint("h", i)})
+		m.OSDs = append(m.OSDs, clustermap.OSD{ID: clustermap.OSDID(i), Host: fmt.Sprint("h", i), Weight: 1, Up: true, In: true})
+	}
+	pool, _ := m.PoolByName("ec")
+	id := clustermap.PGID{Pool: 1}
+	_, osds := placement.NewTable(m).Positions(pool, id)
+	fs := vfs.NewMem()
+	st, err := objstore.Open(objstore.Options{Dir: "/osd", FS: fs, ReserveBytes: -1, DataCacheBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s := &Server{id: osds[0], store: st, view: mapview.Static(m), seed: maphash.MakeSeed()}
+	l := ec.LayoutOf(*pool.EC)
+	coll := shardColl(id, 0)
+	obj := make([]byte, 16*32768) // 16 stripes: a shard of 256 KiB, in a data file
+	for i := range obj {
+		obj[i] = byte(i*7 + i/4096)
+	}
+	var shard []byte // position 0: chunk 0 of every stripe
+	for st := 0; st < len(obj); st += 32768 {
+		shard = append(shard, obj[st:st+16384]...)
+	}
+	put := func(ver uint64, meta pg.ShardMeta) {
+		t.Helper()
+		txn := &objstore.Txn{}
+		txn.Put(coll, "o", shard)
+		meta.Ver, meta.Size, meta.Position = pg.EVersion{Epoch: 1, Version: ver}, uint64(len(obj)), 0
+		txn.SetXattr(coll, "o", shardMetaXattr, meta.Encode())
+		if err := st.Apply(txn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := &pgState{}
+	p.prim.Epoch = 1
+	read := func(off, n uint64) *proto.Response {
+		return s.ecReadLocal(pool, l, p, &proto.Request{Op: proto.OpRead, PG: id, Object: "o", Offset: off, Length: n})
+	}
+	put(1, pg.ShardMeta{})
+	for _, c := range []struct{ off, n uint64 }{{0, 4096}, {100, 16284}, {32768 + 5, 4000}} {
+		r := read(c.off, c.n)
+		if r == nil || r.Size != uint64(len(obj)) || !bytes.Equal(r.Data, obj[c.off:c.off+c.n]) {
+			t.Fatalf("[%d, +%d) in the primary's chunks: %+v", c.off, c.n, r)
+		}
+		r.Release()
+	}
+	if r := s.ecReadLocal(pool, l, p, &proto.Request{Op: proto.OpStat, PG: id, Object: "o"}); r == nil || r.Size != uint64(len(obj)) {
+		t.Fatalf("stat: %+v", r)
+	}
+	for _, c := range []struct{ off, n uint64 }{{16384, 4096}, {16000, 1000}, {0, 0}} {
+		if r := read(c.off, c.n); r != nil {
+			t.Fatalf("[%d, +%d) touches another position's chunk, yet was served locally", c.off, c.n)
+		}
+	}
+	put(2, pg.ShardMeta{CanRollBack: true, Prev: pg.EVersion{Epoch: 1, Version: 1}})
+	if read(0, 4096) != nil {
+		t.Fatal("a shard with a write that may roll back was read alone")
+	}
+	put(3, pg.ShardMeta{Tombstone: true})
+	if read(0, 4096) != nil {
+		t.Fatal("a tombstone was read alone")
+	}
+	put(4, pg.ShardMeta{})
+	p.markMissing(s.id, "o", 1)
+	p.prim.Positions = osds
+	if read(0, 4096) != nil {
+		t.Fatal("a shard marked missing was read alone")
+	}
+	p.clearMissingAll("o", 1)
+	path, _ := st.DataPath(coll, "o")
+	if path == "" {
+		t.Fatal("the shard has no data file")
+	}
+	f, err := fs.OpenReadWrite(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte("rot"), 10)
+	f.Close()
+	if r := read(0, 4096); r != nil {
+		t.Fatalf("bytes failing their checksums were served: %x", r.Data[:16])
+	}
+	if r := read(8192, 4096); r == nil || !bytes.Equal(r.Data, obj[8192:12288]) {
+		t.Fatal("a good block of the same shard was not served")
+	}
+}
