@@ -21,22 +21,8 @@ import (
 // tombstone, whose bytes pass their checksums; anything else is left to
 // the paths that ask the other positions (nil).
 func TestECReadLocal(t *testing.T) {
-	m := &clustermap.Map{Epoch: 1, Pools: []clustermap.Pool{{ID: 1, Name: "ec", Size: 3, MinSize: 2, PGNum: 1,
-		EC: &clustermap.ECProfile{K: 2, M: 1, StripeUnit: 16384}}}}
-	for i := range 3 {
-		m.Hosts = append(m.Hosts, clustermap.Host{Name: fmt.Sprint("h", i)})
-		m.OSDs = append(m.OSDs, clustermap.OSD{ID: clustermap.OSDID(i), Host: fmt.Sprint("h", i), Weight: 1, Up: true, In: true})
-	}
-	pool, _ := m.PoolByName("ec")
-	id := clustermap.PGID{Pool: 1}
-	_, osds := placement.NewTable(m).Positions(pool, id)
-	fs := vfs.NewMem()
-	st, err := objstore.Open(objstore.Options{Dir: "/osd", FS: fs, ReserveBytes: -1, DataCacheBytes: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	s := &Server{id: osds[0], store: st, view: mapview.Static(m), seed: maphash.MakeSeed()}
+	s, pool, id, fs := ecLocalServer(t)
+	st := s.store
 	l := ec.LayoutOf(*pool.EC)
 	coll := shardColl(id, 0)
 	obj := make([]byte, 16*32768) // 16 stripes: a shard of 256 KiB, in a data file
@@ -88,7 +74,6 @@ func TestECReadLocal(t *testing.T) {
 	}
 	put(4, pg.ShardMeta{})
 	p.markMissing(s.id, "o", 1)
-	p.prim.Positions = osds
 	if read(0, 4096) != nil {
 		t.Fatal("a shard marked missing was read alone")
 	}
@@ -109,4 +94,25 @@ func TestECReadLocal(t *testing.T) {
 	if r := read(8192, 4096); r == nil || !bytes.Equal(r.Data, obj[8192:12288]) {
 		t.Fatal("a good block of the same shard was not served")
 	}
+}
+
+// ecLocalServer is an OSD holding position 0 of pg 1.0 of a 2+1 pool of
+// three hosts, its store in memory.
+func ecLocalServer(t *testing.T) (*Server, *clustermap.Pool, clustermap.PGID, vfs.FS) {
+	m := &clustermap.Map{Epoch: 1, Pools: []clustermap.Pool{{ID: 1, Name: "ec", Size: 3, MinSize: 2, PGNum: 1,
+		EC: &clustermap.ECProfile{K: 2, M: 1, StripeUnit: 16384}}}}
+	for i := range 3 {
+		m.Hosts = append(m.Hosts, clustermap.Host{Name: fmt.Sprint("h", i)})
+		m.OSDs = append(m.OSDs, clustermap.OSD{ID: clustermap.OSDID(i), Host: fmt.Sprint("h", i), Weight: 1, Up: true, In: true})
+	}
+	pool, _ := m.PoolByName("ec")
+	id := clustermap.PGID{Pool: 1}
+	_, osds := placement.NewTable(m).Positions(pool, id)
+	fs := vfs.NewMem()
+	st, err := objstore.Open(objstore.Options{Dir: "/osd", FS: fs, ReserveBytes: -1, DataCacheBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return &Server{id: osds[0], store: st, view: mapview.Static(m), seed: maphash.MakeSeed()}, pool, id, fs
 }
