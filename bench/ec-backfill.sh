@@ -33,15 +33,7 @@ for t in go git python3; do command -v $t >/dev/null || die "$t is not installed
 [[ $WRITE =~ ^[1-9][0-9]*$ ]] || die "WRITE must be a whole number of seconds, got '$WRITE'"
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a whole number, got '$ROUNDS'"
 
-cluster=""
-cleanup() {
-	set +e
-	[[ -n $cluster ]] && stop_pids 20 "$cluster"
-	rm -rf "$WORKDIR"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+dev_cleanup_traps
 
 
 
@@ -67,8 +59,7 @@ run() {
 	done
 	t1=$(date +%s.%N)
 	c1=$(osd_cpu "$bin")
-	stop_pids 20 "$cluster"
-	cluster=""
+	stop_dev
 	printf '| %s | %s | %s | %s |\n' "$3" "$2" "$mib" "$(echo "$t0 $t1 $c0 $c1" | awk '{ printf "%.1f | %.1f", $2 - $1, $4 - $3 }')"
 }
 

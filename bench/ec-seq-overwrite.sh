@@ -31,15 +31,7 @@ BENCH=ec-seq-overwrite
 for t in fio go git python3; do command -v $t >/dev/null || die "$t is not installed"; done
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a whole number, got '$ROUNDS'"
 
-cluster=""
-cleanup() {
-	set +e
-	[[ -n $cluster ]] && stop_pids 20 "$cluster"
-	rm -rf "$WORKDIR"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+dev_cleanup_traps
 
 # pass VOLUME: one sequential pass over the volume; prints MiB/s.
 pass() {
@@ -59,8 +51,7 @@ run() {
 		log "round $3: $2: $pool: two passes of $BS writes"
 		row="$row | $(pass "$pool/vol") | $(pass "$pool/vol")"
 	done
-	stop_pids 20 "$cluster"
-	cluster=""
+	stop_dev
 	echo "$row |"
 }
 

@@ -37,15 +37,7 @@ for t in fio go git python3; do command -v $t >/dev/null || die "$t is not insta
 [[ $DURATION =~ ^[1-9][0-9]*$ ]] || die "DURATION must be a whole number of seconds, got '$DURATION'"
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a whole number, got '$ROUNDS'"
 
-cluster=""
-cleanup() {
-	set +e
-	stop_cluster
-	rm -rf "$WORKDIR"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+dev_cleanup_traps
 
 
 start_cluster() {
@@ -56,12 +48,6 @@ start_cluster() {
 	"$bin" --conf "$dir/cairn.conf" volume create default/vol --size "$VOLUME" >/dev/null
 }
 
-stop_cluster() {
-	[[ -n $cluster ]] || return 0
-	kill "$cluster" 2>/dev/null
-	wait "$cluster" 2>/dev/null
-	cluster=""
-}
 
 
 # run_fio BIN N POOL RW: one fio job on POOL's volume; its JSON and the
@@ -99,7 +85,7 @@ for round in $(seq "$ROUNDS"); do
 				run_fio "$bin" "$round.$i" "$pool" "$rw"
 			done
 		done
-		stop_cluster
+		stop_dev
 	done
 done
 

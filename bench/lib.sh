@@ -2,9 +2,9 @@
 # Shared by the bench scripts: `. "$REPO/bench/lib.sh"` after setting
 # BENCH to the script's name. log prints a timestamped line to stderr; die
 # prints an error and exits; alive and stop_pids watch and stop processes
-# by pid; build_rev, start_dev and osd_cpu build cairn at a revision, start
-# a dev cluster of it and read its OSDs' CPU (the scripts comparing
-# revisions); ceph_* bring up and stop a
+# by pid; build_rev, start_dev, stop_dev, dev_cleanup_traps and osd_cpu
+# build cairn at a revision, run a dev cluster of it and read its OSDs' CPU
+# (the scripts comparing revisions); ceph_* bring up and stop a
 # throwaway one-machine Ceph cluster (compare-ceph.sh, tier.sh).
 log() { printf '%s [%s] %s\n' "$(date +%H:%M:%S)" "$BENCH" "$*" >&2; }
 die() {
@@ -40,6 +40,22 @@ start_dev() {
 	cluster=$!
 	for _ in $(seq 240); do grep -q "is up" "$WORKDIR/dev.log" && break; sleep 0.5; done
 	grep -q "is up" "$WORKDIR/dev.log" || die "cairn dev did not come up: $(tail "$WORKDIR/dev.log")"
+}
+
+# stop_dev: stops the dev cluster start_dev started, if it runs.
+stop_dev() {
+	[[ -n ${cluster:-} ]] || return 0
+	stop_pids 20 "$cluster"
+	cluster=""
+}
+
+# dev_cleanup_traps: on exit (and on INT or TERM) stop the dev cluster and
+# remove $WORKDIR.
+dev_cleanup_traps() {
+	cluster=""
+	trap 'set +e; stop_dev; rm -rf "$WORKDIR"' EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
 }
 
 # osd_cpu BIN: CPU seconds the OSD processes of cairn binary BIN have used.
