@@ -90,7 +90,7 @@ func (m *ecModel) check(when string) {
 // map has it down.
 func TestECPartialWrites(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, clusterOpts{})
+	c := startCluster(t, clusterOpts{metrics: true})
 	p, _ := c.createECPool(t, "ecpw", "2+1")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -113,6 +113,13 @@ func TestECPartialWrites(t *testing.T) {
 	m.put("big", payload("big", 0, 1<<20+3))
 	m.writeAt("big", 1<<19+11, payload("big", 1, 4096))
 	m.check("written")
+	// The small writes after a put or a write of their object needed no
+	// version asked first: their parity positions XORed in deltas.
+	known := osdMetricSum(t, c, `cairn_osd_ec_partial_writes_total{osd="%s",version="known"}`)
+	asked := osdMetricSum(t, c, `cairn_osd_ec_partial_writes_total{osd="%s",version="asked"}`)
+	if known < 4 || asked < 5 {
+		t.Fatalf("partial writes with the version known %g, asked %g: want the 4 small ones known", known, asked)
+	}
 	// Every shard is whole and at its version: no read had to rebuild
 	// around one (a shard of the wrong length or version would be served
 	// around, silently but for this log line).

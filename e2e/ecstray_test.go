@@ -67,14 +67,8 @@ func TestECStrayPositions(t *testing.T) {
 	}
 	// Recovery copied the moved positions' shards from the out OSD, which
 	// holds them at the version that stands: it rebuilt none from K.
-	copied, rebuilt := 0.0, 0.0
-	for name, p := range c.devJSON() {
-		if strings.HasPrefix(name, "osd.") {
-			body := httpGet(t, "http://"+p.Metrics+"/metrics")
-			copied += metricValue(t, body, `cairn_osd_recovered_shards_total{how="copied",osd="`+name+`"}`)
-			rebuilt += metricValue(t, body, `cairn_osd_recovered_shards_total{how="rebuilt",osd="`+name+`"}`)
-		}
-	}
+	copied := osdMetricSum(t, c, `cairn_osd_recovered_shards_total{how="copied",osd="%s"}`)
+	rebuilt := osdMetricSum(t, c, `cairn_osd_recovered_shards_total{how="rebuilt",osd="%s"}`)
 	if copied == 0 || rebuilt != 0 {
 		t.Fatalf("recovery of %s's positions copied %g shards and rebuilt %g from K: want them all copied", victim, copied, rebuilt)
 	}
@@ -97,6 +91,19 @@ func TestECStrayPositions(t *testing.T) {
 			t.Fatalf("get %s with %s out and %s killed: %v (%d bytes)", name, victim, second, err, len(got))
 		}
 	}
+}
+
+// osdMetricSum sums one series over the OSDs of c (started with
+// metrics): series names the OSD with a %s.
+func osdMetricSum(t *testing.T, c *cluster, series string) float64 {
+	t.Helper()
+	sum := 0.0
+	for name, p := range c.devJSON() {
+		if strings.HasPrefix(name, "osd.") {
+			sum += metricValue(t, httpGet(t, "http://"+p.Metrics+"/metrics"), fmt.Sprintf(series, name))
+		}
+	}
+	return sum
 }
 
 // metricValue is the value of one series in a Prometheus text exposition.

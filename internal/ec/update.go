@@ -2,6 +2,7 @@ package ec
 
 import (
 	"crypto/subtle"
+	"errors"
 	"fmt"
 )
 
@@ -10,18 +11,19 @@ import (
 // worked out here, on the primary: the write's own bytes for its data
 // shards, and for the parity shards either the old parity with the data's
 // delta XORed in (Delta) or the stripe encoded again (Full, Reread). So
-// every shard gets plain bytes to put at an offset, never a delta to
-// apply to what it holds: a shard write sent twice (its answer lost)
-// lands the same once or twice. The old bytes are read through a
+// every shard gets plain bytes to put at an offset, not a delta to apply
+// to what it holds: a shard write sent twice (its answer lost) lands the
+// same once or twice. WriteDelta, for small writes, is the exception: its
+// parity deltas are applied by the parity shard's holder, once. The old bytes are read through a
 // ReadShard (ReadRange's), so a data shard that cannot be read is rebuilt
 // from the others; a parity shard that cannot be read turns its stripe
 // from Delta into Reread, which needs no old parity.
 
 // ShardUpdate is what a write or truncate leaves on one shard: bytes to
 // put at offsets (in ascending order, not overlapping, all below Len;
-// none is Xor), and the shard's length afterwards (ShardLen of the
-// object's new size): a shard that grows is filled with zeros, one that
-// shrinks is cut, after the writes.
+// none is Xor, except from WriteDelta), and the shard's length afterwards
+// (ShardLen of the object's new size): a shard that grows is filled with
+// zeros, one that shrinks is cut, after the writes.
 type ShardUpdate struct {
 	Writes []ShardWrite
 	Len    int64
@@ -37,6 +39,44 @@ func (c *Codec) WriteAt(size, off int64, data []byte, read ReadShard) ([]ShardUp
 		return c.update(size, size, size, nil, read)
 	}
 	return c.update(size, max(size, off+int64(len(data))), off, data, read)
+}
+
+// WriteDelta is WriteAt for a small write: one that lies inside the
+// object and in one stripe, planned as a Delta. It reads only the old
+// bytes of the data chunks the write covers and leaves each parity shard
+// a single delta to XOR into what it holds (ShardWrite.Xor), so the
+// parity shard reads its own old bytes instead of sending them; its
+// holder must check it is at the version the delta was worked out
+// against, and apply it once. ok is false for any other write, and when
+// a data shard cannot be read (rebuilding it needs the parity): the
+// caller takes WriteAt.
+func (c *Codec) WriteDelta(size, off int64, data []byte, read ReadShard) (ups []ShardUpdate, ok bool) {
+	work := c.l.Plan(size, off, len(data))
+	if len(work) != 1 || work[0].Kind != Delta || off+int64(len(data)) > size {
+		return nil, false
+	}
+	dataOnly := func(i int, at int64, n int) ([]byte, error) {
+		if i >= c.l.K {
+			return nil, errors.New("a delta write reads no parity")
+		}
+		return readPadded(c.l, size, read, i, at, n)
+	}
+	ws, err := c.Writes(work[0], c.writeSrc(off, data, work[0]), c.oldChunk(size, work[0], dataOnly))
+	if err != nil {
+		return nil, false
+	}
+	// Each parity shard's deltas summed (they overlap where the write
+	// covers one column of several chunks): XORed into zeros.
+	ws, _ = c.applyDeltas(ws, func(_ int, _ int64, n int) ([]byte, error) { return make([]byte, n), nil })
+	ups = make([]ShardUpdate, c.l.K+c.l.M)
+	for i := range ups {
+		ups[i].Len = c.l.ShardLen(size, i)
+	}
+	for _, sw := range ws {
+		sw.Xor = sw.Shard >= c.l.K
+		ups[sw.Shard].add(sw)
+	}
+	return ups, true
 }
 
 // Truncate returns what each shard of an object of size bytes must do for
@@ -97,21 +137,7 @@ func readPadded(l Layout, size int64, read ReadShard, i int, off int64, n int) (
 
 // stripeWrites works out one stripe's new chunks as plain shard writes.
 func (c *Codec) stripeWrites(size, off int64, data []byte, w StripeWork, read ReadShard) ([]ShardWrite, error) {
-	l := c.l
-	base := w.Stripe * l.StripeBytes()
-	src := func(r ChunkRange) []byte {
-		lo := base + int64(r.Chunk)*int64(l.Unit) + int64(r.From) - off
-		return data[lo : lo+int64(r.To-r.From)]
-	}
-	old := func(chunk, from, to int) ([]byte, error) {
-		b, _, err := c.ReadRange(size, base+int64(chunk)*int64(l.Unit)+int64(from), to-from, read)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]byte, to-from) // zeros past the object's end
-		copy(out, b)
-		return out, nil
-	}
+	src, old := c.writeSrc(off, data, w), c.oldChunk(size, w, read)
 	ws, err := c.Writes(w, src, old)
 	if err != nil || w.Kind != Delta {
 		return ws, err
@@ -121,6 +147,32 @@ func (c *Codec) stripeWrites(size, off int64, data []byte, w StripeWork, read Re
 	}
 	w.Kind = Reread
 	return c.Writes(w, src, old)
+}
+
+// writeSrc returns the bytes of data, written at off, that fall in a
+// chunk range of stripe w.
+func (c *Codec) writeSrc(off int64, data []byte, w StripeWork) func(ChunkRange) []byte {
+	base := w.Stripe * c.l.StripeBytes()
+	return func(r ChunkRange) []byte {
+		lo := base + int64(r.Chunk)*int64(c.l.Unit) + int64(r.From) - off
+		return data[lo : lo+int64(r.To-r.From)]
+	}
+}
+
+// oldChunk reads a range of a data chunk of stripe w of an object of size
+// bytes as it stands, through ReadRange (so a lost data shard is rebuilt),
+// zeros past the object's end.
+func (c *Codec) oldChunk(size int64, w StripeWork, read ReadShard) ReadChunk {
+	base := w.Stripe * c.l.StripeBytes()
+	return func(chunk, from, to int) ([]byte, error) {
+		b, _, err := c.ReadRange(size, base+int64(chunk)*int64(c.l.Unit)+int64(from), to-from, read)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]byte, to-from)
+		copy(out, b)
+		return out, nil
+	}
 }
 
 // applyDeltas turns the parity deltas among ws (one stripe's) into the

@@ -49,12 +49,16 @@ func (m *objModel) apply(ups []ShardUpdate) {
 		s := m.shards[i]
 		end := int64(-1)
 		for _, w := range u.Writes {
-			if w.Xor || w.Off < end || w.Off+int64(len(w.Data)) > u.Len {
-				m.t.Fatalf("shard %d: write [%d, +%d) out of order, past its new length %d, or a delta", i, w.Off, len(w.Data), u.Len)
+			if w.Off < end || w.Off+int64(len(w.Data)) > u.Len || w.Xor && (i < m.l.K || w.Off+int64(len(w.Data)) > int64(len(s))) {
+				m.t.Fatalf("shard %d: write [%d, +%d) out of order, past its new length %d, or a delta to a data shard or past the parity's end", i, w.Off, len(w.Data), u.Len)
 			}
 			end = w.Off + int64(len(w.Data))
 			if end > int64(len(s)) {
 				s = append(s, make([]byte, end-int64(len(s)))...)
+			}
+			if w.Xor {
+				xorInto(s[w.Off:], w.Data) // as the parity shard's holder applies it
+				continue
 			}
 			copy(s[w.Off:], w.Data)
 		}
@@ -75,10 +79,13 @@ func (m *objModel) put(data []byte) {
 
 func (m *objModel) writeAt(off int64, data []byte) {
 	failed := m.erase()
-	m.count(m.l.Plan(int64(len(m.obj)), off, len(data)), failed)
-	ups, err := m.c.WriteAt(int64(len(m.obj)), off, data, m.strictReader(failed))
-	if err != nil {
-		m.t.Fatal(err)
+	ups, ok := m.writeDelta(off, data, failed)
+	if !ok {
+		m.count(m.l.Plan(int64(len(m.obj)), off, len(data)), failed)
+		var err error
+		if ups, err = m.c.WriteAt(int64(len(m.obj)), off, data, m.strictReader(failed)); err != nil {
+			m.t.Fatal(err)
+		}
 	}
 	m.apply(ups)
 	if len(data) == 0 {
@@ -88,6 +95,29 @@ func (m *objModel) writeAt(off int64, data []byte) {
 		m.obj = append(m.obj, make([]byte, end-int64(len(m.obj)))...)
 	}
 	copy(m.obj[off:], data)
+}
+
+// writeDelta takes WriteDelta for half the writes it accepts: a small
+// write reads no parity shard (such a read fails the test) and cannot
+// rebuild a lost data shard (it declines then).
+func (m *objModel) writeDelta(off int64, data []byte, failed map[int]bool) ([]ShardUpdate, bool) {
+	if m.r.IntN(2) == 0 {
+		return nil, false
+	}
+	strict := m.strictReader(failed)
+	ups, ok := m.c.WriteDelta(int64(len(m.obj)), off, data, func(i int, at int64, n int) ([]byte, error) {
+		if i >= m.l.K {
+			m.t.Fatalf("WriteDelta read parity shard %d", i)
+		}
+		return strict(i, at, n)
+	})
+	if ok {
+		m.seen["delta sent as xor"]++
+		if len(m.l.Plan(int64(len(m.obj)), off, len(data))[0].Ranges) > 1 {
+			m.seen["xor over two chunks"]++
+		}
+	}
+	return ups, ok
 }
 
 // count notes the kinds of stripe work a write runs, so the test knows
@@ -197,7 +227,7 @@ func TestWriteAtKeepsTheObject(t *testing.T) {
 		}
 	}
 	t.Logf("stripe work: %v", seen)
-	for _, k := range []string{"full", "delta", "reread", "delta with a parity shard lost", "delta over three chunks"} {
+	for _, k := range []string{"full", "delta", "reread", "delta with a parity shard lost", "delta over three chunks", "delta sent as xor", "xor over two chunks"} {
 		if seen[k] == 0 {
 			t.Errorf("no %s in the run: the test does not cover it", k)
 		}

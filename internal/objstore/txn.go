@@ -224,6 +224,25 @@ func (t *Txn) ChangesOf(coll, name string) Changes {
 	return c
 }
 
+// EachWrite calls f with the offset and bytes of each of t's writes to
+// coll/name, in order, stopping at f's first error. f may change the
+// bytes in place (the holder of an erasure-coded parity shard XORs its old
+// bytes into a delta before applying it); checksums given with them
+// (WriteSummed) are dropped then, to be computed again.
+func (t *Txn) EachWrite(coll, name string, f func(off uint64, data []byte) error) error {
+	for i := range t.ops {
+		o := &t.ops[i]
+		if o.typ != opWrite || o.coll != coll || o.name != name {
+			continue
+		}
+		o.sums = nil
+		if err := f(o.off, o.data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Validate checks names and sizes against the package limits.
 func (t *Txn) Validate() error {
 	if t.bytes > MaxTxnBytes {

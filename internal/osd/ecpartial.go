@@ -21,8 +21,9 @@ import (
 // shards' old bytes, and the old parity for a delta: shardReads, which
 // rebuilds a data shard that cannot be read from the others), and works
 // out each shard's new bytes and length (ec.Codec.WriteAt, Truncate).
-// Each position gets only its part: plain bytes at offsets (never a delta
-// to apply, so a resend lands once), its new length, and the meta of the
+// Each position gets only its part: plain bytes at offsets (so a resend
+// lands once; the parity deltas of a small write of a known version are
+// the exception, ecpartialknown.go), its new length, and the meta of the
 // new version, whose Prev is the version the write replaces
 // (proto.FlagShardPartial): a position at another version refuses it
 // (expectShard) and is rebuilt before the write is sent again, so no
@@ -53,11 +54,15 @@ func (s *Server) ecPartialWrite(ctx context.Context, pool *clustermap.Pool, c *e
 	p.mu.Lock()
 	w := &writePlan{t: t, interval: p.prim.Epoch, writeSet: p.prim.WriteSet, acting: p.prim.Acting, partial: true}
 	p.mu.Unlock()
-	o, rd := s.partialFast(ctx, t, pool, c.Layout(), p, req)
-	if o == nil {
-		var bad *proto.Response
-		if o, bad = s.ecStanding(ctx, pool, p, req, w.interval); bad != nil {
-			return bad
+	o, ups, known := s.partialKnown(ctx, t, pool, c, p, req)
+	s.metrics.notePartial(known)
+	var rd *stripeReads
+	if !known {
+		if o, rd = s.partialFast(ctx, t, pool, c.Layout(), p, req); o == nil {
+			var bad *proto.Response
+			if o, bad = s.ecStanding(ctx, pool, p, req, w.interval); bad != nil {
+				return bad
+			}
 		}
 	}
 	if req.Op == proto.OpWrite || int64(req.Offset) > o.sizeNow() {
@@ -68,9 +73,12 @@ func (s *Server) ecPartialWrite(ctx context.Context, pool *clustermap.Pool, c *e
 	if len(w.acting) < pool.MinSize {
 		return s.belowMinSize(pool, req, w)
 	}
-	ups, newSize, err := s.partialUpdates(ctx, c, o, req, rd)
-	if err != nil {
-		return s.fail(proto.StatusUnavailable, "pg %s: reading the stripes of %q that the %s changes: %v", req.PG, req.Object, req.Op, err)
+	newSize := o.size // a known write lies inside the object
+	if !known {
+		var err error
+		if ups, newSize, err = s.partialUpdates(ctx, c, o, req, rd); err != nil {
+			return s.fail(proto.StatusUnavailable, "pg %s: reading the stripes of %q that the %s changes: %v", req.PG, req.Object, req.Op, err)
+		}
 	}
 	w.ver = p.nextVersion()
 	if bad := s.planPartial(pool, req, w, o, ups, newSize); bad != nil {
@@ -262,6 +270,9 @@ func (s *Server) planPartial(pool *clustermap.Pool, req *proto.Request, w *write
 		}
 		for _, sw := range ups[i].Writes {
 			txn.Write(coll, req.Object, uint64(sw.Off), sw.Data)
+		}
+		if len(ups[i].Writes) > 0 && ups[i].Writes[0].Xor {
+			w.xorAt = append(w.xorAt, o.osds[i])
 		}
 		if !o.exists() || newSize != o.size {
 			txn.Truncate(coll, req.Object, uint64(ups[i].Len))

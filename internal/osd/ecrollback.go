@@ -3,6 +3,7 @@ package osd
 import (
 	"cmp"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -266,12 +267,21 @@ func coversFromZero(ranges [][2]uint64, size uint64) bool {
 // rollback state is a put's (the whole old shard, with its xattrs and omap
 // if the write changes them) or, for a partial write changing a few bytes,
 // an undo record of them (keepPartial). flags are the write's
-// proto.FlagShardPartial and proto.FlagShardKeys.
+// proto.FlagShardPartial, proto.FlagShardKeys and proto.FlagShardXor
+// (parity deltas, XORed into the shard's bytes first: xorOld).
 func (s *Server) applyShardWrite(coll, name string, meta pg.ShardMeta, txn *objstore.Txn, flags uint32) error {
 	defer s.shards.lockAll(s.seed, coll, []string{name})()
 	if flags&proto.FlagShardPartial != 0 {
-		if err := s.expectShard(coll, name, meta); err != nil {
+		again, err := s.expectShard(coll, name, meta)
+		switch {
+		case err != nil:
 			return err
+		case again && flags&proto.FlagShardXor != 0:
+			return nil // deltas sent again: applied once
+		case flags&proto.FlagShardXor != 0:
+			if err := s.xorOld(coll, name, txn); err != nil {
+				return err
+			}
 		}
 	}
 	if err := s.keepRollBack(coll, name, meta, txn, flags&proto.FlagShardKeys != 0); err != nil {
@@ -287,25 +297,47 @@ var errShardVersion = errors.New("the shard is not at the version the write repl
 
 // expectShard checks that name's shard holds next.Prev, the version a
 // partial write replaces (zero: no shard, or a tombstone), or already
-// holds next.Ver (the write sent again). A shard whose meta is damaged
-// holds no version. The caller holds the shard's lock.
-func (s *Server) expectShard(coll, name string, next pg.ShardMeta) error {
+// holds next.Ver (again: the write sent again). A shard whose meta is
+// damaged holds no version. The caller holds the shard's lock.
+func (s *Server) expectShard(coll, name string, next pg.ShardMeta) (again bool, err error) {
 	old, found, err := s.shardMeta(coll, name)
 	switch {
 	case err != nil && !objstore.IsCorruption(err) && !errors.Is(err, pg.ErrBadShardMeta):
-		return err
+		return false, err
 	case err != nil:
-		return fmt.Errorf("%w (%s): %v", errShardVersion, next.Prev, err)
+		return false, fmt.Errorf("%w (%s): %v", errShardVersion, next.Prev, err)
 	case found && old.Ver == next.Ver:
-		return nil
+		return true, nil
 	case next.Prev == (pg.EVersion{}) && (!found || old.Tombstone):
-		return nil
+		return false, nil
 	case found && !old.Tombstone && old.Ver == next.Prev:
-		return nil
+		return false, nil
 	case !found:
-		return fmt.Errorf("%w (%s): it holds none", errShardVersion, next.Prev)
+		return false, fmt.Errorf("%w (%s): it holds none", errShardVersion, next.Prev)
 	}
-	return fmt.Errorf("%w (%s): it holds %s (tombstone: %v)", errShardVersion, next.Prev, old.Ver, old.Tombstone)
+	return false, fmt.Errorf("%w (%s): it holds %s (tombstone: %v)", errShardVersion, next.Prev, old.Ver, old.Tombstone)
+}
+
+// xorOld turns the parity deltas txn writes to name (proto.FlagShardXor)
+// into the bytes they make, each XORed with the shard's bytes at its
+// offset. Bytes the shard cannot give (failing their checksums, or past
+// its end: the primary's view of its length is wrong) refuse the write
+// as a shard at another version does, so the position is rebuilt first.
+// The caller holds the shard's lock and checked its version.
+func (s *Server) xorOld(coll, name string, txn *objstore.Txn) error {
+	return txn.EachWrite(coll, name, func(off uint64, delta []byte) error {
+		old, err := s.store.Read(coll, name, off, uint64(len(delta)))
+		switch {
+		case objstore.IsCorruption(err):
+			return fmt.Errorf("%w: its bytes at [%d, +%d) for a parity delta: %v", errShardVersion, off, len(delta), err)
+		case err != nil:
+			return err
+		case len(old) != len(delta):
+			return fmt.Errorf("%w: %d of its bytes at [%d, +%d) for a parity delta", errShardVersion, len(old), off, len(delta))
+		}
+		subtle.XORBytes(delta, delta, old)
+		return nil
+	})
 }
 
 // rollBackTxn adds to txn the rollback of name's shard as entry e says:

@@ -431,6 +431,7 @@ func (s *Server) ecCommit(ctx context.Context, pool *clustermap.Pool, p *pgState
 		return s.fail(proto.StatusUnavailable, "failpoint")
 	}
 	if bad := s.replicate(ctx, pool, p, req, w); bad != nil {
+		p.forgetKnown(req.Object)
 		if w.localApplied {
 			// This position may hold a version that does not stand:
 			// its shard is rebuilt at the one that does, and reads do
@@ -442,6 +443,7 @@ func (s *Server) ecCommit(ctx context.Context, pool *clustermap.Pool, p *pgState
 	// Every position now holds this version (or, deleted, its
 	// tombstone): the write is complete, its rollback state can go.
 	p.clearMissingAll(req.Object, w.interval)
+	p.noteCommitted(s.id, req.Object, w, pool.EC.K+pool.EC.M)
 	s.queueTrim(req.PG, req.Object, pg.EVersion{Epoch: uint64(w.interval), Version: w.ver})
 	r := s.ok()
 	r.Version = w.ver

@@ -420,20 +420,13 @@ func (s *Server) ecDeleteAll(ctx context.Context, pool *clustermap.Pool, c *ec.C
 	return s.ecWrite(ctx, pool, c, p, req)
 }
 
-// maxSnapSeqs bounds the heads a PG's primary remembers the snapshot
-// sequence of; past it, it starts again from none.
-const maxSnapSeqs = 1 << 14
-
 // snapSeqHolds says whether head's snapshot state holds seq or a newer
 // one, as the primary last found or set it in the PG's current interval
 // (a rollback only ever comes with a new interval).
 func (p *pgState) snapSeqHolds(head string, seq uint64) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.snapEpoch != p.prim.Epoch {
-		return false
-	}
-	have, ok := p.snapSeqs[head]
+	have, ok := p.snapSeqs.get(p.prim.Epoch, head)
 	return ok && have >= seq
 }
 
@@ -441,15 +434,12 @@ func (p *pgState) snapSeqHolds(head string, seq uint64) bool {
 func (p *pgState) noteSnapSeq(head string, seq uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.snapEpoch != p.prim.Epoch || len(p.snapSeqs) >= maxSnapSeqs {
-		p.snapSeqs, p.snapEpoch = map[string]uint64{}, p.prim.Epoch
-	}
-	p.snapSeqs[head] = seq
+	p.snapSeqs.set(p.prim.Epoch, head, seq)
 }
 
 // forgetSnapSeq drops what the primary knows of head's snapshot state.
 func (p *pgState) forgetSnapSeq(head string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(p.snapSeqs, head)
+	p.snapSeqs.forget(head)
 }

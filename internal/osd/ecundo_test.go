@@ -2,6 +2,7 @@ package osd
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -244,4 +245,57 @@ func allKeys(t *testing.T, s *Server, name string) map[string]string {
 		out["o"+string(kv.Key)] = string(kv.Value)
 	}
 	return out
+}
+
+// A parity delta (proto.FlagShardXor) is XORed into the shard's bytes
+// once: sent again it changes nothing; it keeps the old bytes to roll
+// back to like any partial write; a shard at another version, or whose
+// bytes under the delta fail their checksums, refuses it (errShardVersion:
+// the primary has the position rebuilt).
+func TestShardXorDelta(t *testing.T) {
+	fs := vfs.NewMem()
+	s := shardTestServer(t, fs)
+	rng := rand.New(rand.NewPCG(7, 0))
+	old := randBytes(rng, 256<<10) // in a data file
+	writeShard(t, s, "o", 1, old, false)
+	s.applyShardEntries(testShardColl, proto.OpShardTrim, []proto.ShardEntry{entry("o", 1, 0)})
+	delta := randBytes(rng, 8192)
+	xor := func(ver, prev uint64) error {
+		m := pg.ShardMeta{Ver: pg.EVersion{Epoch: 1, Version: ver}, Prev: pg.EVersion{Epoch: 1, Version: prev}, Size: 1, CanRollBack: true}
+		txn := &objstore.Txn{}
+		txn.Write(testShardColl, "o", 12288, bytes.Clone(delta))
+		txn.SetXattr(testShardColl, "o", versionXattr, m.Ver.Encode())
+		return s.applyShardWrite(testShardColl, "o", m, txn, proto.FlagShardPartial|proto.FlagShardXor)
+	}
+	want := bytes.Clone(old)
+	for i, d := range delta {
+		want[12288+i] ^= d
+	}
+	for try := range 2 {
+		if err := xor(2, 1); err != nil {
+			t.Fatalf("send %d: %v", try+1, err)
+		}
+		wantShard(t, s, "o", 2, 1, true, want, old)
+	}
+	if err := xor(3, 1); !errors.Is(err, errShardVersion) {
+		t.Fatalf("a delta against version 1 applied to a shard at 2: %v", err)
+	}
+	if err := s.applyShardEntries(testShardColl, proto.OpShardRollBack, []proto.ShardEntry{entry("o", 2, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	wantShard(t, s, "o", 1, 0, false, old, nil)
+
+	path, _ := s.store.DataPath(testShardColl, "o")
+	if path == "" {
+		t.Fatal("the shard has no data file")
+	}
+	f, err := fs.OpenReadWrite(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte("rot"), 16384)
+	f.Close()
+	if err := xor(2, 1); !errors.Is(err, errShardVersion) {
+		t.Fatalf("a delta over rotten bytes: %v", err)
+	}
 }

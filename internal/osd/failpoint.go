@@ -47,7 +47,7 @@ func ecPartialPut(s *Server, req *proto.Request, w *writePlan) bool {
 			break
 		}
 		if o == s.id {
-			if s.applyShardWrite(shardColl(req.PG, w.shardMetas[o].Position), req.Object, w.shardMetas[o], w.txn, w.shardFlags()) == nil {
+			if s.applyShardWrite(shardColl(req.PG, w.shardMetas[o].Position), req.Object, w.shardMetas[o], w.txn, w.shardFlags(o)) == nil {
 				reached++
 			}
 			continue

@@ -92,7 +92,7 @@ func (s *Server) startFanout(ctx context.Context, req *proto.Request, w *writePl
 func (f *fanout) request(t *placement.Table, osd clustermap.OSDID, txn []byte) *proto.Request {
 	r := &proto.Request{Op: proto.OpReplicate, Epoch: t.Map().Epoch, PG: f.req.PG, Object: f.req.Object, PGVersion: f.w.ver, Txn: txn}
 	if m, ok := f.w.shardMetas[osd]; ok {
-		r.Flags |= proto.FlagShardWrite | f.w.shardFlags()
+		r.Flags |= proto.FlagShardWrite | f.w.shardFlags(osd)
 		r.KVs = []proto.KV{{Key: []byte(shardMetaXattr), Value: m.Encode()}}
 	}
 	return r

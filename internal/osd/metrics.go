@@ -28,6 +28,7 @@ type metrics struct {
 	found    prometheus.Counter       // inconsistent copies scrub found
 	repaired *prometheus.CounterVec   // copies repaired, by how (scrub, read)
 	shards   *prometheus.CounterVec   // EC shards recovery wrote, by how (copied, rebuilt)
+	partial  [2]prometheus.Counter    // EC partial writes: the version asked, known
 	byOp     [256]*opMetrics          // each operation's series, looked up once
 }
 
@@ -56,7 +57,9 @@ func newMetrics(s *Server) *metrics {
 	m.found = prometheus.NewCounter(prometheus.CounterOpts(opts("inconsistent_objects_total", "Objects whose copies scrub found to differ or fail their checksums.")))
 	m.repaired = prometheus.NewCounterVec(prometheus.CounterOpts(opts("repaired_objects_total", "Copies rewritten from a good copy, by how the damage was found (scrub, read).")), []string{"by"})
 	m.shards = prometheus.NewCounterVec(prometheus.CounterOpts(opts("recovered_shards_total", "Erasure-coded shards recovery wrote to a position, by how: copied as they were from the OSD that held the position before it moved, or rebuilt from K others.")), []string{"how"})
-	m.reg.MustRegister(m.ops, m.failed, m.byStatus, m.latency, m.bytesIn, m.bytesOut, m.scrubbed, m.found, m.repaired, m.shards,
+	partial := prometheus.NewCounterVec(prometheus.CounterOpts(opts("ec_partial_writes_total", "Partial writes of erasure-coded objects this OSD ran as primary, by how it knew the version every position holds: asked of each first, or known from its own last write of the object (a small write then reads only the data it changes, and each parity position XORs in its delta).")), []string{"version"})
+	m.partial = [2]prometheus.Counter{partial.WithLabelValues("asked"), partial.WithLabelValues("known")}
+	m.reg.MustRegister(m.ops, m.failed, m.byStatus, m.latency, m.bytesIn, m.bytesOut, m.scrubbed, m.found, m.repaired, m.shards, partial,
 		newStateCollector(s, labels), newStoreCollector(s, labels),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every series exists from the start, at zero, so a rate over it is
@@ -90,6 +93,19 @@ func (m *metrics) noteShard(copied bool) {
 		return
 	}
 	m.shards.WithLabelValues(map[bool]string{true: "copied", false: "rebuilt"}[copied]).Inc()
+}
+
+// notePartial counts a partial EC write, by whether the primary knew the
+// version its positions hold; m may be nil (tests).
+func (m *metrics) notePartial(known bool) {
+	if m == nil {
+		return
+	}
+	if known {
+		m.partial[1].Inc()
+		return
+	}
+	m.partial[0].Inc()
 }
 
 // observe counts one request.

@@ -156,10 +156,11 @@ type pgState struct {
 	// leaves the PG clean (ectrim.go).
 	pendingTrims []pg.ShardTrim
 	// Erasure-coded PGs: the snapshot sequence each head's state holds,
-	// as the primary last found or set it in interval snapEpoch
-	// (ecsnaps.go).
-	snapSeqs  map[string]uint64
-	snapEpoch clustermap.Epoch
+	// as the primary last found or set it (ecsnaps.go), and the version
+	// and size every position holds of objects the primary wrote
+	// (ecpartialknown.go), in the PG's current interval.
+	snapSeqs intervalMemo[uint64]
+	known    intervalMemo[knownVersion]
 }
 
 // Run starts the OSD and serves until ctx ends.

@@ -430,6 +430,7 @@ func (p *pgState) clearMissingAll(name string, epoch clustermap.Epoch) {
 func (p *pgState) markMissing(osd clustermap.OSDID, name string, epoch clustermap.Epoch) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.known.forget(name)
 	if p.prim.Epoch == epoch && p.prim.MarkMissing(osd, name) {
 		p.nMissing.Add(1)
 	}

@@ -179,16 +179,22 @@ type writePlan struct {
 	keys bool
 	// localApplied: this OSD's part of the write is applied (replicate).
 	localApplied bool
+	// xorAt: the members whose shard writes are parity deltas to XOR in
+	// (proto.FlagShardXor, ecpartialknown.go).
+	xorAt []clustermap.OSDID
 }
 
-// shardFlags are the proto flags of w's shard writes.
-func (w *writePlan) shardFlags() uint32 {
+// shardFlags are the proto flags of w's shard write to osd.
+func (w *writePlan) shardFlags(osd clustermap.OSDID) uint32 {
 	var f uint32
 	if w.partial {
 		f |= proto.FlagShardPartial
 	}
 	if w.keys {
 		f |= proto.FlagShardKeys
+	}
+	if slices.Contains(w.xorAt, osd) {
+		f |= proto.FlagShardXor
 	}
 	return f
 }
@@ -486,7 +492,7 @@ func (s *Server) applyLocal(p *pgState, pool *clustermap.Pool, req *proto.Reques
 		return errIntervalChanged
 	}
 	if m, ok := w.shardMetas[s.id]; ok {
-		return s.applyShardWrite(shardColl(req.PG, m.Position), req.Object, m, w.txn, w.shardFlags())
+		return s.applyShardWrite(shardColl(req.PG, m.Position), req.Object, m, w.txn, w.shardFlags(s.id))
 	}
 	return s.apply(w.txn)
 }
@@ -563,7 +569,7 @@ func (s *Server) applyShardReplica(t *placement.Table, req *proto.Request, txn *
 	if err != nil || meta.Position != pos {
 		return s.fail(proto.StatusInvalid, "shard write of %q: its meta is malformed or names another position than %d", req.Object, pos)
 	}
-	err = s.applyShardWrite(coll, req.Object, meta, txn, req.Flags&(proto.FlagShardPartial|proto.FlagShardKeys))
+	err = s.applyShardWrite(coll, req.Object, meta, txn, req.Flags&(proto.FlagShardPartial|proto.FlagShardKeys|proto.FlagShardXor))
 	if errors.Is(err, errShardVersion) {
 		return s.fail(proto.StatusPrecondition, "%s: shard %d of %q: %v", s.id, pos, req.Object, err)
 	}

@@ -139,6 +139,13 @@ const (
 	// position here now: recovery copies a moved position's shards from
 	// the OSD that held it (pg.BackfillSources).
 	FlagPosition
+	// FlagShardXor: with FlagShardPartial, the write's bytes are parity
+	// deltas (ec.Codec.WriteDelta) that the receiver XORs into its
+	// shard's bytes at their offsets, once: a shard already at the write's
+	// version applies nothing, one at another version than Prev refuses,
+	// and one whose old bytes fail their checksums refuses too
+	// (StatusPrecondition: it is rebuilt before the write is sent again).
+	FlagShardXor
 )
 
 // Keys of an OpScrub reply (decimal values).
