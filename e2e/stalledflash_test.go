@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/cairn-storage/cairn/client"
+	"github.com/cairn-storage/cairn/internal/clustermap"
+	"github.com/cairn-storage/cairn/internal/placement"
 )
 
 // blkioWriteIOPS is the cgroup v1 block throttle of writes, in IOPS per
@@ -92,9 +95,9 @@ func (d *flashDevice) remove() {
 	d.dev = ""
 }
 
-// TestStalledFlashStopsOnlyItsOSD: osd.0 keeps its index and commit log on
-// a flash device of its own (a loop device with ext4), the others on the
-// plain disk. Mid-run, under writes, that device is throttled to 1 write
+// TestStalledFlashStopsOnlyItsOSD: osd.0 keeps its index, its commit log
+// and its read cache on a flash device of its own (a loop device with
+// ext4), the others on the plain disk; the cache serves reads first. Mid-run, under writes, that device is throttled to 1 write
 // a second, so it answers no commit within osd.0's stall timeout (5 s):
 // osd.0 stops, saying that its meta device stopped answering and what to
 // do, and the map marks it down; the other OSDs go on taking writes and
@@ -108,7 +111,7 @@ func TestStalledFlashStopsOnlyItsOSD(t *testing.T) {
 	const stall = 5 * time.Second
 	dir := filepath.Join(t.TempDir(), "dev")
 	flash := newFlashDevice(t, filepath.Join(dir, "osd.0", "meta"))
-	c := startCluster(t, clusterOpts{dir: dir, hosts: 4, perHost: 1, downOut: 10 * time.Minute})
+	c := startCluster(t, clusterOpts{dir: dir, hosts: 4, perHost: 1, downOut: 10 * time.Minute, flashCache: "16M"})
 	t.Cleanup(func() { flash.throttle(0) }) // before the cluster stops: nothing waits on the device then
 	victim := c.procs["osd.0"]
 	c.kill("osd.0")
@@ -119,6 +122,8 @@ func TestStalledFlashStopsOnlyItsOSD(t *testing.T) {
 	c.waitHealthy(60*time.Second, "with osd.0 on its flash device")
 	cl := c.client()
 	p := c.pool("default")
+
+	readThroughFlashCache(t, c, p, 0)
 
 	w := startStallWriters(p, 2)
 	defer w.stop()
@@ -186,6 +191,50 @@ func TestStalledFlashStopsOnlyItsOSD(t *testing.T) {
 	}
 	c.waitHealthy(60*time.Second, "with osd.0 out, its data copied back")
 	checkStallAcked(t, p, acked, "after recovery without osd.0")
+}
+
+// readThroughFlashCache reads objects of which osd id is the primary
+// twice, in 4 KiB reads, until osd df shows it has served some from its
+// flash read cache.
+func readThroughFlashCache(t *testing.T, c *cluster, p *client.Pool, id int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	m := currentMap(t, c)
+	pool, _ := m.PoolByName("default")
+	tab := placement.NewTable(m)
+	for i, n := 0, 0; n < 2; i++ {
+		name := fmt.Sprintf("cached-%d", i)
+		if _, acting := tab.Locate(pool, name); len(acting) == 0 || acting[0] != clustermap.OSDID(id) {
+			continue
+		}
+		n++
+		want := payload(name, 0, 1<<20)
+		if err := p.Put(ctx, name, want); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			for off := uint64(0); off < 1<<20; off += 4096 {
+				if got, _, err := p.ReadAt(ctx, name, off, 4096); err != nil || !bytes.Equal(got, want[off:off+4096]) {
+					t.Fatalf("%s at %d: %v", name, off, err)
+				}
+			}
+		}
+	}
+	waitFor(t, 30*time.Second, fmt.Sprintf("osd df showing osd.%d's flash cache hits", id), func() bool {
+		out, err := c.cli(nil, "osd", "df", "--json")
+		var rows []map[string]any
+		if err != nil || json.Unmarshal(out, &rows) != nil {
+			return false
+		}
+		for _, r := range rows {
+			if r["id"] == float64(id) && r["flash_cache_hit_rate"] != nil {
+				return r["flash_cache_hit_rate"].(float64) > 0
+			}
+		}
+		return false
+	})
+	t.Logf("osd.%d serves reads from its flash read cache", id)
 }
 
 // osdUp reports whether the map has osd id up.
