@@ -27,19 +27,21 @@ build_rev() {
 	(cd "$src" && go build -o "$out" ./cmd/cairn)
 }
 
-# start_dev BIN PER_HOST: a cairn dev of 3 hosts x PER_HOST OSDs in
-# $WORKDIR/dev (erasure coding on), on $CAIRN_ETCD_PORT, $CAIRN_OSD_PORT and
-# $CAIRN_NBD_PORT, no S3, metrics or dashboard; its pid in $cluster. It
-# returns once the cluster is up.
+# start_dev BIN PER_HOST [S3_PORT]: a cairn dev of 3 hosts x PER_HOST OSDs
+# in $WORKDIR/dev (erasure coding on), on $CAIRN_ETCD_PORT, $CAIRN_OSD_PORT
+# and $CAIRN_NBD_PORT, no metrics or dashboard, and no S3 gateway unless
+# S3_PORT is given (its endpoint and keys in $WORKDIR/dev/s3.json); its pid
+# in $cluster. It returns once the cluster is up.
 start_dev() {
-	local bin=$1 dir=$WORKDIR/dev
+	local bin=$1 dir=$WORKDIR/dev s3=${3:-0}
 	rm -rf "$dir"
 	CAIRN_EXPERIMENTAL_EC=1 "$bin" dev --dir "$dir" --hosts 3 --osds-per-host "$2" --etcd-port "$CAIRN_ETCD_PORT" \
-		--osd-port "$CAIRN_OSD_PORT" --nbd-port "$CAIRN_NBD_PORT" --s3-port 0 --metrics-port 0 \
+		--osd-port "$CAIRN_OSD_PORT" --nbd-port "$CAIRN_NBD_PORT" --s3-port "$s3" --metrics-port 0 \
 		--dashboard-port 0 >"$WORKDIR/dev.log" 2>&1 &
 	cluster=$!
 	for _ in $(seq 240); do grep -q "is up" "$WORKDIR/dev.log" && break; sleep 0.5; done
 	grep -q "is up" "$WORKDIR/dev.log" || die "cairn dev did not come up: $(tail "$WORKDIR/dev.log")"
+	[[ $s3 == 0 || -f $dir/s3.json ]] || die "cairn dev wrote no $dir/s3.json"
 }
 
 # stop_dev: stops the dev cluster start_dev started, if it runs.

@@ -160,6 +160,8 @@ func (c *client) worker(o options, w int) opFunc {
 		return c.putter(o, w)
 	case "get":
 		return c.getter(o, w)
+	case "list":
+		return c.lister(o, w)
 	}
 	return c.deleter(o)
 }
@@ -178,6 +180,7 @@ func (c *client) putter(o options, w int) opFunc {
 		if i >= o.maxObjects {
 			return true, nil
 		}
+		i += o.first
 		if len(body) >= 8 {
 			binary.LittleEndian.PutUint64(body, uint64(i))
 		}
@@ -205,6 +208,34 @@ func (c *client) getter(o options, w int) opFunc {
 			err = fmt.Errorf("GET %s: %d bytes, want %d", k, n, o.size)
 		}
 		return false, err
+	}
+}
+
+// listPage is the keys a listing page asks for (S3's default and most).
+const listPage = 1000
+
+// lister asks for pages of listPage keys starting after a key chosen at
+// random among the -objects, and checks each page holds the keys that
+// follow it, in order: a listing that is fast but wrong counts as failed.
+func (c *client) lister(o options, w int) opFunc {
+	rng := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
+	return func(ctx context.Context, _ *atomic.Int64) (bool, error) {
+		at := rng.Int64N(o.objects)
+		after := key(o.prefix, at)
+		out, err := c.s3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &o.bucket, StartAfter: &after, MaxKeys: aws.Int32(listPage)})
+		if err != nil {
+			return false, err
+		}
+		want := min(listPage, o.objects-at-1)
+		if int64(len(out.Contents)) != want {
+			return false, fmt.Errorf("a page after %s holds %d keys, want %d", after, len(out.Contents), want)
+		}
+		for i, obj := range out.Contents {
+			if k := aws.ToString(obj.Key); k != key(o.prefix, at+1+int64(i)) {
+				return false, fmt.Errorf("a page after %s holds %s at %d, want %s", after, k, i, key(o.prefix, at+1+int64(i)))
+			}
+		}
+		return false, nil
 	}
 }
 

@@ -1,6 +1,8 @@
 // Command s3load is the S3 load generator bench/s3-vs-minio.sh runs against
 // cairn's gateway and MinIO alike: one phase of PUTs, GETs or deletes of
-// objects of one size, with a fixed number of clients, for a fixed time.
+// objects of one size, with a fixed number of clients, for a fixed time;
+// or of ListObjectsV2 pages of 1,000 keys starting at random places in a
+// bucket (bench/s3-listing.sh).
 // It prints objects/s, MiB/s and latency percentiles, and, given the pids
 // of the server's processes, the CPU they spent during the phase.
 //
@@ -11,6 +13,8 @@
 //	s3load -creds s3.json -bucket b -op put -size 4MiB -clients 16 -duration 10s -max-objects 512
 //	s3load -creds s3.json -bucket b -op get -size 4MiB -objects 512 -duration 10s
 //	s3load -creds s3.json -bucket b -op delete -objects 512
+//	s3load -creds s3.json -bucket b -op put -size 1 -first 10000 -max-objects 90000 -duration 1h
+//	s3load -creds s3.json -bucket b -op list -objects 100000 -clients 4 -duration 15s
 //	s3load -null-listen 127.0.0.1:19990   # an S3 endpoint that stores nothing
 package main
 
@@ -37,6 +41,7 @@ type options struct {
 	clients    int
 	duration   time.Duration
 	maxObjects int64
+	first      int64
 	objects    int64
 	pids       []int
 	clkTck     int64
@@ -72,12 +77,13 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.creds, "creds", "", "JSON file with endpoint, access_key and secret_key (the format of cairn dev's s3.json)")
 	fs.StringVar(&o.bucket, "bucket", "s3load", "bucket (created if missing)")
 	fs.StringVar(&o.prefix, "prefix", "obj", "key prefix; object i is PREFIX/%08d")
-	fs.StringVar(&o.op, "op", "put", "put, get or delete")
+	fs.StringVar(&o.op, "op", "put", "put, get, delete or list")
 	fs.StringVar(&size, "size", "4MiB", "object size: 4096, 4KiB, 4MiB")
 	fs.IntVar(&o.clients, "clients", 16, "concurrent clients, each with one request in flight")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "how long a put or get phase issues requests")
 	fs.Int64Var(&o.maxObjects, "max-objects", 1<<20, "put: stop early after this many objects (bounds the data written)")
-	fs.Int64Var(&o.objects, "objects", 0, "get and delete: the objects PREFIX/0.. that a put phase wrote")
+	fs.Int64Var(&o.first, "first", 0, "put: the number of the first object written (so phases can add to a bucket)")
+	fs.Int64Var(&o.objects, "objects", 0, "get, delete and list: the objects PREFIX/0.. that put phases wrote (list: and nothing else in the bucket)")
 	fs.StringVar(&pids, "pids", "", "comma-separated pids of the server's processes, whose CPU time the phase reports")
 	fs.Int64Var(&o.clkTck, "clk-tck", 100, "clock ticks per second of /proc/PID/stat (getconf CLK_TCK)")
 	fs.StringVar(&o.label, "label", "", "name of the target in the output")
@@ -105,8 +111,10 @@ func (o options) check() error {
 	switch {
 	case o.creds == "":
 		return fmt.Errorf("-creds is required")
-	case o.op != "put" && o.op != "get" && o.op != "delete":
-		return fmt.Errorf("-op must be put, get or delete, not %q", o.op)
+	case o.op != "put" && o.op != "get" && o.op != "delete" && o.op != "list":
+		return fmt.Errorf("-op must be put, get, delete or list, not %q", o.op)
+	case o.first < 0:
+		return fmt.Errorf("-first must not be negative")
 	case o.clients < 1 || o.clients > 1024:
 		return fmt.Errorf("-clients must be 1 to 1024")
 	case o.op != "put" && o.objects < 1:

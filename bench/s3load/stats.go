@@ -52,7 +52,7 @@ func summarize(o options, lats []time.Duration, elapsed time.Duration) result {
 	r.Capped = o.op == "put" && r.Ops >= o.maxObjects
 	if r.Seconds > 0 {
 		r.ObjectsPerS = float64(r.Objects) / r.Seconds
-		if o.op != "delete" {
+		if o.op != "delete" && o.op != "list" {
 			r.MiBPerS = r.ObjectsPerS * float64(o.size) / (1 << 20)
 		}
 	}

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# s3-listing.sh: does a listing page cost the same whatever the bucket holds?
+# One bucket on a cairn dev (3 hosts x 1 OSD, 3 copies) grows by PUTs of
+# 1-byte objects through the S3 gateway (bench/s3load, aws-sdk-go-v2) to each
+# size of STAGES in turn; at each, LIST_CLIENTS clients ask for
+# ListObjectsV2 pages of 1,000 keys starting after a key chosen at random
+# (each page checked: the keys that follow, in order) for DURATION seconds.
+# One table: keys, index shards (cairn s3 bucket stat), pages/s, p50, p99
+# and max latency of a page, and the last line
+# "page p99 largest/smallest bucket ratio: X.XX".
+#
+#   bench/s3-listing.sh                          # 10^4, 10^5 and 10^6 keys: about 15 minutes
+#   STAGES="10000 100000" bench/s3-listing.sh    # a quick look
+#
+# Environment: STAGES="10000 100000 1000000" (keys, ascending), DURATION=15,
+# PUT_CLIENTS=16, LIST_CLIENTS=4, WORKDIR=/tmp/cairn-s3list,
+# CAIRN_ETCD_PORT=25790 CAIRN_OSD_PORT=28790 CAIRN_NBD_PORT=21809
+# CAIRN_S3_PORT=29790. Needs go and python3.
+set -euo pipefail
+
+STAGES=${STAGES:-10000 100000 1000000}
+DURATION=${DURATION:-15}
+PUT_CLIENTS=${PUT_CLIENTS:-16}
+LIST_CLIENTS=${LIST_CLIENTS:-4}
+WORKDIR=${WORKDIR:-/tmp/cairn-s3list}
+CAIRN_ETCD_PORT=${CAIRN_ETCD_PORT:-25790}
+CAIRN_OSD_PORT=${CAIRN_OSD_PORT:-28790}
+CAIRN_NBD_PORT=${CAIRN_NBD_PORT:-21809}
+CAIRN_S3_PORT=${CAIRN_S3_PORT:-29790}
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+BENCH=s3-listing
+. "$REPO/bench/lib.sh"
+command -v go >/dev/null || die "go is not installed"
+[[ $DURATION =~ ^[1-9][0-9]*$ ]] || die "DURATION must be a whole number of seconds, got '$DURATION'"
+prev=0
+for n in $STAGES; do
+	[[ $n =~ ^[1-9][0-9]*$ && $n -gt $prev ]] || die "STAGES must be ascending whole numbers of keys, got '$STAGES'"
+	prev=$n
+done
+
+dev_cleanup_traps
+rm -rf "$WORKDIR" && mkdir -p "$WORKDIR"
+log "building cairn and s3load"
+build_rev . "$WORKDIR/cairn"
+(cd "$REPO" && go build -o "$WORKDIR/s3load" ./bench/s3load)
+start_dev "$WORKDIR/cairn" 1 "$CAIRN_S3_PORT"
+creds=$WORKDIR/dev/s3.json
+load() { "$WORKDIR/s3load" -creds "$creds" -bucket listing -prefix k -json "$@"; }
+
+have=0
+for n in $STAGES; do
+	log "putting keys $have to $((n - 1)) ($PUT_CLIENTS clients)"
+	load -op put -size 1 -clients "$PUT_CLIENTS" -first "$have" -max-objects $((n - have)) -duration 10h >"$WORKDIR/put-$n.json" ||
+		die "the PUTs failed: $(cat "$WORKDIR/put-$n.json")"
+	have=$n
+	shards=$("$WORKDIR/cairn" --conf "$WORKDIR/dev/cairn.conf" s3 bucket stat listing --json |
+		python3 -c 'import json,sys; print(json.load(sys.stdin)["index_shards"])')
+	log "$n keys in $shards index shards: listing pages for ${DURATION}s ($LIST_CLIENTS clients)"
+	load -op list -objects "$n" -clients "$LIST_CLIENTS" -duration "${DURATION}s" -label "$shards" >"$WORKDIR/list-$n.json" ||
+		die "the listing failed: $(cat "$WORKDIR/list-$n.json")"
+done
+
+python3 - "$WORKDIR" $STAGES <<'PY'
+import json, sys
+work, stages = sys.argv[1], sys.argv[2:]
+print("| keys | index shards | PUT objects/s while growing | pages/s | page p50 ms | page p99 ms | page max ms |")
+print("|---:|---:|---:|---:|---:|---:|---:|")
+rows = []
+for n in stages:
+    put = json.load(open(f"{work}/put-{n}.json"))
+    r = json.load(open(f"{work}/list-{n}.json"))
+    rows.append(r)
+    print(f"| {int(n):,} | {r['label']} | {put['objects_per_s']:,.0f} | {r['objects_per_s']:,.1f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['max_ms']:.1f} |")
+print(f"\npage p99 largest/smallest bucket ratio: {rows[-1]['p99_ms'] / rows[0]['p99_ms']:.2f}")
+PY
