@@ -390,7 +390,13 @@ const maxClonesListed = 1 << 16
 
 // ecDeleteAll deletes an object with its history: every clone its
 // snapshot state names or its primary's position holds, then the head.
+// It waits (the client retries) while that position is being rebuilt: a
+// clone no state names that the position still lacks would otherwise
+// stay behind on the others for ever.
 func (s *Server) ecDeleteAll(ctx context.Context, pool *clustermap.Pool, c *ec.Codec, p *pgState, req *proto.Request) *proto.Response {
+	if !p.selfWhole(s.id) {
+		return s.fail(proto.StatusUnavailable, "pg %s: %s's position is being rebuilt; deleting %q with its snapshots waits until it is whole, so that no clone is left behind: retry", req.PG, s.id, req.Object)
+	}
 	unlock := s.lockObjects(req.PG, false, req.Object)
 	h, bad := s.ecHead(ctx, pool, p, req.PG, req.Object)
 	unlock()

@@ -446,6 +446,14 @@ func (p *pgState) selfMissing(self clustermap.OSDID) bool {
 	return len(p.prim.Missing[self]) > 0
 }
 
+// selfWhole reports whether this OSD's copy of the PG (its position, for
+// an erasure-coded PG) holds every object: complete, and missing none.
+func (p *pgState) selfWhole(self clustermap.OSDID) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Contains(p.prim.Complete, self) && len(p.prim.Missing[self]) == 0
+}
+
 // listFrom answers OpList from the authoritative copy while this one recovers.
 func (s *Server) listFrom(ctx context.Context, p *pgState, req *proto.Request) *proto.Response {
 	p.mu.Lock()
