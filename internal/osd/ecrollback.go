@@ -129,7 +129,7 @@ func (s *Server) shardMeta(coll, name string) (pg.ShardMeta, bool, error) {
 // keepPartial keeps an undo record for a partial write's rollback
 // (ecundo.go) when txn changes few of the shard's bytes and keys; kept
 // false: keep the whole shard.
-func (s *Server) keepPartial(coll, name string, txn *objstore.Txn) (kept bool, err error) {
+func (s *Server) keepPartial(coll, name string, txn *objstore.Txn, held heldShard) (kept bool, err error) {
 	c := txn.ChangesOf(coll, name)
 	if c.Whole {
 		return false, nil // a put or delete: no lookup of the shard for nothing
@@ -138,7 +138,7 @@ func (s *Server) keepPartial(coll, name string, txn *objstore.Txn) (kept bool, e
 	if err != nil {
 		return false, err
 	}
-	return s.keepUndo(coll, name, uint64(info.Size), c, txn)
+	return s.keepUndo(coll, name, uint64(info.Size), c, txn, held.old)
 }
 
 // keepRollBack adds to txn, a shard write of name in coll that leaves meta
@@ -146,11 +146,12 @@ func (s *Server) keepPartial(coll, name string, txn *objstore.Txn) (kept bool, e
 // meta itself. A shard whose meta or bytes cannot be read (damaged) keeps
 // nothing: it cannot roll back, and peering rebuilds it if its write does
 // not stand. With keys, the kept shard carries the object's xattrs and
-// omap as well. The caller holds the shard's lock.
-func (s *Server) keepRollBack(coll, name string, next pg.ShardMeta, txn *objstore.Txn, keys bool) error {
+// omap as well. held is the shard's meta as read under the shard's lock,
+// which the caller holds.
+func (s *Server) keepRollBack(coll, name string, next pg.ShardMeta, txn *objstore.Txn, keys bool, held heldShard) error {
 	rb := rollbackName(name)
 	next.CanRollBack, next.Prev = true, pg.EVersion{}
-	old, found, err := s.shardMeta(coll, name)
+	old, found, err := held.meta, held.found, held.err
 	switch {
 	case err != nil && objstore.IsCorruption(err) || errors.Is(err, pg.ErrBadShardMeta):
 		next.CanRollBack = false
@@ -185,7 +186,7 @@ func (s *Server) keepRollBack(coll, name string, next pg.ShardMeta, txn *objstor
 		txn.SetXattr(coll, rb, shardMetaXattr, old.Trimmed().Encode())
 		next.Prev = old.Ver
 	default:
-		kept, err := s.keepPartial(coll, name, txn)
+		kept, err := s.keepPartial(coll, name, txn, held)
 		if err == nil && kept {
 			txn.SetXattr(coll, rb, shardMetaXattr, old.Trimmed().Encode())
 			next.Prev = old.Ver
@@ -271,20 +272,22 @@ func coversFromZero(ranges [][2]uint64, size uint64) bool {
 // (parity deltas, XORed into the shard's bytes first: xorOld).
 func (s *Server) applyShardWrite(coll, name string, meta pg.ShardMeta, txn *objstore.Txn, flags uint32) error {
 	defer s.shards.lockAll(s.seed, coll, []string{name})()
+	var held heldShard
+	held.meta, held.found, held.err = s.shardMeta(coll, name)
 	if flags&proto.FlagShardPartial != 0 {
-		again, err := s.expectShard(coll, name, meta)
+		again, err := expectShard(held, meta)
 		switch {
 		case err != nil:
 			return err
 		case again && flags&proto.FlagShardXor != 0:
 			return nil // deltas sent again: applied once
 		case flags&proto.FlagShardXor != 0:
-			if err := s.xorOld(coll, name, txn); err != nil {
+			if err := s.xorOld(coll, name, txn, &held); err != nil {
 				return err
 			}
 		}
 	}
-	if err := s.keepRollBack(coll, name, meta, txn, flags&proto.FlagShardKeys != 0); err != nil {
+	if err := s.keepRollBack(coll, name, meta, txn, flags&proto.FlagShardKeys != 0, held); err != nil {
 		return err
 	}
 	return s.apply(txn)
@@ -295,12 +298,22 @@ func (s *Server) applyShardWrite(coll, name string, meta pg.ShardMeta, txn *objs
 // position rebuilt (it is marked missing).
 var errShardVersion = errors.New("the shard is not at the version the write replaces")
 
-// expectShard checks that name's shard holds next.Prev, the version a
-// partial write replaces (zero: no shard, or a tombstone), or already
-// holds next.Ver (again: the write sent again). A shard whose meta is
-// damaged holds no version. The caller holds the shard's lock.
-func (s *Server) expectShard(coll, name string, next pg.ShardMeta) (again bool, err error) {
-	old, found, err := s.shardMeta(coll, name)
+// heldShard is what a write's apply read of its shard first, once, under
+// the shard's lock: its meta (shardMeta's results) and, for parity deltas,
+// the old bytes under each (xorOld), which its undo record keeps.
+type heldShard struct {
+	meta  pg.ShardMeta
+	found bool
+	err   error
+	old   map[[2]uint64][]byte // by [off, end)
+}
+
+// expectShard checks that a shard whose meta is held holds next.Prev, the
+// version a partial write replaces (zero: no shard, or a tombstone), or
+// already holds next.Ver (again: the write sent again). A shard whose meta
+// is damaged holds no version.
+func expectShard(held heldShard, next pg.ShardMeta) (again bool, err error) {
+	old, found, err := held.meta, held.found, held.err
 	switch {
 	case err != nil && !objstore.IsCorruption(err) && !errors.Is(err, pg.ErrBadShardMeta):
 		return false, err
@@ -323,8 +336,10 @@ func (s *Server) expectShard(coll, name string, next pg.ShardMeta) (again bool, 
 // offset. Bytes the shard cannot give (failing their checksums, or past
 // its end: the primary's view of its length is wrong) refuse the write
 // as a shard at another version does, so the position is rebuilt first.
-// The caller holds the shard's lock and checked its version.
-func (s *Server) xorOld(coll, name string, txn *objstore.Txn) error {
+// The old bytes go into held. The caller holds the shard's lock and
+// checked its version.
+func (s *Server) xorOld(coll, name string, txn *objstore.Txn, held *heldShard) error {
+	held.old = map[[2]uint64][]byte{}
 	return txn.EachWrite(coll, name, func(off uint64, delta []byte) error {
 		old, err := s.store.Read(coll, name, off, uint64(len(delta)))
 		switch {
@@ -336,6 +351,7 @@ func (s *Server) xorOld(coll, name string, txn *objstore.Txn) error {
 			return fmt.Errorf("%w: %d of its bytes at [%d, +%d) for a parity delta", errShardVersion, len(old), off, len(delta))
 		}
 		subtle.XORBytes(delta, delta, old)
+		held.old[[2]uint64{off, off + uint64(len(old))}] = old
 		return nil
 	})
 }

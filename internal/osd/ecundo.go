@@ -132,8 +132,9 @@ func decodeShardUndo(b []byte) (shardUndo, error) {
 
 // keepUndo adds to txn the undo record of changes c, the partial write
 // txn makes to name's shard, whose length is size; ok false when it should
-// keep the whole shard instead. The caller holds the shard's lock.
-func (s *Server) keepUndo(coll, name string, size uint64, c objstore.Changes, txn *objstore.Txn) (ok bool, err error) {
+// keep the whole shard instead. read holds old bytes of ranges the caller
+// read already (by [off, end)). The caller holds the shard's lock.
+func (s *Server) keepUndo(coll, name string, size uint64, c objstore.Changes, txn *objstore.Txn, read map[[2]uint64][]byte) (ok bool, err error) {
 	u, ok := undoOf(c, size)
 	if !ok {
 		return false, nil
@@ -144,9 +145,11 @@ func (s *Server) keepUndo(coll, name string, size uint64, c objstore.Changes, tx
 	}
 	old := make([]byte, 0, u.bytes())
 	for _, r := range u.ranges {
-		b, err := s.store.Read(coll, name, r[0], r[1]-r[0])
-		if err != nil {
-			return false, err
+		b, ok := read[r]
+		if !ok {
+			if b, err = s.store.Read(coll, name, r[0], r[1]-r[0]); err != nil {
+				return false, err
+			}
 		}
 		if uint64(len(b)) != r[1]-r[0] {
 			return false, fmt.Errorf("shard %q in %s: read %d bytes of [%d, %d) within its length %d", name, coll, len(b), r[0], r[1], size)
