@@ -78,16 +78,7 @@ func TestECReadLocal(t *testing.T) {
 		t.Fatal("a shard marked missing was read alone")
 	}
 	p.clearMissingAll("o", 1)
-	path, _ := st.DataPath(coll, "o")
-	if path == "" {
-		t.Fatal("the shard has no data file")
-	}
-	f, err := fs.OpenReadWrite(path, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteAt([]byte("rot"), 10)
-	f.Close()
+	rotShard(t, fs, st, coll, "o", 10)
 	if r := read(0, 4096); r != nil {
 		t.Fatalf("bytes failing their checksums were served: %x", r.Data[:16])
 	}

@@ -210,15 +210,7 @@ func TestShardDeleteKeepsByRename(t *testing.T) {
 	}
 
 	deleteShard(t, s, "o", 3)
-	kept, _ := s.store.DataPath(testShardColl, rollbackName("o"))
-	f, err := fs.OpenReadWrite(kept, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt([]byte("rot"), 4096); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	rotShard(t, fs, s.store, testShardColl, rollbackName("o"), 4096)
 	if err := s.applyShardEntries(testShardColl, proto.OpShardRollBack, []proto.ShardEntry{entry("o", 3, 1)}); err != nil {
 		t.Fatalf("a rollback to a damaged kept shard failed: %v", err)
 	}

@@ -285,17 +285,26 @@ func TestShardXorDelta(t *testing.T) {
 	}
 	wantShard(t, s, "o", 1, 0, false, old, nil)
 
-	path, _ := s.store.DataPath(testShardColl, "o")
+	rotShard(t, fs, s.store, testShardColl, "o", 16384)
+	if err := xor(2, 1); !errors.Is(err, errShardVersion) {
+		t.Fatalf("a delta over rotten bytes: %v", err)
+	}
+}
+
+// rotShard overwrites three bytes at off of the data file of name in coll,
+// behind the store's back, as a failing disk would.
+func rotShard(t *testing.T, fs vfs.FS, st *objstore.Store, coll, name string, off int64) {
+	t.Helper()
+	path, _ := st.DataPath(coll, name)
 	if path == "" {
-		t.Fatal("the shard has no data file")
+		t.Fatalf("%s/%s has no data file", coll, name)
 	}
 	f, err := fs.OpenReadWrite(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.WriteAt([]byte("rot"), 16384)
-	f.Close()
-	if err := xor(2, 1); !errors.Is(err, errShardVersion) {
-		t.Fatalf("a delta over rotten bytes: %v", err)
+	defer f.Close()
+	if _, err := f.WriteAt([]byte("rot"), off); err != nil {
+		t.Fatal(err)
 	}
 }
