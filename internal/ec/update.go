@@ -14,10 +14,10 @@ import (
 // every shard gets plain bytes to put at an offset, not a delta to apply
 // to what it holds: a shard write sent twice (its answer lost) lands the
 // same once or twice. WriteDelta, for small writes, is the exception: its
-// parity deltas are applied by the parity shard's holder, once. The old bytes are read through a
-// ReadShard (ReadRange's), so a data shard that cannot be read is rebuilt
-// from the others; a parity shard that cannot be read turns its stripe
-// from Delta into Reread, which needs no old parity.
+// parity deltas are applied by the parity shard's holder, once. The old
+// bytes are read through a ReadShard (ReadRange's), so a data shard that
+// cannot be read is rebuilt from the others; a parity shard that cannot be
+// read turns its stripe from Delta into Reread, which needs no old parity.
 
 // ShardUpdate is what a write or truncate leaves on one shard: bytes to
 // put at offsets (in ascending order, not overlapping, all below Len;
