@@ -13,8 +13,8 @@ type intervalMemo[V any] struct {
 	m     map[string]V
 }
 
-// maxMemo bounds the objects a memo holds, whatever a PG's size: about
-// 1 MiB a memo with 64-byte names.
+// maxMemo bounds the objects a memo holds, whatever a PG's size and
+// however many objects its writes touch.
 const maxMemo = 1 << 14
 
 // get returns what the memo holds for name in interval epoch.
