@@ -22,8 +22,12 @@ import (
 // Both nonces are fresh per connection, so neither proof can be replayed on
 // another connection. The key never crosses the wire.
 const (
-	helloMagic      = 0x4341524e // "CARN"
-	protocolVersion = 2          // 2: frames carry a body sum of block checksums
+	helloMagic = 0x4341524e // "CARN"
+	// protocolVersion 2: frames carry a body sum of block checksums; 3:
+	// shard writes may carry parity deltas (proto.FlagShardXor), which a
+	// peer speaking 2 would write as plain bytes, so the two refuse each
+	// other rather than corrupt parity.
+	protocolVersion = 3
 	nonceLen        = 32
 	macLen          = sha256.Size
 	helloLen        = 4 + 1 + nonceLen
