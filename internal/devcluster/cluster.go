@@ -190,6 +190,9 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		if err := sup.setMetrics("nbd", metrics); err != nil {
 			return nil, err
 		}
+		if err := waitListening(ctx, addr, "the NBD gateway (log in "+o.Dir+"/nbd.log)"); err != nil {
+			return nil, err
+		}
 		c.NBDAddr = addr
 	}
 	if o.S3Port > 0 {
@@ -459,6 +462,19 @@ func removedOSD(ctx context.Context, ms *meta.Store, name string) string {
 		return ""
 	}
 	return fmt.Sprintf("osd.%d was removed from the cluster map (cairn osd rm)", id)
+}
+
+// waitListening waits until a gateway that was started answers on addr:
+// up means answering, so clients may use an endpoint as soon as it is
+// printed.
+func waitListening(ctx context.Context, addr, what string) error {
+	return waitFor(ctx, 30*time.Second, what, func() error {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			conn.Close()
+		}
+		return err
+	})
 }
 
 // waitFor polls fn until it succeeds or the timeout passes.

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/cairn-storage/cairn/client"
 	"github.com/cairn-storage/cairn/internal/clustermap"
@@ -89,14 +88,7 @@ func (c *Cluster) startS3(ctx context.Context, o Options, cfg *conf.Config, ms *
 	if err := c.sup.setMetrics("s3", metrics); err != nil {
 		return err
 	}
-	// Up means answering: clients may use the endpoint as soon as it is printed.
-	if err := waitFor(ctx, 30*time.Second, "the S3 gateway (log in "+c.Dir+"/s3.log)", func() error {
-		conn, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			conn.Close()
-		}
-		return err
-	}); err != nil {
+	if err := waitListening(ctx, addr, "the S3 gateway (log in "+c.Dir+"/s3.log)"); err != nil {
 		return err
 	}
 	c.S3 = &info
