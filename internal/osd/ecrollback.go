@@ -271,6 +271,9 @@ func coversFromZero(ranges [][2]uint64, size uint64) bool {
 // proto.FlagShardPartial, proto.FlagShardKeys and proto.FlagShardXor
 // (parity deltas, XORed into the shard's bytes first: xorOld).
 func (s *Server) applyShardWrite(coll, name string, meta pg.ShardMeta, txn *objstore.Txn, flags uint32) error {
+	if flags&proto.FlagShardXor != 0 && flags&proto.FlagShardPartial == 0 {
+		return fmt.Errorf("shard write of %q: parity deltas without the version they apply to (FlagShardXor without FlagShardPartial): %w", name, objstore.ErrInvalid)
+	}
 	defer s.shards.lockAll(s.seed, coll, []string{name})()
 	var held heldShard
 	held.meta, held.found, held.err = s.shardMeta(coll, name)

@@ -271,6 +271,12 @@ func TestShardXorDelta(t *testing.T) {
 	for i, d := range delta {
 		want[12288+i] ^= d
 	}
+	bare := &objstore.Txn{}
+	bare.Write(testShardColl, "o", 12288, bytes.Clone(delta))
+	if err := s.applyShardWrite(testShardColl, "o", pg.ShardMeta{Ver: pg.EVersion{Epoch: 1, Version: 2}}, bare, proto.FlagShardXor); !errors.Is(err, objstore.ErrInvalid) {
+		t.Fatalf("deltas with no version to apply to: %v", err)
+	}
+	wantShard(t, s, "o", 1, 0, false, old, nil)
 	for try := range 2 {
 		if err := xor(2, 1); err != nil {
 			t.Fatalf("send %d: %v", try+1, err)
