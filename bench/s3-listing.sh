@@ -2,7 +2,9 @@
 # s3-listing.sh: does a listing page cost the same whatever the bucket holds?
 # One bucket on a cairn dev (3 hosts x 1 OSD, 3 copies) grows by PUTs of
 # 1-byte objects through the S3 gateway (bench/s3load, aws-sdk-go-v2) to each
-# size of STAGES in turn; at each, LIST_CLIENTS clients ask for
+# size of STAGES in turn, or with GROW=fill by `cairn s3 bucket fill` (a
+# thousand objects per index transaction: 10^7 keys in minutes, where PUTs
+# take hours here); at each, LIST_CLIENTS clients ask for
 # ListObjectsV2 pages of 1,000 keys starting after a key chosen at random
 # (each page checked: the keys that follow, in order) for DURATION seconds.
 # One table: keys, index shards (cairn s3 bucket stat), pages/s, p50, p99
@@ -11,14 +13,16 @@
 #
 #   bench/s3-listing.sh                          # 10^4, 10^5 and 10^6 keys: about 15 minutes
 #   STAGES="10000 100000" bench/s3-listing.sh    # a quick look
+#   GROW=fill STAGES="10000 1000000 10000000" bench/s3-listing.sh
 #
-# Environment: STAGES="10000 100000 1000000" (keys, ascending), DURATION=15,
+# Environment: STAGES="10000 100000 1000000" (keys, ascending), GROW=put, DURATION=15,
 # PUT_CLIENTS=16, LIST_CLIENTS=4, WORKDIR=/tmp/cairn-s3list,
 # CAIRN_ETCD_PORT=25790 CAIRN_OSD_PORT=28790 CAIRN_NBD_PORT=21809
 # CAIRN_S3_PORT=29790. Needs go and python3.
 set -euo pipefail
 
 STAGES=${STAGES:-10000 100000 1000000}
+GROW=${GROW:-put}
 DURATION=${DURATION:-15}
 PUT_CLIENTS=${PUT_CLIENTS:-16}
 LIST_CLIENTS=${LIST_CLIENTS:-4}
@@ -31,6 +35,7 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=s3-listing
 . "$REPO/bench/lib.sh"
 command -v go >/dev/null || die "go is not installed"
+[[ $GROW == put || $GROW == fill ]] || die "GROW must be put or fill, got '$GROW'"
 [[ $DURATION =~ ^[1-9][0-9]*$ ]] || die "DURATION must be a whole number of seconds, got '$DURATION'"
 prev=0
 for n in $STAGES; do
@@ -46,12 +51,28 @@ build_rev . "$WORKDIR/cairn"
 start_dev "$WORKDIR/cairn" 1 "$CAIRN_S3_PORT"
 creds=$WORKDIR/dev/s3.json
 load() { "$WORKDIR/s3load" -creds "$creds" -bucket listing -prefix k -json "$@"; }
+# fill FIRST N: writes keys FIRST.. with `cairn s3 bucket fill` and prints
+# {"objects_per_s": …} as s3load does; the bucket is made by a PUT first.
+fill() {
+	[[ $1 -gt 0 ]] || load -op put -size 1 -clients 1 -max-objects 1 -duration 1m >/dev/null || die "could not create the bucket"
+	local first=$(($1 > 0 ? $1 : 1)) n=$(($1 > 0 ? $2 : $2 - 1)) t0 t1
+	t0=$(date +%s.%N)
+	"$WORKDIR/cairn" --conf "$WORKDIR/dev/cairn.conf" s3 bucket fill listing --prefix k --first "$first" --objects "$n" >&2 ||
+		die "the fill failed"
+	t1=$(date +%s.%N)
+	python3 -c "import sys; print('{\"objects_per_s\": %f}' % (int(sys.argv[1]) / (float(sys.argv[3]) - float(sys.argv[2]))))" "$n" "$t0" "$t1"
+}
 
 have=0
 for n in $STAGES; do
-	log "putting keys $have to $((n - 1)) ($PUT_CLIENTS clients)"
-	load -op put -size 1 -clients "$PUT_CLIENTS" -first "$have" -max-objects $((n - have)) -duration 10h >"$WORKDIR/put-$n.json" ||
-		die "the PUTs failed: $(cat "$WORKDIR/put-$n.json")"
+	if [[ $GROW == put ]]; then
+		log "putting keys $have to $((n - 1)) ($PUT_CLIENTS clients)"
+		load -op put -size 1 -clients "$PUT_CLIENTS" -first "$have" -max-objects $((n - have)) -duration 10h >"$WORKDIR/put-$n.json" ||
+			die "the PUTs failed: $(cat "$WORKDIR/put-$n.json")"
+	else
+		log "filling keys $have to $((n - 1)) (cairn s3 bucket fill)"
+		fill "$have" $((n - have)) >"$WORKDIR/put-$n.json"
+	fi
 	have=$n
 	shards=$("$WORKDIR/cairn" --conf "$WORKDIR/dev/cairn.conf" s3 bucket stat listing --json |
 		python3 -c 'import json,sys; print(json.load(sys.stdin)["index_shards"])')
@@ -60,10 +81,10 @@ for n in $STAGES; do
 		die "the listing failed: $(cat "$WORKDIR/list-$n.json")"
 done
 
-python3 - "$WORKDIR" $STAGES <<'PY'
+python3 - "$WORKDIR" "$GROW" $STAGES <<'PY'
 import json, sys
-work, stages = sys.argv[1], sys.argv[2:]
-print("| keys | index shards | PUT objects/s while growing | pages/s | page p50 ms | page p99 ms | page max ms |")
+work, stages = sys.argv[1], sys.argv[3:]
+print(f"| keys | index shards | {'PUT' if sys.argv[2] == 'put' else 'fill'} objects/s while growing | pages/s | page p50 ms | page p99 ms | page max ms |")
 print("|---:|---:|---:|---:|---:|---:|---:|")
 rows = []
 for n in stages:

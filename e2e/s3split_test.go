@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,7 +25,8 @@ import (
 // (--s3-index-shard-keys) takes 2,000 PUTs from 16 clients that retry
 // SlowDown as SDKs do, while a lister pages through it and the gateway is
 // SIGKILLed once, mid-way (a split it was running is finished by the
-// restarted one). Every listing is sorted, without duplicates, and holds
+// restarted one); then `cairn s3 bucket fill` adds 1,500 keys among
+// them, a batch per transaction. Every listing is sorted, without duplicates, and holds
 // every key acknowledged before it began; at the end every key reads
 // back, listings with and without a delimiter equal the model, the index
 // has split into many shards, and once the bucket is emptied and deleted
@@ -61,6 +63,7 @@ func TestS3IndexSplits(t *testing.T) {
 			t.Fatalf("get %q: %q", k, b)
 		}
 	}
+	keys = append(keys, fillKeys(t, c, cl, "d4", 1500)...)
 	sorted := slices.Sorted(slices.Values(keys))
 	if got := listKeys(t, cl, "", 1000); !slices.Equal(got, sorted) {
 		t.Fatalf("listing after the writes: %d keys, want %d", len(got), len(sorted))
@@ -72,6 +75,36 @@ func TestS3IndexSplits(t *testing.T) {
 		t.Fatalf("bucket stat: %d objects in %d index shards, want %d in at least 10", st.Objects, st.IndexShards, len(keys))
 	}
 	emptyAndDelete(t, c, cl, keys)
+}
+
+// fillKeys writes n objects PREFIX/%08d of "xyz" into the bucket with
+// `cairn s3 bucket fill`, among the keys PUT before, checks that a second
+// fill over them is refused and that they read back, and returns them.
+func fillKeys(t *testing.T, c *cluster, cl *s3.Client, prefix string, n int) []string {
+	args := []string{"s3", "bucket", "fill", "split", "--prefix", prefix, "--objects", strconv.Itoa(n), "--size", "3", "--index-shard-keys", "100"}
+	if out, err := c.cli(nil, args...); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	args[7] = "10"
+	if out, err := c.cli(nil, append(args, "--first", strconv.Itoa(n-5))...); err == nil || !strings.Contains(err.Error(), "exists") {
+		t.Fatalf("a fill over filled keys: %v\n%s, want it refused", err, out)
+	}
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%s/%08d", prefix, i)
+	}
+	for i := 0; i < n; i += 97 {
+		out, err := cl.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String("split"), Key: aws.String(keys[i])})
+		if err != nil {
+			t.Fatalf("get %q: %v", keys[i], err)
+		}
+		b, _ := io.ReadAll(out.Body)
+		out.Body.Close()
+		if string(b) != "xxx" {
+			t.Fatalf("get %q: %q, want the filled xxx", keys[i], b)
+		}
+	}
+	return keys
 }
 
 // retryingClient is an SDK client that retries SlowDown and broken

@@ -1,6 +1,6 @@
 package cli
 
-// `cairn s3 bucket ls|stat`: the gateway's buckets with their objects and
+// `cairn s3 bucket ls|stat` (and fill, s3fill.go): the gateway's buckets with their objects and
 // bytes, read from the pool (s3gw.ListBucketStats, StatBucket).
 
 import (
@@ -17,8 +17,8 @@ import (
 )
 
 func s3BucketCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "bucket", Short: "list the S3 buckets and show their objects and bytes"}
-	cmd.AddCommand(s3BucketLsCmd(g), s3BucketStatCmd(g))
+	cmd := &cobra.Command{Use: "bucket", Short: "list the S3 buckets, show their objects and bytes, fill one with test objects"}
+	cmd.AddCommand(s3BucketLsCmd(g), s3BucketStatCmd(g), s3BucketFillCmd(g))
 	return cmd
 }
 

@@ -209,13 +209,16 @@ func (g *Gateway) virtualBucket(host string) string {
 	return ""
 }
 
-func (rq *request) checkKey() error {
+func (rq *request) checkKey() error { return checkKey(rq.key) }
+
+// checkKey says what is wrong with an object key, if anything.
+func checkKey(key string) error {
 	switch {
-	case len(rq.key) > maxKeyBytes:
-		return ErrKeyTooLong.with("Your key is %d bytes; the limit is %d.", len(rq.key), maxKeyBytes)
-	case strings.IndexByte(rq.key, 0) >= 0:
+	case len(key) > maxKeyBytes:
+		return ErrKeyTooLong.with("Your key is %d bytes; the limit is %d.", len(key), maxKeyBytes)
+	case strings.IndexByte(key, 0) >= 0:
 		return ErrInvalidArgument.with("Object keys may not contain a NUL character.")
-	case !utf8.ValidString(rq.key):
+	case !utf8.ValidString(key):
 		return ErrInvalidArgument.with("Object keys must be UTF-8.")
 	}
 	return nil
