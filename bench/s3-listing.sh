@@ -15,7 +15,10 @@
 #   STAGES="10000 100000" bench/s3-listing.sh    # a quick look
 #   GROW=fill STAGES="10000 1000000 10000000" bench/s3-listing.sh
 #
-# Environment: STAGES="10000 100000 1000000" (keys, ascending), GROW=put, DURATION=15,
+# With ALTERNATE=N, a second bucket of the first stage's size is then
+# filled and the two are listed in turn for N rounds, in one cluster.
+#
+# Environment: STAGES="10000 100000 1000000" (keys, ascending), GROW=put, ALTERNATE=0, DURATION=15,
 # PUT_CLIENTS=16, LIST_CLIENTS=4, WORKDIR=/tmp/cairn-s3list,
 # CAIRN_ETCD_PORT=25790 CAIRN_OSD_PORT=28790 CAIRN_NBD_PORT=21809
 # CAIRN_S3_PORT=29790. Needs go and python3.
@@ -23,6 +26,7 @@ set -euo pipefail
 
 STAGES=${STAGES:-10000 100000 1000000}
 GROW=${GROW:-put}
+ALTERNATE=${ALTERNATE:-0}
 DURATION=${DURATION:-15}
 PUT_CLIENTS=${PUT_CLIENTS:-16}
 LIST_CLIENTS=${LIST_CLIENTS:-4}
@@ -35,6 +39,7 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=s3-listing
 . "$REPO/bench/lib.sh"
 command -v go >/dev/null || die "go is not installed"
+[[ $ALTERNATE =~ ^[0-9]+$ ]] || die "ALTERNATE must be a whole number of rounds, got '$ALTERNATE'"
 [[ $GROW == put || $GROW == fill ]] || die "GROW must be put or fill, got '$GROW'"
 [[ $DURATION =~ ^[1-9][0-9]*$ ]] || die "DURATION must be a whole number of seconds, got '$DURATION'"
 prev=0
@@ -50,14 +55,15 @@ build_rev . "$WORKDIR/cairn"
 (cd "$REPO" && go build -o "$WORKDIR/s3load" ./bench/s3load)
 start_dev "$WORKDIR/cairn" 1 "$CAIRN_S3_PORT"
 creds=$WORKDIR/dev/s3.json
+# load [-bucket B] ARGS: s3load on bucket listing (or B).
 load() { "$WORKDIR/s3load" -creds "$creds" -bucket listing -prefix k -json "$@"; }
-# fill FIRST N: writes keys FIRST.. with `cairn s3 bucket fill` and prints
-# {"objects_per_s": …} as s3load does; the bucket is made by a PUT first.
+# fill BUCKET FIRST N: writes keys FIRST.. with `cairn s3 bucket fill` and
+# prints {"objects_per_s": …} as s3load does; the bucket is made by a PUT first.
 fill() {
-	[[ $1 -gt 0 ]] || load -op put -size 1 -clients 1 -max-objects 1 -duration 1m >/dev/null || die "could not create the bucket"
-	local first=$(($1 > 0 ? $1 : 1)) n=$(($1 > 0 ? $2 : $2 - 1)) t0 t1
+	[[ $2 -gt 0 ]] || load -bucket "$1" -op put -size 1 -clients 1 -max-objects 1 -duration 1m >/dev/null || die "could not create bucket $1"
+	local first=$(($2 > 0 ? $2 : 1)) n=$(($2 > 0 ? $3 : $3 - 1)) t0 t1
 	t0=$(date +%s.%N)
-	"$WORKDIR/cairn" --conf "$WORKDIR/dev/cairn.conf" s3 bucket fill listing --prefix k --first "$first" --objects "$n" >&2 ||
+	"$WORKDIR/cairn" --conf "$WORKDIR/dev/cairn.conf" s3 bucket fill "$1" --prefix k --first "$first" --objects "$n" >&2 ||
 		die "the fill failed"
 	t1=$(date +%s.%N)
 	python3 -c "import sys; print('{\"objects_per_s\": %f}' % (int(sys.argv[1]) / (float(sys.argv[3]) - float(sys.argv[2]))))" "$n" "$t0" "$t1"
@@ -71,7 +77,7 @@ for n in $STAGES; do
 			die "the PUTs failed: $(cat "$WORKDIR/put-$n.json")"
 	else
 		log "filling keys $have to $((n - 1)) (cairn s3 bucket fill)"
-		fill "$have" $((n - have)) >"$WORKDIR/put-$n.json"
+		fill listing "$have" $((n - have)) >"$WORKDIR/put-$n.json"
 	fi
 	have=$n
 	shards=$("$WORKDIR/cairn" --conf "$WORKDIR/dev/cairn.conf" s3 bucket stat listing --json |
@@ -81,9 +87,27 @@ for n in $STAGES; do
 		die "the listing failed: $(cat "$WORKDIR/list-$n.json")"
 done
 
-python3 - "$WORKDIR" "$GROW" $STAGES <<'PY'
-import json, sys
-work, stages = sys.argv[1], sys.argv[3:]
+# Both buckets in one cluster, listed in turn: what the bucket's size costs
+# a page, with the store's size and the machine's load the same for both.
+if [[ $ALTERNATE -gt 0 ]]; then
+	small=${STAGES%% *}
+	log "bucket small: $small keys, listed in turn with the $have-key bucket for $ALTERNATE rounds"
+	fill small 0 "$small" >/dev/null
+	for r in $(seq 1 "$ALTERNATE"); do
+		order="small listing"
+		((r % 2)) || order="listing small"
+		for b in $order; do
+			objects=$small
+			[[ $b == listing ]] && objects=$have
+			load -bucket "$b" -op list -objects "$objects" -clients "$LIST_CLIENTS" -duration "${DURATION}s" -label "$b" >"$WORKDIR/alt-$r-$b.json" ||
+				die "the listing failed: $(cat "$WORKDIR/alt-$r-$b.json")"
+		done
+	done
+fi
+
+python3 - "$WORKDIR" "$GROW" "$ALTERNATE" $STAGES <<'PY'
+import json, statistics, sys
+work, alternate, stages = sys.argv[1], int(sys.argv[3]), sys.argv[4:]
 print(f"| keys | index shards | {'PUT' if sys.argv[2] == 'put' else 'fill'} objects/s while growing | pages/s | page p50 ms | page p99 ms | page max ms |")
 print("|---:|---:|---:|---:|---:|---:|---:|")
 rows = []
@@ -93,4 +117,13 @@ for n in stages:
     rows.append(r)
     print(f"| {int(n):,} | {r['label']} | {put['objects_per_s']:,.0f} | {r['objects_per_s']:,.1f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['max_ms']:.1f} |")
 print(f"\npage p99 largest/smallest bucket ratio: {rows[-1]['p99_ms'] / rows[0]['p99_ms']:.2f}")
+if alternate:
+    print(f"\n| round | {int(stages[0]):,} keys p50 ms | p99 ms | {int(stages[-1]):,} keys p50 ms | p99 ms | p99 ratio |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    ratios = []
+    for r in range(1, alternate + 1):
+        a, b = (json.load(open(f"{work}/alt-{r}-{x}.json")) for x in ("small", "listing"))
+        ratios.append(b["p99_ms"] / a["p99_ms"])
+        print(f"| {r} | {a['p50_ms']:.2f} | {a['p99_ms']:.2f} | {b['p50_ms']:.2f} | {b['p99_ms']:.2f} | {ratios[-1]:.2f} |")
+    print(f"\nin turn, page p99 largest/smallest bucket, median of {alternate} rounds: {statistics.median(ratios):.2f}")
 PY

@@ -215,12 +215,14 @@ func (c *client) getter(o options, w int) opFunc {
 const listPage = 1000
 
 // lister asks for pages of listPage keys starting after a key chosen at
-// random among the -objects, and checks each page holds the keys that
-// follow it, in order: a listing that is fast but wrong counts as failed.
+// random among the -objects (all but the last listPage, so that every page
+// is full and buckets of every size are compared on the same pages), and
+// checks each page holds the keys that follow it, in order: a listing that
+// is fast but wrong counts as failed.
 func (c *client) lister(o options, w int) opFunc {
 	rng := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
 	return func(ctx context.Context, _ *atomic.Int64) (bool, error) {
-		at := rng.Int64N(o.objects)
+		at := rng.Int64N(max(1, o.objects-listPage))
 		after := key(o.prefix, at)
 		out, err := c.s3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &o.bucket, StartAfter: &after, MaxKeys: aws.Int32(listPage)})
 		if err != nil {
