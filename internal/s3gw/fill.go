@@ -45,12 +45,19 @@ func (g *Gateway) Fill(ctx context.Context, bucket string, keys []string, body [
 		return ErrNoSuchBucket
 	}
 	f := filler{g: g, body: body, etag: md5.Sum(body), added: map[int]int{}}
-	for done := 0; done < len(keys); {
+	for done, stale := 0, 0; done < len(keys); {
 		n, err := f.batch(ctx, &b, keys[done:])
 		if err != nil {
 			return err
 		}
-		if done += n; progress != nil {
+		if n == 0 { // the shard changed under the batch: try again
+			if stale++; stale > maxCommitTries {
+				return fmt.Errorf("fill: the index shard of %q keeps changing; try again later", keys[done])
+			}
+			continue
+		}
+		stale, done = 0, done+n
+		if progress != nil {
 			progress(done)
 		}
 	}

@@ -93,3 +93,31 @@ func TestFillRefuses(t *testing.T) {
 		t.Fatalf("refused fills wrote %v", got)
 	}
 }
+
+// TestFillFollowsSplits fills through a gateway whose cached record of the
+// bucket is older than splits another gateway made: its batches fail their
+// guard, and it follows the record to the shards there are now.
+func TestFillFollowsSplits(t *testing.T) {
+	env := newEnv(t)
+	env.gw.cfg.IndexShardKeys = 40
+	env.mkBucket(env.alice, "lst")
+	ctx := context.Background()
+	other := New(Config{Store: env.store, IndexShardKeys: 1 << 20})
+	if b, err := other.lookupBucket(ctx, "lst"); err != nil || len(b.Shards) != 1 {
+		t.Fatalf("bucket record: %v %v", b, err)
+	}
+	keys := awkwardKeys(300, 11)
+	for _, k := range keys[:200] {
+		env.put("lst", k, []byte("put"))
+	}
+	if b := env.settleSplits("lst"); len(b.Shards) < 4 {
+		t.Fatalf("200 keys made %d shards", len(b.Shards))
+	}
+	if err := other.Fill(ctx, "lst", keys[200:], []byte("x"), nil); err != nil {
+		t.Fatal(err)
+	}
+	checkShards(t, env, env.settleSplits("lst"))
+	if got, want := env.listAll(t, true, "", "", "", 1000), oracleList(keys, "", "", ""); !slices.Equal(got, want) {
+		t.Fatalf("after a fill on a stale record:\n got %v\nwant %v", got, want)
+	}
+}
