@@ -30,11 +30,15 @@ func (g *Gateway) Fill(ctx context.Context, bucket string, keys []string, body [
 	}
 	keys = slices.Sorted(slices.Values(keys))
 	for i, k := range keys {
-		if err := checkKey(k); err != nil || k == "" {
-			return fmt.Errorf("fill: key %.80q: %w", k, cmpOr(err, ErrInvalidArgument))
+		err := checkKey(k)
+		if k == "" {
+			err = ErrInvalidArgument.with("Object keys may not be empty.")
+		}
+		if err != nil {
+			return fmt.Errorf("fill: key %.80q: %w", k, err)
 		}
 		if i > 0 && keys[i-1] == k {
-			return fmt.Errorf("fill: key %q given twice", k)
+			return fmt.Errorf("fill: key %.80q given twice", k)
 		}
 	}
 	b, err := g.lookupBucket(ctx, bucket)
@@ -62,14 +66,6 @@ func (g *Gateway) Fill(ctx context.Context, bucket string, keys []string, body [
 		}
 	}
 	return nil
-}
-
-// cmpOr returns err, or fallback if err is nil.
-func cmpOr(err, fallback error) error {
-	if err != nil {
-		return err
-	}
-	return fallback
 }
 
 // filler is one Fill: what every object gets, and how many keys it added
