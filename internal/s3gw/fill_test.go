@@ -13,9 +13,7 @@ import (
 // listings match the oracle, shards split as PUTs would have split them,
 // and bad fills are refused with what is wrong.
 func TestFill(t *testing.T) {
-	env := newEnv(t)
-	env.gw.cfg.IndexShardKeys = 40
-	env.mkBucket(env.alice, "lst")
+	env := newSplitEnv(t, 40)
 	ctx := context.Background()
 	keys := awkwardKeys(400, 7)
 	for _, k := range keys[:20] {
@@ -98,9 +96,7 @@ func TestFillRefuses(t *testing.T) {
 // bucket is older than splits another gateway made: its batches fail their
 // guard, and it follows the record to the shards there are now.
 func TestFillFollowsSplits(t *testing.T) {
-	env := newEnv(t)
-	env.gw.cfg.IndexShardKeys = 40
-	env.mkBucket(env.alice, "lst")
+	env := newSplitEnv(t, 40)
 	ctx := context.Background()
 	other := New(Config{Store: env.store, IndexShardKeys: 1 << 20})
 	if b, err := other.lookupBucket(ctx, "lst"); err != nil || len(b.Shards) != 1 {

@@ -59,6 +59,15 @@ func (env *testEnv) settleSplits(bucket string) *bucketRec {
 	return nil
 }
 
+// newSplitEnv is a test gateway whose index shards split past shardKeys
+// keys, with an empty bucket "lst" of alice's.
+func newSplitEnv(t *testing.T, shardKeys int) *testEnv {
+	env := newEnv(t)
+	env.gw.cfg.IndexShardKeys = shardKeys
+	env.mkBucket(env.alice, "lst")
+	return env
+}
+
 func (env *testEnv) probesIdle() bool {
 	idle := true
 	env.gw.probing.Range(func(any, any) bool { idle = false; return false })
@@ -71,9 +80,7 @@ func (env *testEnv) probesIdle() bool {
 // shards, uploads list, complete and abort across them, no shard is over
 // its limit, and a deleted bucket's collector reclaims every shard.
 func TestIndexSplits(t *testing.T) {
-	env := newEnv(t)
-	env.gw.cfg.IndexShardKeys = 40
-	env.mkBucket(env.alice, "lst")
+	env := newSplitEnv(t, 40)
 	ctx := context.Background()
 	keys := awkwardKeys(400, 3)
 	uploads := map[string]string{}
