@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cairn-storage/cairn/client"
+	"github.com/cairn-storage/cairn/internal/devcluster"
+	"github.com/cairn-storage/cairn/internal/ec"
 	"github.com/cairn-storage/cairn/internal/placement"
 )
 
@@ -28,7 +31,7 @@ import (
 func TestS3ECDataPool(t *testing.T) {
 	t.Parallel()
 	requireTool(t, "aws", "pip install awscli")
-	c := startCluster(t, clusterOpts{s3: true, s3GCGrace: 2 * time.Second})
+	c := startCluster(t, clusterOpts{s3: true, s3GCGrace: 2 * time.Second, metrics: true})
 	info := c.s3Info()
 	work := t.TempDir()
 	files, write := localFiles(t, work)
@@ -74,6 +77,7 @@ func TestS3ECDataPool(t *testing.T) {
 		}
 	}
 	readBack("written")
+	settledReads(t, c, info, work, "dir/mp.bin", "")
 	ecStripes := checkDataPools(t, c)
 	for _, tc := range []struct{ args, want string }{
 		{"--pool s3 --data-pool nope", `data pool "nope" does not exist`},
@@ -99,9 +103,82 @@ func TestS3ECDataPool(t *testing.T) {
 		return len(dataStripes(t, ecPool)) == len(ecStripes)-3
 	})
 
+	rotRead(t, c, info, work, write, files)
+	objects["ecb/rot.bin"] = "rot.bin"
 	victim := shardHolder(t, c, dataStripes(t, ecPool)[0])
 	c.kill(victim)
 	readBack(victim + " killed")
+}
+
+// settledReads checks that the gateway reads the stripes of s3://ecb/key
+// (bytes rng of it: "bytes=0-99"; "": all) from their positions, not
+// through the PGs' primaries, once their writes are known complete
+// everywhere (client.Pool.ReadSettledPooled): a GET then adds no read to
+// any primary's count for pool s3ec.
+func settledReads(t *testing.T, c *cluster, info devcluster.S3Info, work, key, rng string) {
+	t.Helper()
+	args := []string{"s3api", "get-object", "--bucket", "ecb", "--key", key, filepath.Join(work, "settled")}
+	if rng != "" {
+		args = slices.Insert(args, 6, "--range", rng)
+	}
+	waitFor(t, 30*time.Second, "GETs of s3://ecb/"+key+" served without their primaries", func() bool {
+		before := primaryReads(t, c)
+		mustAWS(t, info, work, args...)
+		return primaryReads(t, c) == before
+	})
+}
+
+// primaryReads sums the reads of pool s3ec the OSDs served as primaries.
+func primaryReads(t *testing.T, c *cluster) float64 {
+	sum := 0.0
+	for name, p := range c.devJSON() {
+		if !strings.HasPrefix(name, "osd.") {
+			continue
+		}
+		for _, line := range strings.Split(httpGet(t, "http://"+p.Metrics+"/metrics"), "\n") {
+			if strings.HasPrefix(line, "cairn_osd_pool_client_requests_total{") && strings.Contains(line, `kind="read"`) && strings.Contains(line, `pool="s3ec"`) {
+				v, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+				sum += v
+			}
+		}
+	}
+	return sum
+}
+
+// rotRead puts rot.bin into bucket ecb and, once its first stripe's
+// positions are read directly, flips a byte of its last stripe's shard at
+// position 0 (a data position): the GET's read of the positions meets the
+// bad block and goes to the primary, which serves the object rebuilt and
+// reports the repair.
+func rotRead(t *testing.T, c *cluster, info devcluster.S3Info, work string, write func(string, int) string, files map[string][]byte) {
+	t.Helper()
+	ecPool := c.pool("s3ec")
+	before := dataStripes(t, ecPool)
+	const size = 4<<20 + 303104 // a stripe of 4 MiB, then one whose shard 0 is 38 blocks
+	mustAWS(t, info, work, "s3api", "put-object", "--bucket", "ecb", "--key", "rot.bin", "--body", write("rot.bin", size))
+	var last string
+	for _, st := range dataStripes(t, ecPool) {
+		if !slices.Contains(before, st) && strings.HasSuffix(st, ".1") {
+			last = st
+		}
+	}
+	settledReads(t, c, info, work, "rot.bin", "bytes=0-4194303") // the last stripe stays unread, out of the OSDs' caches
+	m := currentMap(t, c)
+	pool, _ := m.PoolByName("s3ec")
+	_, pos := placement.NewTable(m).Positions(pool, placement.PGOf(pool, last))
+	flipByteInDataFile(t, c.procs[pos[0].String()].Data, ec.LayoutOf(*pool.EC).ShardLen(size-4<<20, 0), 3000)
+	reads := primaryReads(t, c)
+	out := filepath.Join(work, "rot.back")
+	mustAWS(t, info, work, "s3", "cp", "--only-show-errors", "s3://ecb/rot.bin", out)
+	if sha256File(t, out) != digest(files["rot.bin"]) {
+		t.Fatal("s3://ecb/rot.bin came back different after a byte of a data shard flipped")
+	}
+	if primaryReads(t, c) == reads {
+		t.Fatal("the GET of a stripe whose data shard fails its checksums did not go to the primary")
+	}
+	c.waitStatus(20*time.Second, "the corrupt shard reported", func(_ map[string]any, raw string) bool {
+		return strings.Contains(raw, "OBJECT_REPAIRED") && strings.Contains(raw, "shard at position 0")
+	})
 }
 
 // dataStripes lists the S3 data stripes in pool.

@@ -254,8 +254,11 @@ func (s poolStore) ReadAt(ctx context.Context, name string, off, length uint64) 
 	return b, size, storeErr(err)
 }
 
+// ReadAtPooled reads the positions of an erasure-coded pool straight
+// (client.Pool.ReadSettledPooled): the gateway's data stripes are written
+// once before the index names them, so their positions nearly always agree.
 func (s poolStore) ReadAtPooled(ctx context.Context, name string, off, length uint64) ([]byte, uint64, func(), error) {
-	b, size, release, err := s.p.ReadAtPooled(ctx, name, off, length)
+	b, size, release, err := s.p.ReadSettledPooled(ctx, name, off, length)
 	return b, size, release, storeErr(err)
 }
 

@@ -31,6 +31,24 @@ func (l Layout) Span(off, end int64) (from, to int64) {
 	return first * int64(l.Unit), (last + 1) * int64(l.Unit)
 }
 
+// DataChunks returns the data chunks bytes [off, end) of an object touch:
+// the positions a read of the range asks for their span.
+func (l Layout) DataChunks(off, end int64) []int {
+	var out []int
+	for i := 0; i < l.K; i++ {
+		if end-off >= l.StripeBytes() {
+			out = append(out, i)
+			continue
+		}
+		s0, c0, _ := l.Locate(off)
+		s1, c1, _ := l.Locate(end - 1)
+		if s0 == s1 && i >= c0 && i <= c1 || s0 != s1 && (i >= c0 || i <= c1) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
 // EncodeObject cuts a whole object into its K+M shards, parity included.
 // The shards are new buffers; data is not kept.
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -240,6 +241,27 @@ func TestEncodeObjectInto(t *testing.T) {
 				}
 				if len(got[i]) > 0 && &got[i][0] != &bufs[i][0] {
 					t.Fatalf("%d+%d, %d bytes: shard %d is not at the start of its buffer", l.K, l.M, size, i)
+				}
+			}
+		}
+	}
+}
+
+// DataChunks names exactly the data chunks a range has bytes in.
+func TestDataChunks(t *testing.T) {
+	l := Layout{K: 3, M: 1, Unit: 4096}
+	sb := l.StripeBytes()
+	for off := int64(0); off < 2*sb; off += 1000 {
+		for _, n := range []int64{1, 4095, 4096, 5000, sb - 1, sb, 2 * sb} {
+			want := map[int]bool{}
+			for b := off; b < off+n; b++ {
+				_, c, _ := l.Locate(b)
+				want[c] = true
+			}
+			got := l.DataChunks(off, off+n)
+			for c := range l.K {
+				if want[c] != slices.Contains(got, c) {
+					t.Fatalf("[%d, +%d): chunks %v, want %v", off, n, got, want)
 				}
 			}
 		}

@@ -65,7 +65,7 @@ func (s *Server) ecReadFast(ctx context.Context, pool *clustermap.Pool, c *ec.Co
 	var chunks []int
 	if req.Op == proto.OpRead && end > off {
 		from, to = l.Span(off, end)
-		chunks = dataChunks(l, off, end)
+		chunks = l.DataChunks(off, end)
 	}
 	replies := s.askShards(ctx, t, osds[:asked], req.PG, req.Object, from, to, chunks, 0)
 	defer func() {

@@ -48,7 +48,7 @@ func (s *Server) ecRead(ctx context.Context, pool *clustermap.Pool, c *ec.Codec,
 	l := c.Layout()
 	rd := &shardReads{s: s, ctx: ctx, o: o, l: l, id: req.PG, name: req.Object, bufs: map[int][]byte{}, errs: map[int]error{}}
 	rd.from, rd.to = l.Span(off, end)
-	rd.prefetch(dataChunks(l, off, end))
+	rd.prefetch(l.DataChunks(off, end))
 	data, failed, err := c.ReadRange(o.size, off, int(end-off), rd.read)
 	if len(failed) > 0 {
 		s.logf("%s: pg %s object %q: shards at positions %v failed (%s); %s", s.id, req.PG, req.Object, failed, rd.why(failed),
@@ -103,23 +103,6 @@ func (s *Server) ecReadLocal(pool *clustermap.Pool, l ec.Layout, p *pgState, req
 	}
 	r.Data, r.Free, r.DataSums = data, release, sums
 	return r
-}
-
-// dataChunks returns the data chunks bytes [off, end) of an object touch.
-func dataChunks(l ec.Layout, off, end int64) []int {
-	var out []int
-	for i := 0; i < l.K; i++ {
-		if end-off >= l.StripeBytes() {
-			out = append(out, i)
-			continue
-		}
-		s0, c0, _ := l.Locate(off)
-		s1, c1, _ := l.Locate(end - 1)
-		if s0 == s1 && i >= c0 && i <= c1 || s0 != s1 && (i >= c0 || i <= c1) {
-			out = append(out, i)
-		}
-	}
-	return out
 }
 
 // shardReads reads, once per shard, the span [from, to) of every shard a

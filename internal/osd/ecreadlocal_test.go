@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"testing"
+	"time"
 
 	"github.com/cairn-storage/cairn/internal/clustermap"
 	"github.com/cairn-storage/cairn/internal/ec"
@@ -106,4 +107,52 @@ func ecLocalServer(t *testing.T) (*Server, *clustermap.Pool, clustermap.PGID, vf
 	}
 	t.Cleanup(func() { st.Close() })
 	return &Server{id: osds[0], store: st, view: mapview.Static(m), seed: maphash.MakeSeed()}, pool, id, fs
+}
+
+// A client's read of a position (proto.FlagSettled) reads the shard's
+// meta and bytes under the shard's lock, so a shard write in progress
+// holds it back and it never pairs one version's meta with another's
+// bytes; a primary's read of a position (no flag) does not wait.
+func TestSettledShardReadTakesTheLock(t *testing.T) {
+	s, _, id, _ := ecLocalServer(t)
+	coll := shardColl(id, 0)
+	data := bytes.Repeat([]byte("settled!"), 512)
+	txn := &objstore.Txn{}
+	txn.Put(coll, "o", data)
+	meta := pg.ShardMeta{Ver: pg.EVersion{Epoch: 1, Version: 1}, Size: uint64(len(data)) * 2}
+	txn.SetXattr(coll, "o", shardMetaXattr, meta.Encode())
+	if err := s.store.Apply(txn); err != nil {
+		t.Fatal(err)
+	}
+	read := func(flags uint32) chan *proto.Response {
+		out := make(chan *proto.Response, 1)
+		go func() {
+			out <- s.readShard(s.view.Table(), &proto.Request{Op: proto.OpReadReplica, Flags: flags, Epoch: 1, PG: id, Object: "o", Length: uint64(len(data))})
+		}()
+		return out
+	}
+	unlock := s.shards.lockAll(s.seed, coll, []string{"o"})
+	select {
+	case r := <-read(0):
+		if r.Status != proto.StatusOK || !bytes.Equal(r.Data, data) {
+			t.Fatalf("a primary's read of the position: %s %s", r.Status, r.Message)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a primary's read of a position waited for the shard's lock")
+	}
+	settled := read(proto.FlagSettled)
+	select {
+	case r := <-settled:
+		t.Fatalf("a settled read went ahead while a write held the shard's lock: %s", r.Status)
+	case <-time.After(200 * time.Millisecond):
+	}
+	unlock()
+	select {
+	case r := <-settled:
+		if r.Status != proto.StatusOK || !bytes.Equal(r.Data, data) || len(r.KVs) != 1 {
+			t.Fatalf("the settled read after the write: %s %s", r.Status, r.Message)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the settled read did not end once the lock was free")
+	}
 }

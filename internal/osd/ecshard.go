@@ -98,7 +98,8 @@ func (s *Server) heldColl(t *placement.Table, req *proto.Request) (string, *prot
 // of the object, Length bytes at Offset (none when Length is 0), and its
 // pg.ShardMeta in the reply's KVs; Size is the object's logical size.
 // With FlagPrevShard it reads the shard the newest write rolls back to
-// instead (NotFound if it rolls back to nothing). Its bytes may be the
+// instead (NotFound if it rolls back to nothing); with FlagSettled, meta
+// and bytes under the shard's lock. Its bytes may be the
 // store's read cache's: the reply's Release hands them back. A shard whose meta does
 // not decode, or names another position, is answered StatusCorrupt, as
 // bytes failing their checksums are.
@@ -112,9 +113,9 @@ func (s *Server) readShard(t *placement.Table, req *proto.Request) *proto.Respon
 	}
 	_, pos, _ := parseShardColl(coll)
 	name := req.Object
-	if req.Flags&proto.FlagPrevShard != 0 {
-		// An undo record is laid over the shard's bytes: no write
-		// between the reads of both.
+	if req.Flags&(proto.FlagPrevShard|proto.FlagSettled) != 0 {
+		// An undo record laid over the shard's bytes, or a client's
+		// read of meta and bytes together: no write between the reads.
 		defer s.shards.lockAll(s.seed, coll, []string{name})()
 	}
 	meta, found, err := s.shardMeta(coll, name)

@@ -1,11 +1,9 @@
 package osd
 
 import (
-	"slices"
 	"testing"
 
 	"github.com/cairn-storage/cairn/internal/clustermap"
-	"github.com/cairn-storage/cairn/internal/ec"
 )
 
 // Shard collections are told apart from PG collections and from each
@@ -40,25 +38,4 @@ func FuzzParseShardColl(f *testing.F) {
 			t.Fatalf("%q parsed as %v position %d, which is named %q", coll, id, pos, shardColl(id, pos))
 		}
 	})
-}
-
-// dataChunks names exactly the data chunks a range has bytes in.
-func TestDataChunks(t *testing.T) {
-	l := ec.Layout{K: 3, M: 1, Unit: 4096}
-	sb := l.StripeBytes()
-	for off := int64(0); off < 2*sb; off += 1000 {
-		for _, n := range []int64{1, 4095, 4096, 5000, sb - 1, sb, 2 * sb} {
-			want := map[int]bool{}
-			for b := off; b < off+n; b++ {
-				_, c, _ := l.Locate(b)
-				want[c] = true
-			}
-			got := dataChunks(l, off, off+n)
-			for c := range l.K {
-				if want[c] != slices.Contains(got, c) {
-					t.Fatalf("[%d, +%d): chunks %v, want %v", off, n, got, want)
-				}
-			}
-		}
-	}
 }

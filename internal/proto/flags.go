@@ -57,4 +57,10 @@ const (
 	// and one whose old bytes fail their checksums refuses too
 	// (StatusPrecondition: it is rebuilt before the write is sent again).
 	FlagShardXor
+	// FlagSettled: OpReadReplica of an erasure-coded PG from a client
+	// reading the positions itself (client.Pool.ReadSettledPooled): the
+	// receiver reads the shard's meta and bytes under the shard's lock,
+	// so no write lands between the two (a primary's own reads need not:
+	// it holds the object's lock while it reads).
+	FlagSettled
 )

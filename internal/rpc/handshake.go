@@ -26,8 +26,10 @@ const (
 	// protocolVersion 2: frames carry a body sum of block checksums; 3:
 	// shard writes may carry parity deltas (proto.FlagShardXor), which a
 	// peer speaking 2 would write as plain bytes, so the two refuse each
-	// other rather than corrupt parity.
-	protocolVersion = 3
+	// other rather than corrupt parity; 4: clients read erasure-coded
+	// positions themselves (proto.FlagSettled), which a peer speaking 3
+	// would serve without the shard's lock.
+	protocolVersion = 4
 	nonceLen        = 32
 	macLen          = sha256.Size
 	helloLen        = 4 + 1 + nonceLen
