@@ -22,7 +22,9 @@ import (
 // its shard's meta (proto.FlagSettled: meta and bytes read under the
 // shard's lock), and the data positions the range lies in for their span
 // as well. It serves the read only if all K+M answer with the same
-// version, none able to roll it back and none a tombstone:
+// version, none able to roll it back and none a tombstone; the PG's
+// primary, one of them, answers only while the PG is active and clean
+// (only peering knows that the positions hold every acknowledged write):
 //
 //   - take the earliest answer: no position had applied a newer write
 //     then (it would have answered with it), and a write is acknowledged

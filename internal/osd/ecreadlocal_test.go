@@ -109,12 +109,13 @@ func ecLocalServer(t *testing.T) (*Server, *clustermap.Pool, clustermap.PGID, vf
 	return &Server{id: osds[0], store: st, view: mapview.Static(m), seed: maphash.MakeSeed()}, pool, id, fs
 }
 
-// A client's read of a position (proto.FlagSettled) reads the shard's
+// A client's read of a position (proto.FlagSettled) is refused by the
+// PG's primary unless the PG is active and clean, and reads the shard's
 // meta and bytes under the shard's lock, so a shard write in progress
 // holds it back and it never pairs one version's meta with another's
 // bytes; a primary's read of a position (no flag) does not wait.
-func TestSettledShardReadTakesTheLock(t *testing.T) {
-	s, _, id, _ := ecLocalServer(t)
+func TestSettledShardRead(t *testing.T) {
+	s, pool, id, _ := ecLocalServer(t)
 	coll := shardColl(id, 0)
 	data := bytes.Repeat([]byte("settled!"), 512)
 	txn := &objstore.Txn{}
@@ -131,6 +132,19 @@ func TestSettledShardReadTakesTheLock(t *testing.T) {
 		}()
 		return out
 	}
+	if r := <-read(proto.FlagSettled); r.Status != proto.StatusUnavailable {
+		t.Fatalf("the primary of a PG it has not peered vouched for a client's read: %s", r.Status)
+	}
+	acting := s.view.Table().Acting(pool, id)
+	p := &pgState{phase: phaseActive}
+	_, p.prim.Positions = s.view.Table().Positions(pool, id)
+	p.prim.Acting, p.prim.Complete = acting, acting
+	s.pgs = map[clustermap.PGID]*pgState{id: p}
+	p.nMissing.Store(1)
+	if r := <-read(proto.FlagSettled); r.Status != proto.StatusUnavailable {
+		t.Fatalf("the primary of a PG with copies missing vouched for a client's read: %s", r.Status)
+	}
+	p.nMissing.Store(0)
 	unlock := s.shards.lockAll(s.seed, coll, []string{"o"})
 	select {
 	case r := <-read(0):

@@ -111,6 +111,9 @@ func (s *Server) readShard(t *placement.Table, req *proto.Request) *proto.Respon
 	if bad != nil {
 		return bad
 	}
+	if bad := s.vouchSettled(t, req); bad != nil {
+		return bad
+	}
 	_, pos, _ := parseShardColl(coll)
 	name := req.Object
 	if req.Flags&(proto.FlagPrevShard|proto.FlagSettled) != 0 {
@@ -158,6 +161,28 @@ func (s *Server) readShard(t *placement.Table, req *proto.Request) *proto.Respon
 		r.Data, r.Free, r.DataSums = data, release, sums
 	}
 	return r
+}
+
+// vouchSettled refuses a client's read of the positions (FlagSettled) at
+// the PG's primary unless the PG is active and clean. The positions'
+// agreement shows that no newer write reached them, but only peering
+// knows that they hold every acknowledged one (all of them could be OSDs
+// back with older shards), so the primary's answer vouches for the rest.
+func (s *Server) vouchSettled(t *placement.Table, req *proto.Request) *proto.Response {
+	if req.Flags&proto.FlagSettled == 0 {
+		return nil
+	}
+	pool, _ := t.Map().Pool(req.PG.Pool)
+	if acting := t.Acting(pool, req.PG); len(acting) == 0 || acting[0] != s.id {
+		return nil
+	}
+	s.pgMu.Lock()
+	p := s.pgs[req.PG]
+	s.pgMu.Unlock()
+	if _, positions := t.Positions(pool, req.PG); p == nil || !p.settled(positions) {
+		return s.fail(proto.StatusUnavailable, "pg %s is not active and clean: read through its primary", req.PG)
+	}
+	return nil
 }
 
 // readPrevShard reads req's range of the shard kept to roll back to: the

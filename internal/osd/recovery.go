@@ -394,6 +394,19 @@ func (p *pgState) needsRecord() bool {
 	return p.phase == phaseActive && !p.prim.RecordComplete()
 }
 
+// settled reports whether the PG is active at positions with every acting
+// member complete and nothing missing or unfound: its positions then hold
+// every acknowledged write, so a client may serve a read from their own
+// answers (proto.FlagSettled).
+func (p *pgState) settled(positions []clustermap.OSDID) bool {
+	if p.nMissing.Load() != 0 {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.phase == phaseActive && slices.Equal(p.prim.Positions, positions) && len(p.prim.Unfound) == 0 && p.prim.RecordComplete()
+}
+
 // isUnfound reports whether peering found no version of name on K
 // positions of an erasure-coded PG.
 func (p *pgState) isUnfound(name string) bool {
