@@ -22,9 +22,10 @@ import (
 // its shard's meta (proto.FlagSettled: meta and bytes read under the
 // shard's lock), and the data positions the range lies in for their span
 // as well. It serves the read only if all K+M answer with the same
-// version, none able to roll it back and none a tombstone; the PG's
-// primary, one of them, answers only while the PG is active and clean
-// (only peering knows that the positions hold every acknowledged write):
+// version, none able to roll it back and none a tombstone
+// (pg.DecideSettled); the PG's primary, one of them, answers only while
+// the PG is active and clean (only peering knows that the positions hold
+// every acknowledged write):
 //
 //   - take the earliest answer: no position had applied a newer write
 //     then (it would have answered with it), and a write is acknowledged
@@ -169,17 +170,19 @@ func (p *Pool) askPosition(ctx context.Context, addr string, i int, req *proto.R
 	return positionReply{meta: meta, resp: resp, err: err}
 }
 
-// agreed says whether every position answered with the same version, none
-// able to roll it back and none a tombstone, and returns the object's size.
+// agreed decides, with pg.DecideSettled, whether the positions' answers
+// let the client serve the read, and returns the object's size.
 func agreed(replies []positionReply) (uint64, bool) {
-	if len(replies) == 0 {
-		return 0, false
-	}
-	for _, r := range replies {
+	shards := make([]pg.ShardCopy, len(replies))
+	for i, r := range replies {
 		m := r.meta
-		if r.err != nil || m.Ver != replies[0].meta.Ver || m.CanRollBack || m.Tombstone || m.Size != replies[0].meta.Size {
+		shards[i] = pg.ShardCopy{Listed: r.err == nil, Ver: m.Ver, Prev: m.Prev, CanRollBack: m.CanRollBack, Tombstone: m.Tombstone}
+		if r.err == nil && m.Size != replies[0].meta.Size {
 			return 0, false
 		}
+	}
+	if _, ok := pg.DecideSettled(shards); !ok {
+		return 0, false
 	}
 	return replies[0].meta.Size, true
 }

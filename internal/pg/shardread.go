@@ -65,3 +65,29 @@ func DecideShardsPart(k int, shards []ShardCopy) (ShardPlan, bool) {
 	}
 	return p, true
 }
+
+// A client's read from the positions, without the primary
+// (client.Pool.ReadSettledPooled): the client knows nothing of peering, so
+// it asks every position, and the PG's primary answers only while the PG
+// is active and clean, which is what makes no position stale. DecideSettled
+// then serves a version only when every position holds it with nothing to
+// roll back and it is not a delete: DecideShards over the same answers
+// keeps all of them at that version (it has K+M votes, and no position
+// votes for another), and the version was complete everywhere, so no
+// rollback ever undoes it. It is stricter than DecideShardsPart, whose
+// primary holds the object's lock and peering's view.
+
+// DecideSettled returns the version a client may serve from the answers of
+// all k+m positions (every one Listed), if it may serve one.
+func DecideSettled(shards []ShardCopy) (EVersion, bool) {
+	if len(shards) == 0 {
+		return EVersion{}, false
+	}
+	v := shards[0].Ver
+	for _, s := range shards {
+		if !s.Listed || s.Stale || s.Ver != v || s.CanRollBack || s.Tombstone {
+			return EVersion{}, false
+		}
+	}
+	return v, v != EVersion{}
+}

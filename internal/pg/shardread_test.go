@@ -105,3 +105,37 @@ func TestDecideShardsPartNeedsParityWhenKNotAboveM(t *testing.T) {
 		t.Fatal("a stale position was taken as a vote")
 	}
 }
+
+// TestDecideSettledAgreesWithAll checks a client's decision to read from
+// the positions against DecideShards over the same answers: whatever it
+// serves, the full decision serves too, from every position, with nothing
+// to roll back.
+func TestDecideSettledAgreesWithAll(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 0x5e))
+	served := 0
+	for range 200000 {
+		k, m := 1+r.IntN(4), 1+r.IntN(3)
+		all := make([]ShardCopy, k+m)
+		for i := range all {
+			all[i] = randomShard(r)
+			all[i].Listed = r.IntN(20) != 0
+		}
+		if r.IntN(2) == 0 { // often all alike, so that some are served
+			for i := range all {
+				all[i] = all[0]
+			}
+		}
+		v, ok := DecideSettled(all)
+		if !ok {
+			continue
+		}
+		served++
+		full := DecideShards(k, all)
+		if full.Unfound || full.Ver != v || len(full.Keep) != k+m || len(full.RollBack) != 0 {
+			t.Fatalf("%d+%d: a client would serve %v, every position decides %+v\nall %+v", k, m, v, full, all)
+		}
+	}
+	if served == 0 {
+		t.Fatal("no case was served: the test checks nothing")
+	}
+}
