@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -72,8 +71,6 @@ type Client struct {
 
 	suspectMu sync.Mutex
 	suspected map[clustermap.OSDID]clustermap.Epoch
-
-	settled struct{ direct, fallback atomic.Int64 } // ReadSettledPooled's paths
 }
 
 // Dial connects to the cluster described by cfg.

@@ -45,33 +45,28 @@ const settledWait = 5 * time.Second
 
 // ReadSettledPooled is ReadAtPooled that, in an erasure-coded pool, reads
 // the positions itself when they all agree (see above), and else asks the
-// primary. It pays off for objects read much more often than written
-// (S3's data stripes, written once); in a replicated pool, or a snapshot,
-// it is ReadAtPooled.
+// primary. It pays off for ranges over several data chunks of objects read
+// much more often than written (S3's data stripes, written once); a range
+// in one chunk, a replicated pool or a snapshot is read as ReadAtPooled
+// reads it.
 func (p *Pool) ReadSettledPooled(ctx context.Context, name string, off, length uint64) (data []byte, size uint64, release func(), err error) {
 	if length == 0 || length > MaxChunk || p.snap != 0 || proto.ValidateObjectName(name) != nil {
 		return p.ReadAtPooled(ctx, name, off, length)
 	}
 	t := p.c.view.Table()
 	pool, ok := t.Map().Pool(p.id)
-	if !ok || !pool.Erasure() || off >= 1<<62 {
+	if !ok || !pool.Erasure() || off >= 1<<62 || len(ec.LayoutOf(*pool.EC).DataChunks(int64(off), int64(off+length))) < 2 {
+		// A range in one chunk: the primary serves it in one round trip
+		// to one position (often itself), where this would ask them all.
 		return p.ReadAtPooled(ctx, name, off, length)
 	}
 	dctx, cancel := context.WithTimeout(ctx, settledWait)
 	defer cancel()
 	data, size, release, ok = p.readPositions(dctx, t, pool, name, int64(off), int64(off+length))
 	if ok {
-		p.c.settled.direct.Add(1)
 		return data, size, release, nil
 	}
-	p.c.settled.fallback.Add(1)
 	return p.ReadAtPooled(ctx, name, off, length)
-}
-
-// SettledReads returns how many ReadSettledPooled calls were served from
-// the positions, and how many went to the primary instead.
-func (c *Client) SettledReads() (direct, primary int64) {
-	return c.settled.direct.Load(), c.settled.fallback.Load()
 }
 
 // positionReply is one position's answer: its shard's meta and span.

@@ -77,7 +77,7 @@ func TestS3ECDataPool(t *testing.T) {
 		}
 	}
 	readBack("written")
-	settledReads(t, c, info, work, "dir/mp.bin", "")
+	settledReads(t, c, info, work, "put.bin", "") // stripes of 4 MiB, 4 MiB and 2 MiB: each over several chunks
 	ecStripes := checkDataPools(t, c)
 	for _, tc := range []struct{ args, want string }{
 		{"--pool s3 --data-pool nope", `data pool "nope" does not exist`},
@@ -111,10 +111,11 @@ func TestS3ECDataPool(t *testing.T) {
 }
 
 // settledReads checks that the gateway reads the stripes of s3://ecb/key
-// (bytes rng of it: "bytes=0-99"; "": all) from their positions, not
-// through the PGs' primaries, once their writes are known complete
-// everywhere (client.Pool.ReadSettledPooled): a GET then adds no read to
-// any primary's count for pool s3ec.
+// (bytes rng of it: "bytes=0-99"; "": all; each stripe read must span
+// several chunks) from their positions, not through the PGs' primaries,
+// once their writes are known complete everywhere
+// (client.Pool.ReadSettledPooled): a GET then adds no read to any
+// primary's count for pool s3ec.
 func settledReads(t *testing.T, c *cluster, info devcluster.S3Info, work, key, rng string) {
 	t.Helper()
 	args := []string{"s3api", "get-object", "--bucket", "ecb", "--key", key, filepath.Join(work, "settled")}

@@ -45,11 +45,7 @@ func TestDecideShardsPartAgreesWithAll(t *testing.T) {
 	final := 0
 	for range 200000 {
 		k, m := 1+r.IntN(4), 1+r.IntN(3)
-		all := make([]ShardCopy, k+m)
-		for i := range all {
-			all[i] = randomShard(r)
-			all[i].Listed = true
-		}
+		all := randomAnswers(r, k+m, 0)
 		q := FastReadPositions(k, m)
 		part := make([]ShardCopy, k+m)
 		copy(part, all[:q])
@@ -115,11 +111,7 @@ func TestDecideSettledAgreesWithAll(t *testing.T) {
 	served := 0
 	for range 200000 {
 		k, m := 1+r.IntN(4), 1+r.IntN(3)
-		all := make([]ShardCopy, k+m)
-		for i := range all {
-			all[i] = randomShard(r)
-			all[i].Listed = r.IntN(20) != 0
-		}
+		all := randomAnswers(r, k+m, 20)
 		if r.IntN(2) == 0 { // often all alike, so that some are served
 			for i := range all {
 				all[i] = all[0]
@@ -138,4 +130,15 @@ func TestDecideSettledAgreesWithAll(t *testing.T) {
 	if served == 0 {
 		t.Fatal("no case was served: the test checks nothing")
 	}
+}
+
+// randomAnswers is n positions' random shards, every one answering, or
+// with oneIn > 0 one in oneIn not.
+func randomAnswers(r *rand.Rand, n, oneIn int) []ShardCopy {
+	all := make([]ShardCopy, n)
+	for i := range all {
+		all[i] = randomShard(r)
+		all[i].Listed = oneIn == 0 || r.IntN(oneIn) != 0
+	}
+	return all
 }
