@@ -66,7 +66,8 @@ type Measure struct {
 	Ops     int64   `json:"ops,omitempty"`
 	Seconds float64 `json:"seconds,omitempty"` // wall time the rates are computed over
 	// CPUPerGiB is the CPU seconds the servers spent per GiB the client
-	// moved (replicated writes only).
+	// moved (replicated and erasure-coded writes), or the loopback
+	// stream's sender and receiver per GiB sent.
 	CPUPerGiB float64 `json:"cpu_s_per_gib,omitempty"`
 	Note      string  `json:"note,omitempty"`
 }

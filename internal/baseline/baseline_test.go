@@ -131,6 +131,9 @@ func TestRun(t *testing.T) {
 	if r.Dir != dir || r.FileSize != testSize || r.Duration != testDuration || r.Version != formatV {
 		t.Errorf("header: dir %q size %d duration %v version %d", r.Dir, r.FileSize, r.Duration, r.Version)
 	}
+	if r.Net.StreamMBps.CPUPerGiB <= 0 || !strings.Contains(r.Net.StreamMBps.Note, "CPU s per GiB") {
+		t.Errorf("stream: CPU per GiB %v, note %q: what a hop over loopback costs is not measured", r.Net.StreamMBps.CPUPerGiB, r.Net.StreamMBps.Note)
+	}
 	if !strings.Contains(r.Disk.SyncWrite4KQD32.Note, "own 1/32") {
 		t.Errorf("sync_write_4k_qd32 note does not say how the file is shared: %q", r.Disk.SyncWrite4KQD32.Note)
 	}

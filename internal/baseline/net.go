@@ -143,6 +143,7 @@ func stream(ctx context.Context, d time.Duration, addr string) (Measure, error) 
 	defer done()
 	buf := make([]byte, chunkSize)
 	var sent uint64
+	cpu := processCPU() // the receiver runs in this process too
 	m, err := run(ctx, d, 1, chunkSize, func(*worker) error {
 		n, err := c.Write(buf)
 		sent += uint64(n)
@@ -164,7 +165,11 @@ func stream(ctx context.Context, d time.Duration, addr string) (Measure, error) 
 	if err != nil {
 		return m, ctxErr(ctx, err)
 	}
-	m.Note = "MB/s until the receiver has every byte; latencies are the 1 MiB writes'"
+	if sent > 0 {
+		m.CPUPerGiB = (processCPU() - cpu).Seconds() / (float64(sent) / (1 << 30))
+	}
+	m.Note = fmt.Sprintf("MB/s until the receiver has every byte; latencies are the 1 MiB writes'; "+
+		"sender and receiver took %.2f CPU s per GiB, what each hop of a byte over loopback costs", m.CPUPerGiB)
 	return m, nil
 }
 
