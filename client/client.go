@@ -92,7 +92,7 @@ func Dial(ctx context.Context, cfg *Config) (*Client, error) {
 		return nil, fmt.Errorf("the etcd at %s holds cluster %s, but this cairn.conf is for cluster %s: use the cairn.conf of the cluster you mean",
 			strings.Join(cfg.EtcdEndpoints, ", "), view.Map().FSID, cfg.FSID)
 	}
-	c := &Client{cfg: cfg, meta: ms, view: view, peers: rpc.NewPoolWith(cfg.ClusterKey, rpc.DialOptions{Encrypt: cfg.Encrypt}), cancel: cancel, OpTimeout: 2 * time.Minute}
+	c := &Client{cfg: cfg, meta: ms, view: view, peers: rpc.NewPoolWith(cfg.ClusterKey, rpc.DialOptions{Encrypt: cfg.Encrypt, Local: !cfg.NoLocalSockets}), cancel: cancel, OpTimeout: 2 * time.Minute}
 	// Calls waiting on an OSD the map marks down (it may be frozen rather
 	// than dead, its socket open) fail now and are sent where the map says.
 	view.OnOSDDown(func(_ clustermap.OSDID, addr string) { c.peers.Drop(addr) })

@@ -24,6 +24,7 @@ import (
 
 	"github.com/cairn-storage/cairn/client"
 	"github.com/cairn-storage/cairn/internal/devcluster"
+	"github.com/cairn-storage/cairn/internal/rpc"
 )
 
 // cairnBin is the binary under test, built once by TestMain.
@@ -100,6 +101,7 @@ type clusterOpts struct {
 	writeback            string   // cairn dev --writeback-size: each OSD's write-back area
 	flashCache           string   // cairn dev --flash-cache-size: each OSD's read cache on its meta device
 	tls                  bool     // cairn dev --tls: the S3 gateway serves HTTPS, the cluster's traffic is encrypted
+	tcpOnly              bool     // cairn dev --local-sockets=false: every connection to an OSD is TCP
 	env                  []string // more environment for cairn dev and its daemons (failpoints), so the test may run in parallel
 }
 
@@ -210,6 +212,9 @@ func (c *cluster) devArgs() []string {
 	}
 	if c.opts.tls {
 		args = append(args, "--tls")
+	}
+	if c.opts.tcpOnly {
+		args = append(args, "--local-sockets=false")
 	}
 	if c.opts.flashCache != "" {
 		args = append(args, "--flash-cache-size", c.opts.flashCache)
@@ -436,6 +441,32 @@ func (c *cluster) cli(stdin []byte, args ...string) ([]byte, error) {
 }
 
 // client dials the cluster with the public client package.
+// localConns counts the connections open to the cluster's OSDs over their
+// local sockets (rpc.LocalName), from /proc/net/unix, where an accepted
+// connection bears its listener's name.
+func (c *cluster) localConns() int {
+	c.t.Helper()
+	b, err := os.ReadFile("/proc/net/unix")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for name, p := range c.procs {
+		if strings.HasPrefix(name, "osd.") {
+			names[rpc.LocalName(p.Addr)] = true
+		}
+	}
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		// Num RefCount Protocol Flags Type St Inode Path; St 03: connected.
+		f := strings.Fields(line)
+		if len(f) == 8 && f[5] == "03" && names[f[7]] {
+			n++
+		}
+	}
+	return n
+}
+
 func (c *cluster) client() *client.Client {
 	c.t.Helper()
 	cfg, err := client.LoadConfig(c.conf)

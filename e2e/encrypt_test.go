@@ -34,7 +34,8 @@ func TestEncryptedClusterTraffic(t *testing.T) {
 		}
 		t.Skip("tcpdump is not installed (apt-get install tcpdump)")
 	}
-	c := startCluster(t, clusterOpts{tls: true})
+	// Over TCP, so the traffic crosses the captured loopback interface.
+	c := startCluster(t, clusterOpts{tls: true, tcpOnly: true})
 	cfg, err := client.LoadConfig(c.conf)
 	if err != nil {
 		t.Fatal(err)
@@ -105,6 +106,11 @@ func TestEncryptedClusterTraffic(t *testing.T) {
 	}
 	if !bytes.Contains(b, []byte("PLAINTEXT-CONTROL-MARKER")) {
 		t.Fatalf("the capture (%d bytes) misses the plaintext control marker: it sees nothing", len(b))
+	}
+	// The object went to its primary, from there to two more copies, and
+	// back: at least four times its size crossed the loopback.
+	if n := c.localConns(); n != 0 || len(b) < 4*len(secret) {
+		t.Fatalf("the capture holds %d bytes for an object of %d, with %d connections on local sockets: the traffic did not cross the loopback", len(b), len(secret), n)
 	}
 	for _, s := range []string{"PAYLOAD-OF-TENANT-ZED", "OBJECT-NAME-OF-ZED", "POOLNAMEOFZED"} {
 		if bytes.Contains(b, []byte(s)) {

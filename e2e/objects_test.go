@@ -58,6 +58,12 @@ func TestObjectsSurviveRestart(t *testing.T) {
 		total += int64(s)
 	}
 	t.Logf("wrote %d objects, %.1f MiB, through client/", n, float64(total)/mib)
+	// On one host the client and the OSDs reach the OSDs over their local
+	// sockets: at least the client's connection to each OSD (each is some
+	// PG's primary) and each OSD's to the peers it replicates to.
+	if got, want := c.localConns(), c.hosts*c.perHost+2; got < want {
+		t.Errorf("%d connections over the OSDs' local sockets, want at least %d", got, want)
+	}
 
 	// Through the CLI, from files and from stdin.
 	tmp := t.TempDir()
@@ -161,7 +167,8 @@ func parallel(t *testing.T, items []string, k int, fn func(string) error) {
 // and `cairn status` must name the down OSD within the lease TTL.
 func TestKillOSDDuringWrites(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, clusterOpts{})
+	// Over TCP, as between hosts: the other tests run on local sockets.
+	c := startCluster(t, clusterOpts{tcpOnly: true})
 	ctx := context.Background()
 	p := c.pool("default")
 	type state struct {

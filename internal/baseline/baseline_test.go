@@ -33,7 +33,7 @@ func runSmall(t *testing.T, dir string, force, copies bool) *Result {
 		Progress:      func(s string) { steps = append(steps, s) },
 		forceBuffered: force,
 	}
-	want := 10 // prepare, 7 disk, 2 net
+	want := 12 // prepare, 7 disk, 4 net (TCP and local socket)
 	if copies {
 		o.CopyCommand = copyHelper(t)
 		want += 2 // replicated, erasure-coded
@@ -76,7 +76,7 @@ func checkMeasures(t *testing.T, r *Result) {
 		if m.Seconds > 10*dur {
 			t.Errorf("%s: ran %.3f s, Duration %v", x.name, m.Seconds, r.Duration)
 		}
-		if x.name != "seq_write_1m" && x.name != "stream" && m.Seconds < 0.9*dur {
+		if x.name != "seq_write_1m" && !strings.HasPrefix(x.name, "stream") && m.Seconds < 0.9*dur {
 			t.Errorf("%s: ran only %.3f s, Duration %v", x.name, m.Seconds, r.Duration)
 		}
 		// With one op in flight, ops × average latency cannot exceed the time.
@@ -92,14 +92,17 @@ func checkMeasures(t *testing.T, r *Result) {
 	if d.SeqWrite1M.Ops > r.FileSize>>20 {
 		t.Errorf("seq_write_1m: %d ops over a %d MiB file: more than one pass", d.SeqWrite1M.Ops, r.FileSize>>20)
 	}
-	if want := 2*r.Net.RTT4K.P50us + d.SyncWrite4KQD1.P50us; r.Bound.ReplicatedWriteUs != want {
-		t.Errorf("replicated write bound %v, want 2 × %v + %v", r.Bound.ReplicatedWriteUs, r.Net.RTT4K.P50us, d.SyncWrite4KQD1.P50us)
+	// The bounds take the round trip of the local socket, the path
+	// between daemons of one host.
+	rtt := r.Net.RTT4KLocal.P50us
+	if want := 2*rtt + d.SyncWrite4KQD1.P50us; r.Bound.ReplicatedWriteUs != want {
+		t.Errorf("replicated write bound %v, want 2 × %v + %v", r.Bound.ReplicatedWriteUs, rtt, d.SyncWrite4KQD1.P50us)
 	}
-	if want := 2*r.Net.RTT4K.P50us + d.SyncWrite4KQD3.P50us; r.Bound.SharedDiskWriteUs != want {
-		t.Errorf("shared-disk write bound %v, want 2 × %v + %v", r.Bound.SharedDiskWriteUs, r.Net.RTT4K.P50us, d.SyncWrite4KQD3.P50us)
+	if want := 2*rtt + d.SyncWrite4KQD3.P50us; r.Bound.SharedDiskWriteUs != want {
+		t.Errorf("shared-disk write bound %v, want 2 × %v + %v", r.Bound.SharedDiskWriteUs, rtt, d.SyncWrite4KQD3.P50us)
 	}
-	if want := r.Net.RTT4K.P50us + d.RandRead4KQD1.P50us; r.Bound.ReadUs != want {
-		t.Errorf("read bound %v, want %v + %v", r.Bound.ReadUs, r.Net.RTT4K.P50us, d.RandRead4KQD1.P50us)
+	if want := rtt + d.RandRead4KQD1.P50us; r.Bound.ReadUs != want {
+		t.Errorf("read bound %v, want %v + %v", r.Bound.ReadUs, rtt, d.RandRead4KQD1.P50us)
 	}
 	if r.Bound.Note == "" {
 		t.Error("bound note empty")
@@ -131,8 +134,10 @@ func TestRun(t *testing.T) {
 	if r.Dir != dir || r.FileSize != testSize || r.Duration != testDuration || r.Version != formatV {
 		t.Errorf("header: dir %q size %d duration %v version %d", r.Dir, r.FileSize, r.Duration, r.Version)
 	}
-	if r.Net.StreamMBps.CPUPerGiB <= 0 || !strings.Contains(r.Net.StreamMBps.Note, "CPU s per GiB") {
-		t.Errorf("stream: CPU per GiB %v, note %q: what a hop over loopback costs is not measured", r.Net.StreamMBps.CPUPerGiB, r.Net.StreamMBps.Note)
+	for _, m := range []Measure{r.Net.StreamMBps, r.Net.StreamLocal} {
+		if m.CPUPerGiB <= 0 || !strings.Contains(m.Note, "CPU s per GiB") {
+			t.Errorf("stream: CPU per GiB %v, note %q: what a hop costs is not measured", m.CPUPerGiB, m.Note)
+		}
 	}
 	if !strings.Contains(r.Disk.SyncWrite4KQD32.Note, "own 1/32") {
 		t.Errorf("sync_write_4k_qd32 note does not say how the file is shared: %q", r.Disk.SyncWrite4KQD32.Note)
@@ -155,7 +160,7 @@ func TestRun(t *testing.T) {
 		t.Errorf("round trip differs:\n got %+v\nwant %+v", got, r)
 	}
 	raw, _ := os.ReadFile(path)
-	for _, key := range []string{`"sync_write_4k_qd1"`, `"p50_us"`, `"mb_s"`, `"iops"`, `"replicated_write_us"`, `"read_us"`, `"rtt_4k"`, `"stream"`, `"write_4k_qd1"`, `"write_4m"`, `"cpu_s_per_gib"`, `"replicated_write_measured_us"`, `"replicated_write_cpu_s_per_gib"`, `"erasure"`, `"ec_write_cpu_s_per_gib"`} {
+	for _, key := range []string{`"sync_write_4k_qd1"`, `"p50_us"`, `"mb_s"`, `"iops"`, `"replicated_write_us"`, `"read_us"`, `"rtt_4k"`, `"stream"`, `"rtt_4k_local"`, `"stream_local"`, `"write_4k_qd1"`, `"write_4m"`, `"cpu_s_per_gib"`, `"replicated_write_measured_us"`, `"replicated_write_cpu_s_per_gib"`, `"erasure"`, `"ec_write_cpu_s_per_gib"`} {
 		if !bytes.Contains(raw, []byte(key)) {
 			t.Errorf("saved JSON lacks %s", key)
 		}
@@ -350,4 +355,20 @@ func TestFull(t *testing.T) {
 	var buf bytes.Buffer
 	r.WriteText(&buf)
 	t.Logf("\n%s", buf.String())
+}
+
+// A baseline saved before local sockets were measured keeps its bounds on
+// the TCP round trip it has.
+func TestBoundRTTOfOlderFiles(t *testing.T) {
+	var r Result
+	r.Net.RTT4K.P50us, r.Disk.SyncWrite4KQD1.P50us = 30, 100
+	r.computeBound()
+	if name, rtt := r.BoundRTT(); name != "rtt_4k" || rtt != 30 || r.Bound.ReplicatedWriteUs != 160 {
+		t.Errorf("without rtt_4k_local: %s %v, bound %v", name, rtt, r.Bound.ReplicatedWriteUs)
+	}
+	r.Net.RTT4KLocal.P50us = 12
+	r.computeBound()
+	if name, _ := r.BoundRTT(); name != "rtt_4k_local" || r.Bound.ReplicatedWriteUs != 124 {
+		t.Errorf("with rtt_4k_local: %s, bound %v", name, r.Bound.ReplicatedWriteUs)
+	}
 }

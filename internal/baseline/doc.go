@@ -29,11 +29,16 @@
 // and the Note of each read measurement says so. A Dir on tmpfs or ramfs is
 // measured anyway, and every disk Note says it is memory, not a disk.
 //
-// Network, over the kernel's TCP loopback, against an echo server started on
-// 127.0.0.1:0 inside the process (the path an OSD's sockets take):
+// Network, against an echo server started inside the process, over the
+// kernel's TCP loopback (127.0.0.1:0, the path between hosts) and over a Unix
+// socket in the abstract namespace (the path between the daemons of one
+// host: rpc's local sockets):
 //
-//	rtt_4k   a 4 KiB request and a 16 B reply, one at a time
-//	stream   one TCP stream of 1 MiB writes; MB/s counted by the receiver
+//	rtt_4k         a 4 KiB request and a 16 B reply, one at a time
+//	stream         one TCP stream of 1 MiB writes; MB/s counted by the receiver,
+//	               with its sender's and receiver's CPU per GiB
+//	rtt_4k_local   rtt_4k over a local socket
+//	stream_local   stream over a local socket
 //
 // Random offsets come from a PRNG with a fixed seed, so two runs issue the same
 // IO. Every measurement runs for Options.Duration (or until the context ends)
@@ -54,7 +59,8 @@
 // dev` cluster): their three commits overlap there, and on a disk that
 // flushes its cache for each, take longer than one.
 //
-// The loopback round trip stands in for the network between hosts, so on a
+// The round trip over a local socket (rtt_4k_local; rtt_4k in files saved
+// before it was measured) stands in for the network between hosts, so on a
 // real cluster these are floors, never targets that can be beaten.
 //
 // The CPU floors, through processes that do only the write's work

@@ -22,7 +22,7 @@ func TestErasureCopiesHoldShards(t *testing.T) {
 	p1 := startInProcess(t, CopyOptions{File: files[1]})
 	p2 := startInProcess(t, CopyOptions{File: files[2]})
 	primary := startInProcess(t, CopyOptions{File: files[0], Peers: []string{p1, p2}, DataShards: 2})
-	c, err := net.Dial("tcp", primary)
+	c, err := net.Dial(network(primary), primary)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
+	"strings"
 	"time"
 )
 
@@ -20,33 +22,63 @@ const (
 	modeStream = 'S'
 )
 
-// runNet measures the kernel's TCP loopback against an in-process server.
+// runNet measures the kernel's TCP loopback and its Unix sockets (the path
+// between daemons of one host: rpc's local sockets) against an in-process
+// server.
 func runNet(ctx context.Context, o Options, r *Result) error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return fmt.Errorf("baseline: listening on 127.0.0.1: %w", err)
+	for _, t := range []struct {
+		name      string
+		rtt, strm *Measure
+	}{{"TCP loopback", &r.Net.RTT4K, &r.Net.StreamMBps}, {"local socket", &r.Net.RTT4KLocal, &r.Net.StreamLocal}} {
+		ln, err := listenOn(t.name == "local socket")
+		if err != nil {
+			return fmt.Errorf("baseline: %s: %w", t.name, err)
+		}
+		srv := &connServer{ln: ln, conns: map[net.Conn]struct{}{}}
+		srv.wg.Go(func() { srv.serve(echo) })
+		err = measureNet(ctx, o, t.name, ln.Addr().String(), t.rtt, t.strm)
+		srv.close()
+		if err != nil {
+			return err
+		}
 	}
-	srv := &connServer{ln: ln, conns: map[net.Conn]struct{}{}}
-	srv.wg.Go(func() { srv.serve(echo) })
-	defer srv.close()
-	addr := ln.Addr().String()
+	return nil
+}
 
-	o.Progress("net: TCP loopback round trips, 4 KiB request and 16 B reply, 1 in flight")
+// listenOn listens on a fresh port of 127.0.0.1 or, local, on a fresh
+// name in the abstract Unix socket namespace.
+func listenOn(local bool) (net.Listener, error) {
+	if local {
+		return net.Listen("unix", fmt.Sprintf("@cairn-baseline-%d-%x", os.Getpid(), rand.Uint64()))
+	}
+	return net.Listen("tcp", "127.0.0.1:0")
+}
+
+// network says how to dial addr: a name in the abstract namespace
+// ("@...") is a Unix socket.
+func network(addr string) string {
+	if strings.HasPrefix(addr, "@") {
+		return "unix"
+	}
+	return "tcp"
+}
+
+// measureNet measures round trips and a stream to the echo server at addr.
+func measureNet(ctx context.Context, o Options, name, addr string, rttM, streamM *Measure) error {
+	o.Progress("net: " + name + " round trips, 4 KiB request and 16 B reply, 1 in flight")
 	m, err := rtt(ctx, o.Duration, addr)
 	if err != nil {
-		return fmt.Errorf("baseline: rtt_4k: %w", err)
+		return fmt.Errorf("baseline: %s rtt_4k: %w", name, err)
 	}
-	r.Net.RTT4K = m
+	*rttM = m
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-
-	o.Progress("net: one TCP loopback stream, 1 MiB writes")
-	m, err = stream(ctx, o.Duration, addr)
-	if err != nil {
-		return fmt.Errorf("baseline: stream: %w", err)
+	o.Progress("net: one " + name + " stream, 1 MiB writes")
+	if m, err = stream(ctx, o.Duration, addr); err != nil {
+		return fmt.Errorf("baseline: %s stream: %w", name, err)
 	}
-	r.Net.StreamMBps = m
+	*streamM = m
 	return nil
 }
 
@@ -93,14 +125,13 @@ func echo(c net.Conn) {
 
 // dial connects to the server in the given mode; the connection's deadline
 // is set to now when ctx ends, so no call blocks past it.
-func dial(ctx context.Context, addr string, mode byte) (*net.TCPConn, func(), error) {
+func dial(ctx context.Context, addr string, mode byte) (halfCloser, func(), error) {
 	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
+	c, err := d.DialContext(ctx, network(addr), addr)
 	if err != nil {
 		return nil, nil, err
 	}
-	tc := c.(*net.TCPConn)
-	tc.SetNoDelay(true)
+	tc := c.(halfCloser) // Go's TCP sockets are NoDelay already
 	stop := context.AfterFunc(ctx, func() { tc.SetDeadline(time.Now()) })
 	if _, err := tc.Write([]byte{mode}); err != nil {
 		stop()
@@ -108,6 +139,12 @@ func dial(ctx context.Context, addr string, mode byte) (*net.TCPConn, func(), er
 		return nil, nil, err
 	}
 	return tc, func() { stop(); tc.Close() }, nil
+}
+
+// halfCloser is a TCP or Unix socket: the stream's sender closes its half.
+type halfCloser interface {
+	net.Conn
+	CloseWrite() error
 }
 
 func rtt(ctx context.Context, d time.Duration, addr string) (Measure, error) {
@@ -169,7 +206,7 @@ func stream(ctx context.Context, d time.Duration, addr string) (Measure, error) 
 		m.CPUPerGiB = (processCPU() - cpu).Seconds() / (float64(sent) / (1 << 30))
 	}
 	m.Note = fmt.Sprintf("MB/s until the receiver has every byte; latencies are the 1 MiB writes'; "+
-		"sender and receiver took %.2f CPU s per GiB, what each hop of a byte over loopback costs", m.CPUPerGiB)
+		"sender and receiver took %.2f CPU s per GiB, what each hop of a byte costs on this path", m.CPUPerGiB)
 	return m, nil
 }
 

@@ -33,7 +33,7 @@ import (
 // the latency bound's work with the wake-ups of real processes, and their
 // CPU per GiB under load is the CPU floor a cluster's write runs are compared
 // with. The copies are processes of their own (ServeCopy, started through
-// Options.CopyCommand) on the loopback network, as the OSDs of a one-machine
+// Options.CopyCommand) on local sockets, as the OSDs of a one-machine
 // cluster are.
 const (
 	// ReplicatedWriteSize is the size of the floor's writes (a 4 MiB
@@ -77,7 +77,7 @@ type CopyOptions struct {
 }
 
 // ServeCopy is one copy of the replicated-write measurement. It fills its
-// file, listens on 127.0.0.1, writes "listening ADDR direct\n" to ready
+// file, listens on a local socket, writes "listening ADDR direct\n" to ready
 // ("buffered" instead of "direct" where O_DIRECT does not work) and serves
 // until ctx ends.
 func ServeCopy(ctx context.Context, o CopyOptions, ready io.Writer) error {
@@ -115,9 +115,10 @@ func ServeCopy(ctx context.Context, o CopyOptions, ready io.Writer) error {
 		defer p.close()
 		s.peers = append(s.peers, p)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// A local socket: the path between the daemons of one host.
+	ln, err := listenOn(true)
 	if err != nil {
-		return fmt.Errorf("baseline copy: listen on 127.0.0.1: %w", err)
+		return fmt.Errorf("baseline copy: listen: %w", err)
 	}
 	srv := &connServer{ln: ln, conns: map[net.Conn]struct{}{}}
 	srv.wg.Go(func() { srv.serve(s.handle) })
@@ -313,7 +314,7 @@ type frameConn struct {
 
 func dialFrames(ctx context.Context, addr string) (*frameConn, error) {
 	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
+	c, err := d.DialContext(ctx, network(addr), addr)
 	if err != nil {
 		return nil, err
 	}
@@ -489,7 +490,7 @@ func startCopy(ctx context.Context, command []string, file string, peers, extra 
 	}
 	p.addr, p.direct = f[1], f[2] == "direct"
 	var d net.Dialer
-	if p.usage, err = d.DialContext(ctx, "tcp", p.addr); err == nil {
+	if p.usage, err = d.DialContext(ctx, network(p.addr), p.addr); err == nil {
 		_, err = p.usage.Write([]byte{modeUsage})
 	}
 	if err != nil {

@@ -115,7 +115,7 @@ func TestCopyChecksAndForwards(t *testing.T) {
 	peer := startInProcess(t, CopyOptions{File: peerFile})
 	primary := startInProcess(t, CopyOptions{File: primaryFile, Peers: []string{peer}})
 
-	c, err := net.Dial("tcp", primary)
+	c, err := net.Dial(network(primary), primary)
 	if err != nil {
 		t.Fatal(err)
 	}

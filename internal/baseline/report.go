@@ -28,6 +28,8 @@ func (r *Result) rows() []row {
 		{"seq_read_1m", "disk: 1 MiB sequential reads", r.Disk.SeqRead1M},
 		{"rtt_4k", "net: loopback TCP, 4 KiB request, 16 B reply", r.Net.RTT4K},
 		{"stream", "net: loopback TCP stream, 1 MiB writes", r.Net.StreamMBps},
+		{"rtt_4k_local", "net: local socket, 4 KiB request, 16 B reply", r.Net.RTT4KLocal},
+		{"stream_local", "net: local socket stream, 1 MiB writes", r.Net.StreamLocal},
 		{"write_4k_qd1", fmt.Sprintf("replicated: 4 KiB writes to %d copies, 1 in flight", SharedCopies), r.Replicated.Write4KQD1},
 		{"write_4m", fmt.Sprintf("replicated: %d MiB writes to %d copies, %d in flight",
 			ReplicatedWriteSize>>20, SharedCopies, ReplicatedInFlight), r.Replicated.Write4M},
@@ -71,13 +73,14 @@ func (r *Result) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  %s: %s\n", x.name, x.m.Note)
 	}
 
+	rtt, _ := r.BoundRTT()
 	fmt.Fprintln(w, "\nbounds (the least latency one operation can have here):")
-	fmt.Fprintf(w, "  replicated write  %9s µs  = 2 × rtt_4k p50 + sync_write_4k_qd1 p50%s\n",
-		num(r.Bound.ReplicatedWriteUs, 1), perSecond(r.Bound.ReplicatedWriteUs))
+	fmt.Fprintf(w, "  replicated write  %9s µs  = 2 × %s p50 + sync_write_4k_qd1 p50%s\n",
+		num(r.Bound.ReplicatedWriteUs, 1), rtt, perSecond(r.Bound.ReplicatedWriteUs))
 	fmt.Fprintln(w, "      client→primary, then primary→replicas in parallel, plus one synced commit on every OSD, also in parallel")
 	if r.Bound.SharedDiskWriteUs > 0 {
-		fmt.Fprintf(w, "  same, one disk    %9s µs  = 2 × rtt_4k p50 + sync_write_4k_qd3 p50%s\n",
-			num(r.Bound.SharedDiskWriteUs, 1), perSecond(r.Bound.SharedDiskWriteUs))
+		fmt.Fprintf(w, "  same, one disk    %9s µs  = 2 × %s p50 + sync_write_4k_qd3 p50%s\n",
+			num(r.Bound.SharedDiskWriteUs, 1), rtt, perSecond(r.Bound.SharedDiskWriteUs))
 		fmt.Fprintf(w, "      when the OSDs of all %d copies share this disk (cairn dev): their commits overlap on it\n", SharedCopies)
 	}
 	if r.Bound.MeasuredWriteUs > 0 {
@@ -85,8 +88,8 @@ func (r *Result) WriteText(w io.Writer) {
 			num(r.Bound.MeasuredWriteUs, 1), perSecond(r.Bound.MeasuredWriteUs))
 		fmt.Fprintf(w, "      that work done by %d processes on this machine, each woken by the one before, their syncs on this disk\n", SharedCopies)
 	}
-	fmt.Fprintf(w, "  read              %9s µs  = 1 × rtt_4k p50 + rand_read_4k_qd1 p50%s\n",
-		num(r.Bound.ReadUs, 1), perSecond(r.Bound.ReadUs))
+	fmt.Fprintf(w, "  read              %9s µs  = 1 × %s p50 + rand_read_4k_qd1 p50%s\n",
+		num(r.Bound.ReadUs, 1), rtt, perSecond(r.Bound.ReadUs))
 	fmt.Fprintln(w, "      one round trip to the primary, plus one 4 KiB read from its disk")
 	if r.Bound.Note != "" {
 		fmt.Fprintf(w, "  note: %s\n", r.Bound.Note)
@@ -94,7 +97,7 @@ func (r *Result) WriteText(w io.Writer) {
 	if c := r.Bound.WriteCPUPerGiB; c > 0 {
 		fmt.Fprintln(w, "\nCPU floor (the least CPU a cluster can spend here per GiB written):")
 		fmt.Fprintf(w, "  replicated write  %9s s/GiB  = the copies' CPU in write_4m\n", num(c, 2))
-		fmt.Fprintf(w, "      %d processes on loopback TCP: the primary checks the client's crc32c, sends the bytes to the\n", SharedCopies)
+		fmt.Fprintf(w, "      %d processes on local sockets: the primary checks the client's crc32c, sends the bytes to the\n", SharedCopies)
 		fmt.Fprintln(w, "      others and writes and syncs its own; they check, write and sync theirs; no index, no metadata")
 	}
 	if c := r.Bound.ECWriteCPUPerGiB; c > 0 {

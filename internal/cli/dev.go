@@ -13,6 +13,7 @@ import (
 
 func devCmd(g *globals) *cobra.Command {
 	o := devcluster.Options{Logf: logger.Printf}
+	var localSockets bool
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "start a local cluster: etcd plus hosts × OSDs as separate processes on 127.0.0.x",
@@ -29,7 +30,10 @@ A process that exits is started again, after a wait that grows to 30 s while
 it keeps exiting (--restart=false: never); "cairn dev restart NAME" restarts
 one now. DIR/dev.json always lists the running pids.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error { return runDev(cmd.Context(), g, o) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.NoLocalSockets = !localSockets
+			return runDev(cmd.Context(), g, o)
+		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Dir, "dir", "cairn-dev", "directory for the cluster's config, data and logs")
@@ -45,6 +49,7 @@ one now. DIR/dev.json always lists the running pids.`,
 	f.IntVar(&o.DashboardPort, "dashboard-port", 8080, "port of the mon's web dashboard on 127.0.0.1, without a password (0: none)")
 	f.IntVar(&o.S3Port, "s3-port", 9000, "port of the S3 gateway on 127.0.0.1, for user admin (DIR/s3.json has its key; 0: none)")
 	f.BoolVar(&o.TLS, "tls", false, "HTTPS for the S3 gateway (a certificate signed by a CA made for DIR: clients trust DIR/s3-ca.pem) and encrypted cluster traffic (client and OSD connections, and etcd over https)")
+	f.BoolVar(&localSockets, "local-sockets", true, "processes reach the OSDs over Unix sockets, as on one host they do by default (false: over TCP on the loopback, to measure the network path)")
 	f.DurationVar(&o.S3GCGrace, "s3-gc-grace", 0, "the S3 gateway's --gc-grace (0: its default)")
 	f.DurationVar(&o.S3IntentTimeout, "s3-intent-timeout", 0, "the S3 gateway's --intent-timeout (0: its default)")
 	f.IntVar(&o.S3IndexShardKeys, "s3-index-shard-keys", 0, "the S3 gateway's --index-shard-keys (0: its default)")

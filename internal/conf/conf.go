@@ -37,7 +37,11 @@ type Config struct {
 	// key's handshake bound to each session (package rpc). Every daemon
 	// and client of the cluster must agree.
 	Encrypt bool
-	Path    string // where it was loaded from (not stored)
+	// NoLocalSockets: daemons and clients on one host talk over TCP too,
+	// not over the daemons' local sockets (package rpc, local.go); for
+	// measuring the network path on one machine.
+	NoLocalSockets bool
+	Path           string // where it was loaded from (not stored)
 }
 
 // KeyLen is the length of a generated cluster key.
@@ -148,14 +152,17 @@ func Parse(b []byte) (*Config, error) {
 					c.EtcdEndpoints = append(c.EtcdEndpoints, e)
 				}
 			}
-		case "etcd_auth", "encrypt":
+		case "etcd_auth", "encrypt", "local_sockets":
 			b, err := strconv.ParseBool(v)
 			if err != nil || v != "true" && v != "false" {
 				return nil, fmt.Errorf("line %d: %s must be true or false, not %q", n, k, v)
 			}
-			if k == "encrypt" {
+			switch k {
+			case "encrypt":
 				c.Encrypt = b
-			} else {
+			case "local_sockets":
+				c.NoLocalSockets = !b
+			default:
 				c.EtcdAuth = b
 			}
 		case "cluster_key":
@@ -192,6 +199,9 @@ func (c *Config) Save(path string) error {
 	fmt.Fprintf(&b, "cluster_key = %s\n", hex.EncodeToString(c.ClusterKey))
 	if c.Encrypt {
 		b.WriteString("encrypt = true\n")
+	}
+	if c.NoLocalSockets {
+		b.WriteString("local_sockets = false\n")
 	}
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {

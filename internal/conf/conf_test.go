@@ -13,7 +13,7 @@ import (
 
 func TestSaveLoadRoundTrip(t *testing.T) {
 	c := New([]string{"http://127.0.0.1:2379", "http://[::1]:2379"})
-	c.Encrypt, c.EtcdAuth = true, true
+	c.Encrypt, c.EtcdAuth, c.NoLocalSockets = true, true, true
 	p := filepath.Join(t.TempDir(), "cairn.conf")
 	if err := c.Save(p); err != nil {
 		t.Fatal(err)
@@ -30,7 +30,7 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got.FSID != c.FSID || !bytes.Equal(got.ClusterKey, c.ClusterKey) || strings.Join(got.EtcdEndpoints, ",") != strings.Join(c.EtcdEndpoints, ",") ||
-		!got.Encrypt || !got.EtcdAuth {
+		!got.Encrypt || !got.EtcdAuth || !got.NoLocalSockets {
 		t.Fatalf("round trip changed config: %+v vs %+v", got, c)
 	}
 }

@@ -35,6 +35,9 @@ type Options struct {
 	// and every connection to and between OSDs is TLS, etcd's too
 	// (cairn.conf's encrypt; package rpc says how the peers authenticate).
 	TLS bool
+	// NoLocalSockets: every process talks to the OSDs over TCP on the
+	// loopback, not over their local sockets (cairn.conf's local_sockets).
+	NoLocalSockets bool
 	// DashboardPort: the mon serves the web dashboard on this port of the
 	// first loopback address, without a password (0: none).
 	DashboardPort int
@@ -244,8 +247,8 @@ func loadConf(o Options, path string) (*conf.Config, error) {
 	switch {
 	case err == nil:
 		fmt.Fprintf(o.Out, "restarting cluster %s from %s\n", cfg.FSID, o.Dir)
-		if cfg.Encrypt != o.TLS { // every process starts again: they all follow
-			cfg.Encrypt = o.TLS
+		if cfg.Encrypt != o.TLS || cfg.NoLocalSockets != o.NoLocalSockets { // every process starts again: they all follow
+			cfg.Encrypt, cfg.NoLocalSockets = o.TLS, o.NoLocalSockets
 			if len(o.External) == 0 {
 				cfg.EtcdEndpoints = []string{o.etcdURL(0)}
 			}
@@ -261,7 +264,7 @@ func loadConf(o Options, path string) (*conf.Config, error) {
 		}
 		cfg = conf.New(eps)
 		cfg.EtcdAuth = len(o.External) == 0 // our own mon: turn etcd auth on
-		cfg.Encrypt = o.TLS
+		cfg.Encrypt, cfg.NoLocalSockets = o.TLS, o.NoLocalSockets
 		if err := cfg.Save(path); err != nil {
 			return nil, err
 		}

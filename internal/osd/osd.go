@@ -204,7 +204,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	s := &Server{
 		id: id, opts: o, store: st, meta: ms, view: view,
-		peers: rpc.NewPoolWith(o.Conf.ClusterKey, rpc.DialOptions{Encrypt: o.Conf.Encrypt}),
+		peers: rpc.NewPoolWith(o.Conf.ClusterKey, rpc.DialOptions{Encrypt: o.Conf.Encrypt, Local: !o.Conf.NoLocalSockets}),
 		logf:  o.Logf,
 		pgs:   map[clustermap.PGID]*pgState{},
 		seed:  maphash.MakeSeed(),
@@ -236,10 +236,27 @@ func Run(ctx context.Context, o Options) error {
 	srv := rpc.NewServer(o.Conf.ClusterKey, s, rpc.ServerOptions{Logf: o.Logf, Encrypt: o.Conf.Encrypt})
 	go srv.Serve(ln)
 	defer srv.Close()
+	s.serveLocal(srv, ln.Addr().String())
 	if err := s.serve(ctx, ln.Addr().String()); err != nil {
 		return err
 	}
 	return whyStopped(id, o.DataDir, removed(), st.Err())
+}
+
+// serveLocal serves srv on the local socket of the OSD's address too, so
+// clients and OSDs on this host reach it without TCP (rpc/local.go),
+// unless cairn.conf says local_sockets = false. Without the socket they
+// use TCP: a warning, not a failure.
+func (s *Server) serveLocal(srv *rpc.Server, addr string) {
+	if s.opts.Conf.NoLocalSockets {
+		return
+	}
+	ln, err := rpc.ListenLocal(addr)
+	if err != nil {
+		s.logf("%s: no local socket (%v); clients on this host reach it over TCP", s.id, err)
+		return
+	}
+	go srv.Serve(ln)
 }
 
 // whyStopped is what an OSD that stopped serving tells its operator: nil

@@ -15,12 +15,14 @@ import (
 	"github.com/cairn-storage/cairn/internal/proto"
 )
 
-// Conn is the client side of one authenticated TCP connection to a daemon.
+// Conn is the client side of one authenticated connection to a daemon, over
+// TCP or the daemon's local socket (local.go).
 // Any number of goroutines may Call at once: requests are pipelined on the
 // one connection and responses are matched by request id in any order.
 type Conn struct {
 	addr  string
 	nc    net.Conn
+	local bool          // over the local socket
 	sendq chan outFrame // encoded frames for the writer
 	in    *inlineWriter // callers' own writes when the writer is idle
 	done  chan struct{} // closed when the connection is broken or closed
@@ -56,6 +58,8 @@ type DialOptions struct {
 	// Encrypt: TLS first, the handshake bound to it (tls.go). Every
 	// daemon and client of a cluster must agree.
 	Encrypt bool
+	// Local: try the daemon's local socket (local.go) before TCP.
+	Local bool
 }
 
 // DialWith is Dial with options.
@@ -63,24 +67,42 @@ func DialWith(ctx context.Context, addr string, key []byte, o DialOptions) (*Con
 	if len(key) == 0 {
 		return nil, fmt.Errorf("rpc: dial %s: empty cluster key", addr)
 	}
+	if o.Local {
+		if nc, err := dialLocal(ctx, addr); err == nil {
+			c, err := open(ctx, nc, addr, key, o)
+			if err == nil || ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
+				return c, err
+			}
+			// Refused: whatever holds the name is not this cluster's
+			// daemon; the address itself may still be.
+		}
+	}
 	var d net.Dialer
 	tcp, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("rpc: dial %s: %w", addr, err)
 	}
-	var nc net.Conn = tcp
+	return open(ctx, tcp, addr, key, o)
+}
+
+// open runs the handshake on a fresh socket nc (TLS first when o.Encrypt)
+// and starts the connection; it closes nc on failure.
+func open(ctx context.Context, nc net.Conn, addr string, key []byte, o DialOptions) (*Conn, error) {
+	sock := nc
+	_, local := nc.(*net.UnixConn)
 	deadline := time.Now().Add(HandshakeTimeout)
 	ctxDeadline := false
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline, ctxDeadline = dl, true
 	}
-	tcp.SetDeadline(deadline)
+	sock.SetDeadline(deadline)
 	// A cancelled ctx interrupts the handshake's blocking reads at once.
-	stop := context.AfterFunc(ctx, func() { tcp.SetDeadline(time.Unix(1, 0)) })
+	stop := context.AfterFunc(ctx, func() { sock.SetDeadline(time.Unix(1, 0)) })
 	var bind []byte
+	var err error
 	if o.Encrypt {
 		var tc *tls.Conn
-		if tc, bind, err = clientEncrypt(ctx, tcp); err == nil {
+		if tc, bind, err = clientEncrypt(ctx, sock); err == nil {
 			nc = tc
 		}
 	}
@@ -92,7 +114,7 @@ func DialWith(ctx context.Context, addr string, key []byte, o DialOptions) (*Con
 		// ctx ended (the socket deadline may fire a moment before ctx
 		// reports it); a handshake that finished anyway is discarded, as
 		// the AfterFunc may still be resetting the deadline.
-		tcp.Close()
+		sock.Close()
 		cerr := ctx.Err()
 		if cerr == nil {
 			cerr = context.DeadlineExceeded
@@ -100,13 +122,14 @@ func DialWith(ctx context.Context, addr string, key []byte, o DialOptions) (*Con
 		return nil, fmt.Errorf("rpc: dial %s: handshake: %w", addr, cerr)
 	}
 	if err != nil {
-		tcp.Close()
+		sock.Close()
 		return nil, fmt.Errorf("rpc: dial %s: %w", addr, err)
 	}
 	nc.SetDeadline(time.Time{})
 	c := &Conn{
 		addr:    addr,
 		nc:      nc,
+		local:   local,
 		sendq:   make(chan outFrame, 256),
 		in:      newInlineWriter(nc),
 		done:    make(chan struct{}),
@@ -122,6 +145,10 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
+
+// Local reports whether the connection runs over the daemon's local
+// socket (local.go) rather than TCP.
+func (c *Conn) Local() bool { return c.local }
 
 // Addr returns the address the connection was dialed to.
 func (c *Conn) Addr() string { return c.addr }

@@ -1,5 +1,6 @@
 // Package rpc carries proto messages between clients and daemons, and between
-// daemons, over persistent, authenticated, pipelined TCP connections. It owns
+// daemons, over persistent, authenticated, pipelined connections: TCP, or a
+// daemon's local Unix socket when both ends share a host (local.go). It owns
 // the sockets, the framing and the cluster-key handshake; it knows nothing of
 // what a request means (the Handler does). It imports only proto from this
 // project, and must never import daemon or storage packages.

@@ -565,10 +565,12 @@ func TestConnClose(t *testing.T) {
 // benchCall sends size-byte writes from callers goroutines; read makes the
 // server answer with the same bytes instead (a read of that size).
 func benchCall(b *testing.B, callers, size int, read bool) {
-	benchCallWith(b, callers, size, read, false)
+	benchCallWith(b, callers, size, read, DialOptions{})
 }
 
-func benchCallWith(b *testing.B, callers, size int, read, encrypt bool) {
+// benchCallWith is benchCall with the server and client options o asks:
+// encrypted, or over the local socket.
+func benchCallWith(b *testing.B, callers, size int, read bool, o DialOptions) {
 	h := HandlerFunc(func(ctx context.Context, req *proto.Request) *proto.Response {
 		r := &proto.Response{Status: proto.StatusOK, Size: uint64(len(req.Data)), Version: req.Offset}
 		if read {
@@ -576,12 +578,18 @@ func benchCallWith(b *testing.B, callers, size int, read, encrypt bool) {
 		}
 		return r
 	})
-	_, addr, _ := startServer(b, "127.0.0.1", testKey, h, ServerOptions{Encrypt: encrypt})
-	c, err := DialWith(context.Background(), addr, testKey, DialOptions{Encrypt: encrypt})
+	srv, addr, _ := startServer(b, "127.0.0.1", testKey, h, ServerOptions{Encrypt: o.Encrypt})
+	if o.Local {
+		serveLocal(b, srv, addr)
+	}
+	c, err := DialWith(context.Background(), addr, testKey, o)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer c.Close()
+	if c.Local() != o.Local {
+		b.Fatalf("connection local %v, want %v", c.Local(), o.Local)
+	}
 	data := make([]byte, size)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(data)))
@@ -631,10 +639,11 @@ func BenchmarkCall1MiB(b *testing.B) {
 func BenchmarkCallEncrypted(b *testing.B) {
 	for _, enc := range []bool{false, true} {
 		name := map[bool]string{false: "plain", true: "tls"}[enc]
-		b.Run("4KiB/callers=1/"+name, func(b *testing.B) { benchCallWith(b, 1, 4096, false, enc) })
-		b.Run("4KiB/callers=16/"+name, func(b *testing.B) { benchCallWith(b, 16, 4096, false, enc) })
-		b.Run("1MiB/write/"+name, func(b *testing.B) { benchCallWith(b, 4, 1<<20, false, enc) })
-		b.Run("1MiB/read/"+name, func(b *testing.B) { benchCallWith(b, 4, 1<<20, true, enc) })
+		o := DialOptions{Encrypt: enc}
+		b.Run("4KiB/callers=1/"+name, func(b *testing.B) { benchCallWith(b, 1, 4096, false, o) })
+		b.Run("4KiB/callers=16/"+name, func(b *testing.B) { benchCallWith(b, 16, 4096, false, o) })
+		b.Run("1MiB/write/"+name, func(b *testing.B) { benchCallWith(b, 4, 1<<20, false, o) })
+		b.Run("1MiB/read/"+name, func(b *testing.B) { benchCallWith(b, 4, 1<<20, true, o) })
 	}
 }
 

@@ -200,7 +200,7 @@ func (s *Server) serveConn(tcp net.Conn) {
 		delete(s.conns, tcp)
 		s.mu.Unlock()
 	}()
-	peer := tcp.RemoteAddr().String()
+	peer := peerName(tcp)
 	nc := tcp // the TLS connection over it, when encrypted
 	nc.SetDeadline(time.Now().Add(s.opts.HandshakeTimeout))
 	var bind []byte
@@ -221,6 +221,16 @@ func (s *Server) serveConn(tcp net.Conn) {
 	if err != nil && s.ctx.Err() == nil {
 		s.opts.Logf("rpc: closed connection from %s: %v", peer, err)
 	}
+}
+
+// peerName names the far end of a connection for the log: its TCP
+// address, or "a local process" on the local socket (local.go), whose
+// peers have no names.
+func peerName(nc net.Conn) string {
+	if a := nc.RemoteAddr(); a != nil && a.Network() == "tcp" {
+		return a.String()
+	}
+	return "a local process"
 }
 
 // logRefused logs a connection refused during its handshake, unless the
