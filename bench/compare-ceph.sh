@@ -32,6 +32,9 @@
 #                      (allow_ec_overwrites) vs a cairn volume on the cairn
 #                      one, and cairn's 3-copy volume's 4 KiB randwrite QD16
 #   EC_PROFILE=2+1     K+M of the ec and ecblock suites' pools (K+M at most the 3 OSDs)
+#   CAIRN_LOCAL_SOCKETS=1  0: cairn dev --local-sockets=false, cairn's processes
+#                      on loopback TCP as Ceph's are (by default, as on any
+#                      one host, they reach the OSDs over Unix sockets)
 #   FIO_IMAGE_MIB=1024 size of the RBD image / cairn volume the fio jobs use
 #   CAIRN_NBD_PORT=20909 NBDKIT_PORT=20910
 #   CAIRN_S3_PORT=9000 CAIRN_DASHBOARD_PORT=8080 CAIRN_METRICS_PORT=9300
@@ -766,7 +769,8 @@ start_cairn() {
 	log "cairn: starting a dev cluster (3 hosts × 1 OSD, pool '$CAIRN_POOL' size 3) in $CAIRN_DIR"
 	CAIRN_EXPERIMENTAL_EC=1 "$CAIRN" dev --dir "$CAIRN_DIR" --hosts 3 --osds-per-host 1 --etcd-port "$CAIRN_ETCD_PORT" \
 		--osd-port "$CAIRN_OSD_PORT" --nbd-port "$CAIRN_NBD_PORT" --s3-port "$CAIRN_S3_PORT" --dashboard-port "$CAIRN_DASHBOARD_PORT" \
-		--metrics-port "$CAIRN_METRICS_PORT" --lease-ttl "$CAIRN_LEASE_TTL" >"$WORKDIR/cairn-dev.out" 2>&1 &
+		--metrics-port "$CAIRN_METRICS_PORT" --lease-ttl "$CAIRN_LEASE_TTL" --local-sockets="$([[ ${CAIRN_LOCAL_SOCKETS:-1} == 0 ]] && echo false || echo true)" \
+		>"$WORKDIR/cairn-dev.out" 2>&1 &
 	CAIRN_DEV_PID=$!
 	local deadline=$((SECONDS + 120))
 	until grep -q "is up" "$WORKDIR/cairn-dev.out" 2>/dev/null; do

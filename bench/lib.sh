@@ -31,13 +31,14 @@ build_rev() {
 # in $WORKDIR/dev (erasure coding on), on $CAIRN_ETCD_PORT, $CAIRN_OSD_PORT
 # and $CAIRN_NBD_PORT, no metrics or dashboard, and no S3 gateway unless
 # S3_PORT is given (its endpoint and keys in $WORKDIR/dev/s3.json); its pid
-# in $cluster. It returns once the cluster is up.
+# in $cluster; more cairn dev flags in $DEV_FLAGS. It returns once the
+# cluster is up.
 start_dev() {
 	local bin=$1 dir=$WORKDIR/dev s3=${3:-0}
 	rm -rf "$dir"
 	CAIRN_EXPERIMENTAL_EC=1 "$bin" dev --dir "$dir" --hosts 3 --osds-per-host "$2" --etcd-port "$CAIRN_ETCD_PORT" \
 		--osd-port "$CAIRN_OSD_PORT" --nbd-port "$CAIRN_NBD_PORT" --s3-port "$s3" --metrics-port 0 \
-		--dashboard-port 0 >"$WORKDIR/dev.log" 2>&1 &
+		--dashboard-port 0 ${DEV_FLAGS:-} >"$WORKDIR/dev.log" 2>&1 &
 	cluster=$!
 	for _ in $(seq 240); do grep -q "is up" "$WORKDIR/dev.log" && break; sleep 0.5; done
 	grep -q "is up" "$WORKDIR/dev.log" || die "cairn dev did not come up: $(tail "$WORKDIR/dev.log")"

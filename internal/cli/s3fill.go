@@ -32,7 +32,9 @@ func s3BucketFillCmd(g *globals) *cobra.Command {
 		Long: `Writes objects PREFIX/00000000, PREFIX/00000001, … (numbered from --first, eight digits
 or more) of --size bytes each into BUCKET, committed a batch per index shard transaction where a
 PUT commits one: a bucket of ten million keys fills in minutes. Shards split as PUTs would split
-them. It refuses to overwrite: a key that exists stops the fill.`,
+them. It refuses to overwrite: a key that exists stops the fill. That check runs just before
+each batch commits, not inside its transaction, so fill buckets nothing else writes to: an
+object PUT to one of the keys meanwhile would be replaced and its data never collected.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, g, args[0]) },
 	}
