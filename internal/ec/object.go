@@ -19,6 +19,27 @@ func (l Layout) ShardLen(size int64, i int) int64 {
 	return full*int64(l.Unit) + min(int64(l.Unit), max(0, rest-int64(i)*int64(l.Unit)))
 }
 
+// ShardSums returns the checksums of data shard i's whole block-byte
+// blocks, taken from sums, the checksums of the object's whole blocks (a
+// trailing one of a short last block is ignored), or nil if they cannot
+// be: a data shard holds whole chunks of the object, so with the unit
+// block-aligned each of its whole blocks is a whole block of the object,
+// and a put need not read its data shards again to checksum them.
+func (l Layout) ShardSums(sums []uint32, size int64, i, block int) []uint32 {
+	b := int64(block)
+	if i >= l.K || int64(l.Unit)%b != 0 || int64(len(sums)) < size/b {
+		return nil
+	}
+	n := l.ShardLen(size, i) / b
+	out := make([]uint32, n)
+	for j := range out {
+		at := int64(j) * b
+		pos := at/int64(l.Unit)*l.StripeBytes() + int64(i)*int64(l.Unit) + at%int64(l.Unit)
+		out[j] = sums[pos/b]
+	}
+	return out
+}
+
 // Span returns the part [from, to) of every shard that bytes [off, end)
 // of an object touch: whole chunks of the stripes the range crosses, so
 // one read per shard serves the range (and its rebuild).

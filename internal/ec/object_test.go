@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -265,5 +266,56 @@ func TestDataChunks(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// blockSums is what a frame reader takes: the crc32c of each whole block
+// of data, and of a short last one.
+func blockSums(data []byte, block int) []uint32 {
+	var out []uint32
+	for off := 0; off < len(data); off += block {
+		out = append(out, crc32.Checksum(data[off:min(off+block, len(data))], crc32.MakeTable(crc32.Castagnoli)))
+	}
+	return out
+}
+
+// ShardSums gives each data shard the checksums its own blocks have, from
+// the object's, at every awkward size; none where the unit is not made of
+// whole blocks, for a parity shard, or from too few sums.
+func TestShardSums(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	const block = 4096
+	for _, l := range []Layout{{2, 1, 4096}, {4, 2, 16384}, {3, 3, 8192}} {
+		c, err := New(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb := int(l.StripeBytes())
+		for _, size := range []int{0, 1, block + 5, l.Unit - 1, l.Unit + block, sb - 1, sb, 3*sb + l.Unit + 7, 5 * sb} {
+			obj := make([]byte, size)
+			for i := range obj {
+				obj[i] = byte(r.Uint32())
+			}
+			shards, err := c.EncodeObject(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sums := blockSums(obj, block)
+			for i := 0; i < l.K; i++ {
+				want := blockSums(shards[i][:len(shards[i])/block*block], block)
+				if got := l.ShardSums(sums, int64(size), i, block); !slices.Equal(got, want) && len(want)+len(got) > 0 {
+					t.Fatalf("%d+%d unit %d, %d bytes, shard %d: sums %x, want %x", l.K, l.M, l.Unit, size, i, got, want)
+				}
+			}
+			if l.ShardSums(sums, int64(size), l.K, block) != nil {
+				t.Fatalf("%d+%d, %d bytes: sums for a parity shard", l.K, l.M, size)
+			}
+			if size >= block && l.ShardSums(sums[:size/block-1], int64(size), 0, block) != nil {
+				t.Fatalf("%d+%d, %d bytes: sums from too few", l.K, l.M, size)
+			}
+		}
+	}
+	if (Layout{2, 1, 6144}).ShardSums(make([]uint32, 10), 40960, 0, block) != nil {
+		t.Fatal("sums for a unit that is not whole blocks")
 	}
 }

@@ -264,21 +264,27 @@ func (s *Server) askShardReq(ctx context.Context, t *placement.Table, osd cluste
 // planShards gives each position of the acting set its transaction and
 // the meta of its shard: a put's shard (the object's xattrs and omap
 // stay), or a delete's tombstone (they go, kept to roll back: w.keys).
-// Each position adds what it keeps to roll back (ecrollback.go).
-func (s *Server) planShards(pool *clustermap.Pool, req *proto.Request, w *writePlan, shards [][]byte) *proto.Response {
+// Each position adds what it keeps to roll back (ecrollback.go). A data
+// shard's block checksums come from the client's request (ShardSums), so
+// neither this OSD's store nor its frames to the positions read it again.
+func (s *Server) planShards(pool *clustermap.Pool, l ec.Layout, req *proto.Request, w *writePlan, shards [][]byte) *proto.Response {
 	meta := pg.ShardMeta{Ver: pg.EVersion{Epoch: uint64(w.interval), Version: w.ver}, Size: uint64(len(req.Data)), Tombstone: req.Op == proto.OpDelete}
 	if meta.Tombstone {
 		meta.Size = 0
 	}
 	return s.planPositions(pool, req, w, meta, func(i int, coll string, txn *objstore.Txn) *proto.Response {
 		var data []byte
+		var sums []uint32
 		if shards != nil {
 			data = skewShard(req.Object, i, shards[i])
+			if len(data) > 0 && &data[0] == &shards[i][0] {
+				sums = l.ShardSums(req.DataSums, int64(len(req.Data)), i, proto.Align)
+			}
 		}
 		if meta.Tombstone {
 			txn.Delete(coll, req.Object) // its xattrs and omap go too
 		}
-		txn.Put(coll, req.Object, data)
+		txn.PutSummed(coll, req.Object, data, sums)
 		return nil
 	})
 }
@@ -399,7 +405,7 @@ func (s *Server) ecWrite(ctx context.Context, pool *clustermap.Pool, c *ec.Codec
 		}
 	}
 	w.ver = p.nextVersion()
-	if bad := s.planShards(pool, req, w, shards); bad != nil {
+	if bad := s.planShards(pool, c.Layout(), req, w, shards); bad != nil {
 		return bad
 	}
 	return s.ecCommit(ctx, pool, p, req, w)

@@ -21,7 +21,8 @@ import (
 // failed), that what stands can be rebuilt (K shards hold it or roll back
 // to it), and that every position up then holds the same version and
 // data; at the end, with every position back, that every shard agrees
-// and holds the acknowledged data.
+// and holds the acknowledged data. Clients read from the positions too
+// (settledsim_test.go).
 
 type ecShard struct {
 	ver, prev   EVersion
@@ -48,6 +49,8 @@ type ecSim struct {
 	down    bool                 // the PG cannot peer: it serves nothing
 	epoch   uint64
 	version uint64
+	read    *ecRead // a client's read from the positions, half done
+	reads   int     // reads served from the positions
 	trace   strings.Builder
 }
 
@@ -263,7 +266,11 @@ func (s *ecSim) checkStands(name string, v EVersion) error {
 func (s *ecSim) run(steps int) error {
 	var val uint64
 	for step := 0; step < steps; step++ {
-		switch k := s.r.IntN(10); {
+		switch k := s.r.IntN(12); {
+		case k >= 10:
+			if err := s.readStep(); err != nil {
+				return err
+			}
 		case k < 6:
 			val++
 			v := val
