@@ -121,10 +121,7 @@ func TestWritesKeepParity(t *testing.T) {
 				off = r.Int64N(stripes) * l.StripeBytes()
 				n = int(min(max-off, l.StripeBytes()*int64(1+r.IntN(2))))
 			}
-			data := make([]byte, n)
-			for i := range data {
-				data[i] = byte(r.Uint32())
-			}
+			data := randomBytes(r, n)
 			for _, w := range m.write(t, off, data) {
 				kinds[w.Kind]++
 			}

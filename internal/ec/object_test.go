@@ -40,10 +40,7 @@ func TestEncodeObject(t *testing.T) {
 		}
 		sb := int(l.StripeBytes())
 		for _, size := range []int{0, 1, l.Unit - 1, l.Unit, l.Unit + 1, sb - 1, sb, sb + 1, 3*sb + l.Unit + 7, 5 * sb} {
-			obj := make([]byte, size)
-			for i := range obj {
-				obj[i] = byte(r.Uint32())
-			}
+			obj := randomBytes(r, size)
 			shards, err := c.EncodeObject(obj)
 			if err != nil {
 				t.Fatal(err)
@@ -132,10 +129,7 @@ func TestEncodeObjectParityPerStripe(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		obj := make([]byte, 3*l.StripeBytes()+int64(l.Unit)+7)
-		for i := range obj {
-			obj[i] = byte(r.Uint32())
-		}
+		obj := randomBytes(r, 3*l.StripeBytes()+int64(l.Unit)+7)
 		shards, err := c.EncodeObject(obj)
 		if err != nil {
 			t.Fatal(err)
@@ -216,10 +210,7 @@ func TestEncodeObjectInto(t *testing.T) {
 		}
 		sb := int(l.StripeBytes())
 		for _, size := range []int{0, 1, l.Unit - 1, l.Unit + 1, sb - 1, sb, 3*sb + l.Unit + 7, 5 * sb} {
-			obj := make([]byte, size)
-			for i := range obj {
-				obj[i] = byte(r.Uint32())
-			}
+			obj := randomBytes(r, size)
 			want, err := c.EncodeObject(obj)
 			if err != nil {
 				t.Fatal(err)
@@ -269,6 +260,15 @@ func TestDataChunks(t *testing.T) {
 	}
 }
 
+// randomBytes returns n bytes from r.
+func randomBytes[N int | int64](r *rand.Rand, n N) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
 // blockSums is what a frame reader takes: the crc32c of each whole block
 // of data, and of a short last one.
 func blockSums(data []byte, block int) []uint32 {
@@ -292,10 +292,7 @@ func TestShardSums(t *testing.T) {
 		}
 		sb := int(l.StripeBytes())
 		for _, size := range []int{0, 1, block + 5, l.Unit - 1, l.Unit + block, sb - 1, sb, 3*sb + l.Unit + 7, 5 * sb} {
-			obj := make([]byte, size)
-			for i := range obj {
-				obj[i] = byte(r.Uint32())
-			}
+			obj := randomBytes(r, size)
 			shards, err := c.EncodeObject(obj)
 			if err != nil {
 				t.Fatal(err)

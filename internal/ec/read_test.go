@@ -20,10 +20,7 @@ func TestReadRange(t *testing.T) {
 	for trial := 0; trial < 200; trial++ {
 		l := Layout{K: 2 + r.IntN(5), M: 1 + r.IntN(3), Unit: 4096 * (1 + r.IntN(2))}
 		m := newShardModel(t, l, 6)
-		obj := make([]byte, 1+r.IntN(int(5*l.StripeBytes())))
-		for i := range obj {
-			obj[i] = byte(r.Uint32())
-		}
+		obj := randomBytes(r, 1+r.IntN(int(5*l.StripeBytes())))
 		m.write(t, 0, obj)
 		nfail := r.IntN(l.M + 2) // sometimes one more than M
 		failing := r.Perm(l.K + l.M)[:nfail]
@@ -74,10 +71,7 @@ func randomObject(t *testing.T, r *rand.Rand, least int) (Layout, []byte, [][]by
 	if err != nil {
 		t.Fatal(err)
 	}
-	obj := make([]byte, least+r.IntN(int(5*l.StripeBytes())))
-	for i := range obj {
-		obj[i] = byte(r.Uint32())
-	}
+	obj := randomBytes(r, least+r.IntN(int(5*l.StripeBytes())))
 	shards, err := c.EncodeObject(obj)
 	if err != nil {
 		t.Fatal(err)
