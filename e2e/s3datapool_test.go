@@ -78,6 +78,11 @@ func TestS3ECDataPool(t *testing.T) {
 	}
 	readBack("written")
 	settledReads(t, c, info, work, "put.bin", "") // stripes of 4 MiB, 4 MiB and 2 MiB: each over several chunks
+	// The gateway and the OSDs, all of this host, came over the OSDs' local
+	// sockets, and the OSDs' metrics say so.
+	if n := osdMetricSum(t, c, `cairn_osd_connections{osd="%s",transport="local"}`); n < float64(c.hosts*c.perHost) {
+		t.Errorf("cairn_osd_connections: %v local connections over the OSDs, want at least one each", n)
+	}
 	ecStripes := checkDataPools(t, c)
 	for _, tc := range []struct{ args, want string }{
 		{"--pool s3 --data-pool nope", `data pool "nope" does not exist`},

@@ -145,8 +145,8 @@ func (m *metrics) noteScrub(kind string, res scrubResult) {
 // primary PGs by state, the object copies recovery has left, its store's
 // space and objects.
 type stateCollector struct {
-	s                         *Server
-	pgs, left, space, objects *prometheus.Desc
+	s                                *Server
+	pgs, left, space, objects, conns *prometheus.Desc
 }
 
 func newStateCollector(s *Server, labels prometheus.Labels) *stateCollector {
@@ -155,6 +155,8 @@ func newStateCollector(s *Server, labels prometheus.Labels) *stateCollector {
 		left:    prometheus.NewDesc("cairn_osd_recovery_objects_left", "Object copies this OSD's primary PGs still have to bring up to date.", nil, labels),
 		space:   prometheus.NewDesc("cairn_osd_store_bytes", "The store's device: total, free and used bytes.", []string{"kind"}, labels),
 		objects: prometheus.NewDesc("cairn_osd_store_objects", "Objects in the store.", nil, labels),
+		conns: prometheus.NewDesc("cairn_osd_connections", "Connections open to this OSD, by transport: its local socket (clients, gateways and OSDs of its host) or TCP.",
+			[]string{"transport"}, labels),
 	}
 }
 
@@ -167,6 +169,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.left
 	ch <- c.space
 	ch <- c.objects
+	ch <- c.conns
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -187,6 +190,12 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.space, prometheus.GaugeValue, float64(u.TotalBytes-u.FreeBytes), "used")
 		ch <- prometheus.MustNewConstMetric(c.objects, prometheus.GaugeValue, float64(u.Objects))
 	}
+	var tcp, local int
+	if srv := c.s.rpcSrv.Load(); srv != nil {
+		tcp, local = srv.Conns()
+	}
+	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(tcp), "tcp")
+	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(local), "local")
 }
 
 // serveMetrics serves /metrics on addr until ctx ends.

@@ -98,6 +98,9 @@ type Server struct {
 	view  *mapview.View
 	peers *rpc.Pool
 	logf  func(string, ...any)
+	// rpcSrv serves this OSD's connections (set once serving; metrics
+	// count them by transport).
+	rpcSrv atomic.Pointer[rpc.Server]
 
 	pgMu sync.Mutex
 	pgs  map[clustermap.PGID]*pgState
@@ -236,6 +239,7 @@ func Run(ctx context.Context, o Options) error {
 	srv := rpc.NewServer(o.Conf.ClusterKey, s, rpc.ServerOptions{Logf: o.Logf, Encrypt: o.Conf.Encrypt})
 	go srv.Serve(ln)
 	defer srv.Close()
+	s.rpcSrv.Store(srv)
 	s.serveLocal(srv, ln.Addr().String())
 	if err := s.serve(ctx, ln.Addr().String()); err != nil {
 		return err

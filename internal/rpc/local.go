@@ -34,6 +34,21 @@ func ListenLocal(addr string) (net.Listener, error) {
 	return net.Listen("unix", LocalName(addr))
 }
 
+// Conns counts the connections open to s, by transport: TCP and local
+// sockets.
+func (s *Server) Conns() (tcp, local int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for nc := range s.conns {
+		if _, ok := nc.(*net.UnixConn); ok {
+			local++
+		} else {
+			tcp++
+		}
+	}
+	return tcp, local
+}
+
 // dialLocal connects to the local socket of addr, if a daemon on this host
 // listens on one; an error means none does and TCP is the way.
 func dialLocal(ctx context.Context, addr string) (net.Conn, error) {

@@ -44,6 +44,9 @@ func TestLocalSocket(t *testing.T) {
 		if c := dialLocalOpt(t, addr, DialOptions{Encrypt: enc}); c.Local() {
 			t.Errorf("encrypt %v: dial without Local used the local socket", enc)
 		}
+		if tcp, local := srv.Conns(); tcp != 1 || local != 1 {
+			t.Errorf("encrypt %v: server counts %d TCP and %d local connections, want 1 and 1", enc, tcp, local)
+		}
 	}
 	_, tcpOnly, _ := startServer(t, "127.0.0.1", testKey, HandlerFunc(echo), ServerOptions{})
 	if c := dialLocalOpt(t, tcpOnly, DialOptions{Local: true}); c.Local() {
