@@ -8,9 +8,10 @@ import (
 )
 
 // A daemon on the same host as its peer is reached over a Unix socket as
-// well as TCP: a byte through a Unix socket costs each end about half the
-// CPU of a byte through loopback TCP, and on one host every hop of the data
-// path (gateway → primary → other copies or shards) is such a byte. The
+// well as TCP: a byte through a Unix socket costs each end less CPU than a
+// byte through loopback TCP (BenchmarkCallLocal; the baseline's
+// stream_local), and on one host every hop of the data path (gateway →
+// primary → other copies or shards) is such a byte. The
 // socket is Linux's abstract namespace, named after the daemon's TCP
 // address (LocalName): nothing to clean up after a crash, and it belongs to
 // the network namespace as the address does, so a peer sees it exactly when
