@@ -58,6 +58,7 @@ func TestParseErrors(t *testing.T) {
 		{"color = blue\n", "unknown key"},
 		{"encrypt = yes\n", "encrypt must be true or false"},
 		{"etcd_auth = 1\n", "etcd_auth must be true or false"},
+		{"local_sockets = off\n", "local_sockets must be true or false"},
 	} {
 		_, err := Parse([]byte(tc.in))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
