@@ -43,31 +43,43 @@ import (
 // asks the primary instead (which has its own view of a slow position).
 const settledWait = 5 * time.Second
 
-// ReadSettledPooled is ReadAtPooled that, in an erasure-coded pool, reads
+// ReadSettledPieces is ReadAtPooled that, in an erasure-coded pool, reads
 // the positions itself when they all agree (see above), and else asks the
 // primary. It pays off for ranges over several data chunks of objects read
 // much more often than written (S3's data stripes, written once); a range
 // in one chunk, a replicated pool or a snapshot is read as ReadAtPooled
-// reads it.
-func (p *Pool) ReadSettledPooled(ctx context.Context, name string, off, length uint64) (data []byte, size uint64, release func(), err error) {
+// reads it. The data comes in pieces to send one after another: views of
+// the positions' replies, one a chunk, where the pool's chunks are at least
+// MinPiece bytes (so a caller writing them out saves a copy of every byte
+// at the price of a write a chunk); else one piece.
+func (p *Pool) ReadSettledPieces(ctx context.Context, name string, off, length uint64) (pieces [][]byte, size uint64, release func(), err error) {
+	whole := func() ([][]byte, uint64, func(), error) {
+		data, size, release, err := p.ReadAtPooled(ctx, name, off, length)
+		return [][]byte{data}, size, release, err
+	}
 	if length == 0 || length > MaxChunk || p.snap != 0 || proto.ValidateObjectName(name) != nil {
-		return p.ReadAtPooled(ctx, name, off, length)
+		return whole()
 	}
 	t := p.c.view.Table()
 	pool, ok := t.Map().Pool(p.id)
 	if !ok || !pool.Erasure() || off >= 1<<62 || len(ec.LayoutOf(*pool.EC).DataChunks(int64(off), int64(off+length))) < 2 {
 		// A range in one chunk: the primary serves it in one round trip
 		// to one position (often itself), where this would ask them all.
-		return p.ReadAtPooled(ctx, name, off, length)
+		return whole()
 	}
 	dctx, cancel := context.WithTimeout(ctx, settledWait)
 	defer cancel()
-	data, size, release, ok = p.readPositions(dctx, t, pool, name, int64(off), int64(off+length))
+	pieces, size, release, ok = p.readPositions(dctx, t, pool, name, int64(off), int64(off+length))
 	if ok {
-		return data, size, release, nil
+		return pieces, size, release, nil
 	}
-	return p.ReadAtPooled(ctx, name, off, length)
+	return whole()
 }
+
+// MinPiece is the smallest chunk ReadSettledPieces hands out as a piece of
+// its own: below it, a write a chunk costs more than copying the chunks
+// into one buffer.
+const MinPiece = 64 << 10
 
 // positionReply is one position's answer: its shard's meta and span.
 type positionReply struct {
@@ -77,8 +89,9 @@ type positionReply struct {
 }
 
 // readPositions reads bytes [off, end) of name from the positions of its
-// PG; ok is false when their answers do not settle the read.
-func (p *Pool) readPositions(ctx context.Context, t *placement.Table, pool *clustermap.Pool, name string, off, end int64) ([]byte, uint64, func(), bool) {
+// PG, in pieces (ReadSettledPieces); ok is false when their answers do not
+// settle the read.
+func (p *Pool) readPositions(ctx context.Context, t *placement.Table, pool *clustermap.Pool, name string, off, end int64) ([][]byte, uint64, func(), bool) {
 	l := ec.LayoutOf(*pool.EC)
 	id, _ := t.Locate(pool, name)
 	_, osds := t.Positions(pool, id)
@@ -87,20 +100,18 @@ func (p *Pool) readPositions(ctx context.Context, t *placement.Table, pool *clus
 	}
 	from, to := l.Span(off, end)
 	replies := p.askPositions(ctx, t, id, osds, name, from, to, l.DataChunks(off, end))
-	defer func() {
+	releaseAll := func() {
 		for _, r := range replies {
 			if r.resp != nil {
 				r.resp.Release()
 			}
 		}
-	}()
-	size, ok := agreed(replies)
-	if !ok {
-		return nil, 0, nil, false
 	}
+	size, ok := agreed(replies)
 	end = min(end, int64(size))
-	if end <= off {
-		return nil, size, func() {}, true
+	if !ok || end <= off {
+		releaseAll()
+		return nil, size, func() {}, ok
 	}
 	spans := make([][]byte, l.K)
 	for i := range spans {
@@ -110,15 +121,24 @@ func (p *Pool) readPositions(ctx context.Context, t *placement.Table, pool *clus
 	}
 	for _, i := range l.DataChunks(off, end) {
 		if int64(len(spans[i])) != max(0, min(to, l.ShardLen(int64(size), i))-from) {
+			releaseAll()
 			return nil, 0, nil, false // the shard is not as long as its meta says
 		}
 	}
+	if l.Unit >= MinPiece {
+		if pieces, ok := l.Pieces(off, end, from, spans); ok {
+			return pieces, size, releaseAll, true
+		}
+		releaseAll()
+		return nil, 0, nil, false
+	}
+	defer releaseAll()
 	buf := bufpool.Get(int(end - off))
 	if !l.Assemble(buf, off, from, spans) {
 		bufpool.Put(buf)
 		return nil, 0, nil, false
 	}
-	return buf, size, func() { bufpool.Put(buf) }, true
+	return [][]byte{buf}, size, func() { bufpool.Put(buf) }, true
 }
 
 // askPositions asks every position at once for its shard's meta, and

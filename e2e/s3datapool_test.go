@@ -77,7 +77,7 @@ func TestS3ECDataPool(t *testing.T) {
 		}
 	}
 	readBack("written")
-	settledReads(t, c, info, work, "put.bin", "") // stripes of 4 MiB, 4 MiB and 2 MiB: each over several chunks
+	settledReads(t, c, info, work, "put.bin", "", files["put.bin"]) // stripes of 4 MiB, 4 MiB and 2 MiB: each over several chunks
 	// The gateway and the OSDs, all of this host, came over the OSDs' local
 	// sockets, and the OSDs' metrics say so.
 	if n := osdMetricSum(t, c, `cairn_osd_connections{osd="%s",transport="local"}`); n < float64(c.hosts*c.perHost) {
@@ -119,9 +119,9 @@ func TestS3ECDataPool(t *testing.T) {
 // (bytes rng of it: "bytes=0-99"; "": all; each stripe read must span
 // several chunks) from their positions, not through the PGs' primaries,
 // once their writes are known complete everywhere
-// (client.Pool.ReadSettledPooled): a GET then adds no read to any
-// primary's count for pool s3ec.
-func settledReads(t *testing.T, c *cluster, info devcluster.S3Info, work, key, rng string) {
+// (client.Pool.ReadSettledPieces): a GET then adds no read to any
+// primary's count for pool s3ec, and brings want.
+func settledReads(t *testing.T, c *cluster, info devcluster.S3Info, work, key, rng string, want []byte) {
 	t.Helper()
 	args := []string{"s3api", "get-object", "--bucket", "ecb", "--key", key, filepath.Join(work, "settled")}
 	if rng != "" {
@@ -130,6 +130,9 @@ func settledReads(t *testing.T, c *cluster, info devcluster.S3Info, work, key, r
 	waitFor(t, 30*time.Second, "GETs of s3://ecb/"+key+" served without their primaries", func() bool {
 		before := primaryReads(t, c)
 		mustAWS(t, info, work, args...)
+		if got, _ := os.ReadFile(filepath.Join(work, "settled")); !bytes.Equal(got, want) {
+			t.Fatalf("GET of s3://ecb/%s %s: %d bytes, not the %d put", key, rng, len(got), len(want))
+		}
 		return primaryReads(t, c) == before
 	})
 }
@@ -160,7 +163,7 @@ func rotRead(t *testing.T, c *cluster, info devcluster.S3Info, work string, writ
 	t.Helper()
 	ecPool := c.pool("s3ec")
 	before := dataStripes(t, ecPool)
-	const size = 4<<20 + 303104 // a stripe of 4 MiB, then one whose shard 0 is 38 blocks
+	const size = 4<<20 + 303104 // a stripe of 4 MiB, then one of 74 blocks
 	mustAWS(t, info, work, "s3api", "put-object", "--bucket", "ecb", "--key", "rot.bin", "--body", write("rot.bin", size))
 	var last string
 	for _, st := range dataStripes(t, ecPool) {
@@ -168,7 +171,7 @@ func rotRead(t *testing.T, c *cluster, info devcluster.S3Info, work string, writ
 			last = st
 		}
 	}
-	settledReads(t, c, info, work, "rot.bin", "bytes=0-4194303") // the last stripe stays unread, out of the OSDs' caches
+	settledReads(t, c, info, work, "rot.bin", "bytes=0-4194303", files["rot.bin"][:4<<20]) // the last stripe stays unread, out of the OSDs' caches
 	m := currentMap(t, c)
 	pool, _ := m.PoolByName("s3ec")
 	_, pos := placement.NewTable(m).Positions(pool, placement.PGOf(pool, last))

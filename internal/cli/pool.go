@@ -62,7 +62,7 @@ func poolCmd(g *globals) *cobra.Command {
 	create.Flags().StringVar(&spec.Class, "class", "", "device class: hdd, ssd or nvme (default any)")
 	create.Flags().StringVar(&spec.FailureDomain, "failure-domain", "host", "osd, host or rack")
 	create.Flags().StringVar(&spec.EC, "ec", "", "erasure code K+M (e.g. 2+1, 4+2): K data and M parity shards, one per failure domain; min_size defaults to K+1")
-	create.Flags().StringVar(&stripeUnit, "stripe-unit", "16K", "bytes of each chunk of an erasure-coded stripe: a multiple of 4K up to 1M")
+	create.Flags().StringVar(&stripeUnit, "stripe-unit", "16K", "bytes of each chunk of an erasure-coded stripe: a multiple of 4K up to 1M (16K suits volumes; 256K suits S3 data, whose GETs then copy nothing)")
 	ls := &cobra.Command{
 		Use:   "ls",
 		Short: "list pools: what each keeps, what it can lose by design and now, and the user data that still fits (MAX AVAIL)",

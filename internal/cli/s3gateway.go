@@ -255,11 +255,11 @@ func (s poolStore) ReadAt(ctx context.Context, name string, off, length uint64) 
 }
 
 // ReadAtPooled reads the positions of an erasure-coded pool straight
-// (client.Pool.ReadSettledPooled): the gateway's data stripes are written
+// (client.Pool.ReadSettledPieces): the gateway's data stripes are written
 // once before the index names them, so their positions nearly always agree.
-func (s poolStore) ReadAtPooled(ctx context.Context, name string, off, length uint64) ([]byte, uint64, func(), error) {
-	b, size, release, err := s.p.ReadSettledPooled(ctx, name, off, length)
-	return b, size, release, storeErr(err)
+func (s poolStore) ReadAtPooled(ctx context.Context, name string, off, length uint64) ([][]byte, uint64, func(), error) {
+	bufs, size, release, err := s.p.ReadSettledPieces(ctx, name, off, length)
+	return bufs, size, release, storeErr(err)
 }
 
 func (s poolStore) Delete(ctx context.Context, name string) error {

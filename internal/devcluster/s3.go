@@ -107,6 +107,12 @@ func ensurePool(ctx context.Context, cl *client.Client, spec client.PoolSpec) er
 	return nil
 }
 
+// s3DataUnit is the stripe unit of an erasure-coded S3 data pool: chunks
+// this large reach a GET's client as the positions sent them, without a
+// copy (client.MinPiece), at the price of up to M chunks of parity for an
+// object smaller than a stripe (where 16 KiB chunks spread it over all K).
+const s3DataUnit = 256 << 10
+
 // s3DataSpec is the S3 gateway's data pool: like s3, or erasure-coded
 // with one shard per host where there are hosts enough, else one per OSD
 // (shards then share hosts, so a host lost may take more than M of them:
@@ -120,7 +126,7 @@ func (o Options) s3DataSpec() (client.PoolSpec, error) {
 	if err != nil {
 		return spec, fmt.Errorf("dev: the S3 data pool's erasure code: %w", err)
 	}
-	spec.Size, spec.EC = 0, o.S3DataEC
+	spec.Size, spec.EC, spec.StripeUnit = 0, o.S3DataEC, s3DataUnit
 	if o.Hosts < e.K+e.M {
 		spec.FailureDomain = clustermap.DomainOSD
 	}

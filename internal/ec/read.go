@@ -107,16 +107,26 @@ func (l Layout) AssembleSums(off, from int64, n, block int, sums [][]uint32) []u
 // returns false if a span is too short for the range (the shard does not
 // hold what its meta says), and the caller then reads with ReadRange.
 func (l Layout) Assemble(dst []byte, off, from int64, spans [][]byte) bool {
-	end := off + int64(len(dst))
+	pieces, ok := l.Pieces(off, off+int64(len(dst)), from, spans)
+	for _, p := range pieces {
+		dst = dst[copy(dst, p):]
+	}
+	return ok
+}
+
+// Pieces is Assemble without the copy: object bytes [off, end) as views
+// of spans in order, one per chunk the range touches, for a caller that
+// sends them one after another. ok is false as Assemble's is.
+func (l Layout) Pieces(off, end, from int64, spans [][]byte) (pieces [][]byte, ok bool) {
 	for pos := off; pos < end; {
 		stripe, chunk, in := l.Locate(pos)
 		n := min(int64(l.Unit-in), end-pos)
 		at := l.ShardOffset(stripe, in) - from
 		if chunk >= len(spans) || at < 0 || at+n > int64(len(spans[chunk])) {
-			return false
+			return nil, false
 		}
-		copy(dst[pos-off:], spans[chunk][at:at+n])
+		pieces = append(pieces, spans[chunk][at:at+n])
 		pos += n
 	}
-	return true
+	return pieces, true
 }

@@ -80,7 +80,8 @@ func randomObject(t *testing.T, r *rand.Rand, least int) (Layout, []byte, [][]by
 }
 
 // TestAssemble reads random ranges of random objects from their data
-// shards' spans and compares with the object; a span cut short is refused.
+// shards' spans, copied and as pieces, and compares with the object; a
+// span cut short is refused.
 func TestAssemble(t *testing.T) {
 	r := rand.New(rand.NewPCG(29, 1))
 	for trial := 0; trial < 200; trial++ {
@@ -96,6 +97,10 @@ func TestAssemble(t *testing.T) {
 			dst := make([]byte, end-off)
 			if !l.Assemble(dst, off, from, spans) || !bytes.Equal(dst, obj[off:end]) {
 				t.Fatalf("%+v: [%d, %d) of %d bytes assembled wrong", l, off, end, len(obj))
+			}
+			pieces, ok := l.Pieces(off, end, from, spans)
+			if !ok || !bytes.Equal(bytes.Join(pieces, nil), obj[off:end]) || slices.ContainsFunc(pieces, func(p []byte) bool { return len(p) == 0 || len(p) > l.Unit }) {
+				t.Fatalf("%+v: [%d, %d) of %d bytes in pieces: wrong", l, off, end, len(obj))
 			}
 			if i := r.IntN(l.K); len(spans[i]) > 0 {
 				spans[i] = spans[i][:len(spans[i])-1]

@@ -67,7 +67,7 @@ func DecideShardsPart(k int, shards []ShardCopy) (ShardPlan, bool) {
 }
 
 // A client's read from the positions, without the primary
-// (client.Pool.ReadSettledPooled): the client knows nothing of peering, so
+// (client.Pool.ReadSettledPieces): the client knows nothing of peering, so
 // it asks every position, and the PG's primary answers only while the PG
 // is active and clean, which is what makes no position stale. DecideSettled
 // then serves a version only when every position holds it with nothing to

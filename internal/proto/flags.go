@@ -58,7 +58,7 @@ const (
 	// (StatusPrecondition: it is rebuilt before the write is sent again).
 	FlagShardXor
 	// FlagSettled: OpReadReplica of an erasure-coded PG from a client
-	// reading the positions itself (client.Pool.ReadSettledPooled): the
+	// reading the positions itself (client.Pool.ReadSettledPieces): the
 	// receiver reads the shard's meta and bytes under the shard's lock,
 	// so no write lands between the two (a primary's own reads need not:
 	// it holds the object's lock while it reads).

@@ -211,7 +211,7 @@ func (g *Gateway) streamData(ctx context.Context, w io.Writer, loc dataLoc, e *E
 		if i+readAhead < len(ps) {
 			fetch(i + readAhead)
 		}
-		_, err := w.Write(r.data)
+		err := writeAll(w, r.bufs)
 		r.release()
 		if err != nil {
 			return err
@@ -220,24 +220,41 @@ func (g *Gateway) streamData(ctx context.Context, w io.Writer, loc dataLoc, e *E
 	return nil
 }
 
-// readResult is one piece read: its data, and what hands its buffer back.
+// readResult is one piece read: its data in one or more buffers, and
+// what hands them back.
 type readResult struct {
-	data    []byte
+	bufs    [][]byte
 	release func()
 	err     error
 }
 
-// readPiece reads one piece, into a pooled buffer where the store offers
-// one.
+// readPiece reads one piece, into pooled buffers where the store offers
+// them.
 func (g *Gateway) readPiece(ctx context.Context, st Store, p piece) readResult {
 	r := readResult{release: func() {}}
 	if pr, ok := st.(PooledReader); ok {
-		r.data, _, r.release, r.err = pr.ReadAtPooled(ctx, p.name, p.off, p.len)
+		r.bufs, _, r.release, r.err = pr.ReadAtPooled(ctx, p.name, p.off, p.len)
 	} else {
-		r.data, _, r.err = st.ReadAt(ctx, p.name, p.off, p.len)
+		var data []byte
+		data, _, r.err = st.ReadAt(ctx, p.name, p.off, p.len)
+		r.bufs = [][]byte{data}
 	}
-	if r.err == nil && uint64(len(r.data)) != p.len {
-		r.err = fmt.Errorf("s3: stripe %s holds %d bytes at %d, the index says %d", p.name, len(r.data), p.off, p.len)
+	n := 0
+	for _, b := range r.bufs {
+		n += len(b)
+	}
+	if r.err == nil && uint64(n) != p.len {
+		r.err = fmt.Errorf("s3: stripe %s holds %d bytes at %d, the index says %d", p.name, n, p.off, p.len)
 	}
 	return r
+}
+
+// writeAll writes bufs to w one after another.
+func writeAll(w io.Writer, bufs [][]byte) error {
+	for _, b := range bufs {
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
 }

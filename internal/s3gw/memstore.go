@@ -93,12 +93,17 @@ func (m *MemStore) ReadAt(ctx context.Context, name string, off, length uint64) 
 	return bytes.Clone(o.data[off:end]), size, nil
 }
 
-// ReadAtPooled implements PooledReader. Its release overwrites the data,
-// so that a gateway using a buffer after handing it back sends garbage
-// that the tests' checks of what they read catch.
-func (m *MemStore) ReadAtPooled(ctx context.Context, name string, off, length uint64) ([]byte, uint64, func(), error) {
+// ReadAtPooled implements PooledReader, in three buffers where the data
+// has three bytes or more. Its release overwrites the data, so that a
+// gateway using a buffer after handing it back sends garbage that the
+// tests' checks of what they read catch.
+func (m *MemStore) ReadAtPooled(ctx context.Context, name string, off, length uint64) ([][]byte, uint64, func(), error) {
 	data, size, err := m.ReadAt(ctx, name, off, length)
-	return data, size, func() {
+	bufs := [][]byte{data}
+	if n := len(data) / 3; n > 0 {
+		bufs = [][]byte{data[:n], data[n : 2*n], data[2*n:]}
+	}
+	return bufs, size, func() {
 		for i := range data {
 			data[i] = 0xEE
 		}

@@ -43,12 +43,14 @@ type Store interface {
 	OmapListDelim(ctx context.Context, name, prefix, delim, after string, limit int) (Listing, error)
 }
 
-// PooledReader is what a Store may offer besides: ReadAt into a buffer
+// PooledReader is what a Store may offer besides: ReadAt into buffers
 // the caller hands back (release, never nil) once it has sent the data,
 // so that a GET streaming gigabytes reuses a few buffers instead of
-// allocating one per stripe for the garbage collector.
+// allocating one per stripe for the garbage collector. The range comes as
+// one or more buffers in order (an erasure-coded pool's chunks as its
+// positions sent them), which the caller writes out one after another.
 type PooledReader interface {
-	ReadAtPooled(ctx context.Context, name string, off, length uint64) (data []byte, size uint64, release func(), err error)
+	ReadAtPooled(ctx context.Context, name string, off, length uint64) (bufs [][]byte, size uint64, release func(), err error)
 }
 
 // KV is one omap entry.
