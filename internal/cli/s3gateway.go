@@ -179,13 +179,23 @@ func (o s3Gateway) dataPoolNote(c *client.Client) string {
 	if o.dataPool == "" {
 		return ""
 	}
-	kind := "replicated"
+	kind := "(replicated)"
 	if p, err := c.Pool(o.dataPool); err == nil {
 		if info, err := p.Info(); err == nil && info.EC != "" {
-			kind = "erasure-coded " + info.EC
+			kind = ecDataPoolNote(info.EC, info.StripeUnit)
 		}
 	}
-	return fmt.Sprintf("; new buckets keep their data in pool %q (%s)", o.dataPool, kind)
+	return fmt.Sprintf("; new buckets keep their data in pool %q %s", o.dataPool, kind)
+}
+
+// ecDataPoolNote describes an erasure-coded data pool, with advice when
+// its chunks are too small for a GET to send them as they come.
+func ecDataPoolNote(code string, unit int) string {
+	note := fmt.Sprintf("(erasure-coded %s, %d KiB chunks)", code, unit>>10)
+	if unit < client.MinPiece {
+		note += "; its GETs copy the chunks into one buffer first: a data pool made with --stripe-unit 256K is read without that copy"
+	}
+	return note
 }
 
 // dataStores opens data pools by name for the gateway.
