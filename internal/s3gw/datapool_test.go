@@ -297,6 +297,10 @@ func TestDeadRecord(t *testing.T) {
 	if got, err := decodeDead(w.b); err != nil || fmt.Sprint(got.shards) != "[0]" || got.pool != "" {
 		t.Fatalf("a record of time only: %+v %v", got, err)
 	}
+	many := deadRec{at: at, shards: make([]int, maxDeadShards+1), pool: "p"}
+	if _, err := decodeDead(many.encode()); err == nil {
+		t.Fatalf("a record of %d shards, more than any bucket has, was accepted", len(many.shards))
+	}
 	bad := append(deadRec{at: at, shards: []int{1}, pool: "p"}.encode(), 9)
 	if _, err := decodeDead(bad); err == nil {
 		t.Fatal("a record with bytes after the pool's name reads")

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -61,6 +62,24 @@ func FuzzDecodeGC(f *testing.F) {
 			t.Fatalf("accepted %x but does not round-trip: %v", b, err)
 		}
 		decodeIntent(b)
+	})
+}
+
+// FuzzDecodeDead: a dead bucket's record, read from the cluster, never
+// panics, and what it accepts round-trips.
+func FuzzDecodeDead(f *testing.F) {
+	at := time.Unix(0, 1234567890)
+	f.Add(deadRec{at: at, shards: []int{0, 3, 7}}.encode())
+	f.Add(deadRec{at: at, shards: []int{0}, pool: "ec21"}.encode())
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := decodeDead(b)
+		if err != nil {
+			return
+		}
+		again, err := decodeDead(r.encode())
+		if err != nil || !again.at.Equal(r.at) || !slices.Equal(again.shards, r.shards) || again.pool != r.pool {
+			t.Fatalf("accepted %x as %+v, which comes back as %+v, %v", b, r, again, err)
+		}
 	})
 }
 

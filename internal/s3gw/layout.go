@@ -197,6 +197,9 @@ func decodeDead(b []byte) (deadRec, error) {
 			r.shards = append(r.shards, int(n))
 		}
 	}
+	if d.err == nil && len(d.b) > 0 {
+		d.err = errCorruptRecord // more shards than any bucket has
+	}
 	if len(r.shards) == 0 {
 		r.shards = []int{0}
 	}
