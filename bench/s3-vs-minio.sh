@@ -26,7 +26,8 @@
 #   DATA_EC=               K+M (e.g. 2+2, MinIO's layout on 4 drives): cairn's
 #                          bucket keeps its data in an erasure-coded pool of
 #                          that code (cairn dev --s3-data-ec, one shard per
-#                          host; its index stays in the 3-copy pool s3)
+#                          host, 256 KiB chunks; its index stays in the
+#                          3-copy pool s3)
 #   MAX_GIB=2              a 4 MiB PUT phase stops after this much data
 #   MAX_SMALL=200000       a 4 KiB PUT phase stops after this many objects
 #   FLOOR=1                0: skip the null endpoint
