@@ -121,7 +121,7 @@ func printPools(w io.Writer, pools []client.PoolInfo, red map[string]health.Pool
 		}
 		kind := "replicated"
 		if p.EC != "" {
-			kind = "ec " + p.EC
+			kind = "ec " + p.EC + " " + unitLabel(p.StripeUnit)
 		}
 		r := red[p.Name]
 		avail := "-"
@@ -132,6 +132,14 @@ func printPools(w io.Writer, pools []client.PoolInfo, red map[string]health.Pool
 			strings.TrimPrefix(r.Design(), "can lose "), r.Now(), r.UsablePct, avail)
 	}
 	return tw.Flush()
+}
+
+// unitLabel writes a stripe unit as --stripe-unit takes it: 16K, 1M.
+func unitLabel(n int) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%dM", n>>20)
+	}
+	return fmt.Sprintf("%dK", n>>10)
 }
 
 // poolRmCmd is `cairn pool rm`, which asks before it deletes data.
