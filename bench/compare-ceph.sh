@@ -573,7 +573,8 @@ def report(raw, md_path, json_path, meta_path):
     md = [f"# cairn vs Ceph, {meta.get('date','')}", "",
           f"{meta.get('duration')} s per run, 3 OSDs, 3 copies (erasure-coded runs: code {meta.get('ec_profile')}, one shard per OSD), one disk, {meta.get('nproc')} CPUs; "
           f"Ceph {meta.get('ceph_version','n/a')} (OSD rotational={meta.get('ceph_rotational','n/a')}, "
-          f"pg_num {meta.get('ceph_pg_num')}); cairn {meta.get('cairn_version','n/a')}.", "",
+          f"pg_num {meta.get('ceph_pg_num')}, loopback TCP); cairn {meta.get('cairn_version','n/a')}"
+          + (f" ({meta['cairn_transport']} between its processes)" if meta.get('cairn_transport') else "") + ".", "",
           *objects, idle, "", *block_table(recs), *ecblock_table(recs)]
     if len(cleanups) > 2:
         md += cleanups + [""]
@@ -1204,6 +1205,7 @@ json.dump(dict(date="$(date -u +%Y-%m-%dT%H:%M:%SZ)", duration=$DURATION, thread
                nproc=$(nproc), host="$(hostname)", kernel="$(uname -r)",
                ceph_version="$CEPH_VERSION", ceph_rotational="$CEPH_ROTATIONAL", ceph_pg_num=$CEPH_PG_NUM,
                ceph_block_gib=$CEPH_BLOCK_GIB, cairn_version="$CAIRN_VERSION", only="$ONLY", ec_profile="$EC_PROFILE",
+               cairn_transport="$([[ ${CAIRN_LOCAL_SOCKETS:-1} == 0 ]] && echo "loopback TCP" || echo "local sockets")",
                settle_s=$SETTLE, settle_max_s=$SETTLE_MAX, idle_cores=$IDLE_CORES, drop_caches=$DROP_CACHES,
                ceph_idle_osd_cores=$CEPH_IDLE, cairn_idle_osd_cores=$CAIRN_IDLE,
                baseline=json.load(open("$BASELINE")) if os.path.exists("$BASELINE") else None),
