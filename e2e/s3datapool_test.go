@@ -41,7 +41,7 @@ func TestS3ECDataPool(t *testing.T) {
 	c.stop()
 	c.opts.s3DataPool, c.opts.s3DataEC = "s3ec", "2+1"
 	c.start()
-	if log, _ := os.ReadFile(filepath.Join(c.dir, "s3.log")); !strings.Contains(string(log), `new buckets keep their data in pool "s3ec" (erasure-coded 2+1, 256 KiB chunks)`) {
+	if log, _ := os.ReadFile(filepath.Join(c.dir, "s3.log")); !strings.Contains(string(log), `new buckets keep their data in pool "s3ec" (erasure-coded 2+1, 256K chunks)`) {
 		t.Fatalf("the gateway does not say where new buckets' data goes:\n%s", log)
 	}
 	mustAWS(t, info, work, "s3", "mb", "s3://ecb")

@@ -191,7 +191,7 @@ func (o s3Gateway) dataPoolNote(c *client.Client) string {
 // ecDataPoolNote describes an erasure-coded data pool, with advice when
 // its chunks are too small for a GET to send them as they come.
 func ecDataPoolNote(code string, unit int) string {
-	note := fmt.Sprintf("(erasure-coded %s, %d KiB chunks)", code, unit>>10)
+	note := fmt.Sprintf("(erasure-coded %s, %s chunks)", code, unitLabel(unit))
 	if unit < client.MinPiece {
 		note += "; its GETs copy the chunks into one buffer first: a data pool made with --stripe-unit 256K is read without that copy"
 	}

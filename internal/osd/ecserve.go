@@ -277,7 +277,7 @@ func (s *Server) planShards(pool *clustermap.Pool, l ec.Layout, req *proto.Reque
 		var sums []uint32
 		if shards != nil {
 			data = skewShard(req.Object, i, shards[i])
-			if len(data) > 0 && &data[0] == &shards[i][0] {
+			if len(data) > 0 && &data[0] == &shards[i][0] { // not a shard a failpoint skewed
 				sums = l.ShardSums(req.DataSums, int64(len(req.Data)), i, proto.Align)
 			}
 		}
