@@ -8,7 +8,11 @@
 # 4 MiB objects, then of 4 KiB objects, CLIENTS clients, DURATION each.
 # Within a round every phase runs on one side and then at once on the
 # other, and the order swaps from round to round, so load from elsewhere on
-# the machine tends to hit both. A third target, s3load's null endpoint
+# the machine tends to hit both. With MINIO_NODES=4, MinIO runs as 4
+# servers of one drive each instead (its distributed setup, every server
+# on 127.0.0.1 on a port of its own): the same 2+2 code, and like cairn's
+# 4 hosts it then survives losing servers, not only drives; the clients
+# all talk to the first server, as cairn's all talk to its one gateway. A third target, s3load's null endpoint
 # (stores nothing, checks nothing), gives the floor: what the load
 # generator and HTTP over loopback alone reach on this machine.
 #
@@ -28,6 +32,9 @@
 #                          that code (cairn dev --s3-data-ec, one shard per
 #                          host, 256 KiB chunks; its index stays in the
 #                          3-copy pool s3)
+#   MINIO_NODES=1          1: one MinIO server with 4 drives; 4: four
+#                          servers of one drive each (ports MINIO_PORT+2i,
+#                          consoles MINIO_PORT+2i+1)
 #   MAX_GIB=2              a 4 MiB PUT phase stops after this much data
 #   MAX_SMALL=200000       a 4 KiB PUT phase stops after this many objects
 #   FLOOR=1                0: skip the null endpoint
@@ -40,7 +47,7 @@
 #   MINIO_PORT=19100 (its console on the next port) NULL_PORT=19190
 # Needs go, python3 and curl. The servers' CPU is utime+stime from
 # /proc/PID/stat of cairn's mon, OSDs and gateway (DIR/dev.json) and of the
-# MinIO process, read by s3load before and after each phase.
+# MinIO processes, read by s3load before and after each phase.
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-2}
@@ -61,6 +68,7 @@ CAIRN_OSD_PORT=${CAIRN_OSD_PORT:-27990}
 CAIRN_S3_PORT=${CAIRN_S3_PORT:-19000}
 MINIO_PORT=${MINIO_PORT:-19100}
 NULL_PORT=${NULL_PORT:-19190}
+MINIO_NODES=${MINIO_NODES:-1}
 MINIO=${MINIO:-$(command -v minio || true)}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 BIN=$REPO/bin/cairn
@@ -71,6 +79,7 @@ BENCH=s3-vs-minio
 . "$REPO/bench/lib.sh"
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a whole number, got '$ROUNDS'"
 [[ $MAX_GIB =~ ^[1-9][0-9]*$ ]] || die "MAX_GIB must be a whole number of GiB, got '$MAX_GIB'"
+[[ $MINIO_NODES = 1 || $MINIO_NODES = 4 ]] || die "MINIO_NODES must be 1 (one server, 4 drives) or 4 (4 servers of one drive), got '$MINIO_NODES'"
 [[ -z $DATA_EC || $DATA_EC =~ ^[1-9][0-9]*\+[1-9][0-9]*$ ]] || die "DATA_EC must be K+M (e.g. 2+2), got '$DATA_EC'"
 if [ -z "$MINIO" ] || [ ! -x "$MINIO" ]; then
 	die "no MinIO server binary: set MINIO=/path/to/minio or put minio on PATH; build one with: go install github.com/minio/minio@latest (about 5 minutes; it lands in \$(go env GOPATH)/bin)"
@@ -78,7 +87,7 @@ fi
 command -v python3 >/dev/null || die "needs python3"
 command -v curl >/dev/null || die "needs curl"
 
-devpid= miniopid= nullpid=
+devpid= miniopids= nullpid=
 # stop_pid ends one process this script started: SIGTERM, then SIGKILL.
 stop_pid() {
 	local pid=$1
@@ -92,7 +101,7 @@ cleanup() {
 	[ -f "$WORKDIR/cairn/dev.json" ] && osds=$(server_pids "$WORKDIR/cairn/dev.json" | tr , ' ' || true)
 	stop_pid "$devpid"
 	for p in $osds; do stop_pid "$p"; done # in case cairn dev could not stop them
-	stop_pid "$miniopid"
+	for p in ${miniopids//,/ }; do stop_pid "$p"; done
 	stop_pid "$nullpid"
 	if [ "$KEEP" != 1 ]; then rm -rf "$WORKDIR/cairn" "$WORKDIR/minio" "$WORKDIR/baseline"; fi
 }
@@ -148,20 +157,33 @@ start_cairn() {
 }
 
 # start_minio runs MinIO as its documentation's single-node multi-drive
-# setup: 4 drive directories, one erasure set, the default storage class.
-# MinIO refuses drives on the root filesystem; a root-drive threshold of
-# 1 MiB (only drives that small count as root) lets it use directories on
-# this machine's one disk, as cairn's OSDs do, and changes nothing else.
+# setup: 4 drive directories, one erasure set, the default storage class;
+# with MINIO_NODES=4, as its multi-node setup, one drive per server. MinIO
+# refuses drives on the root filesystem; a root-drive threshold of 1 MiB
+# (only drives that small count as root) lets it use directories on this
+# machine's one disk, as cairn's OSDs do, and changes nothing else. In a
+# container MinIO waits for an endpoint on 127.0.0.1 to resolve elsewhere;
+# _MINIO_SERVER_LOCAL names each server's own endpoint instead.
 start_minio() {
 	mkdir -p "$WORKDIR"/minio/d{1,2,3,4}
-	MINIO_ROOT_USER=s3vsminio MINIO_ROOT_PASSWORD=s3vsminio-secret MINIO_UPDATE=off \
-		MINIO_ROOTDRIVE_THRESHOLD_SIZE=1MiB \
-		"$MINIO" server --address "127.0.0.1:$MINIO_PORT" --console-address "127.0.0.1:$((MINIO_PORT + 1))" \
-		"$WORKDIR/minio/d{1...4}" >"$WORKDIR/results/minio.out" 2>&1 &
-	miniopid=$!
+	local i port drives=("$WORKDIR/minio/d{1...4}")
+	if [ "$MINIO_NODES" = 4 ]; then
+		drives=()
+		for i in 1 2 3 4; do drives+=("http://127.0.0.1:$((MINIO_PORT + 2 * (i - 1)))$WORKDIR/minio/d$i"); done
+	fi
+	for i in $(seq "$MINIO_NODES"); do
+		port=$((MINIO_PORT + 2 * (i - 1)))
+		_MINIO_SERVER_LOCAL=127.0.0.1:$port MINIO_ROOT_USER=s3vsminio MINIO_ROOT_PASSWORD=s3vsminio-secret \
+			MINIO_UPDATE=off MINIO_ROOTDRIVE_THRESHOLD_SIZE=1MiB \
+			"$MINIO" server --address "127.0.0.1:$port" --console-address "127.0.0.1:$((port + 1))" \
+			"${drives[@]}" >"$WORKDIR/results/minio-$i.out" 2>&1 &
+		miniopids+=${miniopids:+,}$!
+	done
 	for _ in $(seq 300); do
 		curl -sf "http://127.0.0.1:$MINIO_PORT/minio/health/cluster" >/dev/null && break
-		kill -0 "$miniopid" 2>/dev/null || { cat "$WORKDIR/results/minio.out" >&2; die "minio exited"; }
+		for i in ${miniopids//,/ }; do
+			kill -0 "$i" 2>/dev/null || { cat "$WORKDIR"/results/minio-*.out >&2; die "minio exited"; }
+		done
 		sleep 0.2
 	done
 	curl -sf "http://127.0.0.1:$MINIO_PORT/minio/health/cluster" >/dev/null || die "minio did not come up"
@@ -180,13 +202,18 @@ creds_of() {
 	case $1 in cairn) echo "$WORKDIR/cairn/s3.json" ;; minio) echo "$WORKDIR/minio.json" ;; null) echo "$WORKDIR/null.json" ;; esac
 }
 pids_of() {
-	case $1 in cairn) server_pids "$WORKDIR/cairn/dev.json" ;; minio) echo "$miniopid" ;; null) echo "$nullpid" ;; esac
+	case $1 in cairn) server_pids "$WORKDIR/cairn/dev.json" ;; minio) echo "$miniopids" ;; null) echo "$nullpid" ;; esac
 }
 
 # minio_layout shows how MinIO stored the first object of a put phase:
 # one shard file (or an inline xl.meta) per drive is its erasure coding.
 minio_layout() {
 	(cd "$WORKDIR/minio" && find d1 d2 d3 d4 -path "*/s3load/$1/00000000/*" -type f -printf '%p %s bytes\n' | sort)
+}
+
+# minio_setup names MinIO's setup for the report.
+minio_setup() {
+	if [ "$MINIO_NODES" = 4 ]; then echo "4 servers of one drive each"; else echo "4 drives of one server"; fi
 }
 
 # cairn_layout shows where cairn keeps s3load's bucket: its data pool
@@ -202,7 +229,7 @@ cairn_layout() {
 # (flushes, compactions, deletes) counts against what caused it, and no
 # phase starts while the other server is still busy.
 settle() {
-	python3 - "$CLK_TCK" "$SETTLE" "$SETTLE_MAX" "$IDLE_CORES" "cairn=$(pids_of cairn)" "minio=$miniopid" \
+	python3 - "$CLK_TCK" "$SETTLE" "$SETTLE_MAX" "$IDLE_CORES" "cairn=$(pids_of cairn)" "minio=$miniopids" \
 		"${last[cairn]:-}" "${last[minio]:-}" >>"$WORKDIR/results/results.jsonl" <<'PY'
 import json, sys, time
 tck, settle, most, idle = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
@@ -384,8 +411,8 @@ start_cairn
 start_minio
 [ "$FLOOR" = 1 ] && start_null
 settle
-log "cairn pids $(pids_of cairn), minio pid $miniopid; idle CPU over 5 s:"
-idle_cpu "cairn=$(pids_of cairn)" "minio=$miniopid" | tee "$WORKDIR/results/idle.txt" >&2
+log "cairn pids $(pids_of cairn), minio pids $miniopids; idle CPU over 5 s:"
+idle_cpu "cairn=$(pids_of cairn)" "minio=$miniopids" | tee "$WORKDIR/results/idle.txt" >&2
 
 for r in $(seq "$ROUNDS"); do
 	order=(cairn minio)
@@ -399,9 +426,9 @@ settle
 
 {
 	if [ -n "$DATA_EC" ]; then
-		printf "cairn's bucket data: erasure-coded %s in pool s3ec (index: pool s3, 3 copies); MinIO: EC 2+2 on 4 drives\n\n" "$DATA_EC"
+		printf "cairn's bucket data: erasure-coded %s in pool s3ec (index: pool s3, 3 copies); MinIO: EC 2+2 on %s\n\n" "$DATA_EC" "$(minio_setup)"
 	else
-		printf "cairn's bucket data: 3 copies in pool s3; MinIO: EC 2+2 on 4 drives\n\n"
+		printf "cairn's bucket data: 3 copies in pool s3; MinIO: EC 2+2 on %s\n\n" "$(minio_setup)"
 	fi
 	report "$WORKDIR/results/results.jsonl"
 	if [ -f "$WORKDIR/results/baseline.txt" ]; then
