@@ -205,6 +205,16 @@ pids_of() {
 	case $1 in cairn) server_pids "$WORKDIR/cairn/dev.json" ;; minio) echo "$miniopids" ;; null) echo "$nullpid" ;; esac
 }
 
+# front_of names the process each target's clients talk to: cairn's
+# gateway, the first MinIO server.
+front_of() {
+	case $1 in
+	cairn) python3 -c 'import json,sys; print(*(p["pid"] for p in json.load(open(sys.argv[1]))["processes"] if p["name"] == "s3"))' "$WORKDIR/cairn/dev.json" ;;
+	minio) echo "${miniopids%%,*}" ;;
+	null) echo "$nullpid" ;;
+	esac
+}
+
 # minio_layout shows how MinIO stored the first object of a put phase:
 # one shard file (or an inline xl.meta) per drive is its erasure coding.
 minio_layout() {
@@ -268,7 +278,7 @@ phase() {
 	settle
 	local out
 	out=$("$LOAD" -creds "$(creds_of "$t")" -bucket s3load -prefix "$prefix" -op "$op" -size "$size" \
-		-clients "$CLIENTS" -duration "$DURATION" -pids "$(pids_of "$t")" -clk-tck "$CLK_TCK" \
+		-clients "$CLIENTS" -duration "$DURATION" -pids "$(pids_of "$t")" -front-pids "$(front_of "$t")" -clk-tck "$CLK_TCK" \
 		-label "$t" -json "${extra[@]}") || die "s3load $op $size on $t failed: $out"
 	python3 -c 'import json,sys; r=json.loads(sys.argv[1]); r["round"]=int(sys.argv[2]); print(json.dumps(r))' \
 		"$out" "$r" >>"$WORKDIR/results/results.jsonl"
@@ -371,6 +381,19 @@ for r in rounds:
         print(f"| {r} | {name} | {cg:.2f} | {co:.3f} | {c['server_cores']:.2f} | {after(c):.2f} | "
               f"{mg:.2f} | {mo:.3f} | {m['server_cores']:.2f} | {after(m):.2f} | {cr:.2f} | "
               f"{c['client_cpu_s_per_gib']:.2f} | {m['client_cpu_s_per_gib']:.2f} |")
+print()
+print("Where the 4 MiB phases' server CPU goes, seconds per GiB (the phase only, not the settling after it): in the process the clients talk to (cairn's gateway; the MinIO server, or with 4 the first) and in the others (cairn's OSDs and mon; the other MinIO servers).")
+print()
+print("| round | workload | cairn gateway | cairn OSDs, mon | MinIO front | MinIO others |")
+print("|---|---|---|---|---|---|")
+def split(x):
+    if not x or "front_cpu_s" not in x:
+        return "n/a | n/a"
+    gib = x["objects"] * x["size"] / 2**30
+    return f"{x['front_cpu_s'] / gib:.2f} | {(x['server_cpu_s'] - x['front_cpu_s']) / gib:.2f}"
+for r in rounds:
+    for op, size, name in work[:2]:
+        print(f"| {r} | {name} | {split(get('cairn', r, op, size))} | {split(get('minio', r, op, size))} |")
 print()
 print("Deleting each round's objects (DeleteObjects, 500 keys a request, CLIENTS in parallel), objects/s:")
 print()

@@ -92,6 +92,10 @@ func (c *client) phase(ctx context.Context, o options) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
+	front0, err := serverCPU(o.frontPids, o.clkTck)
+	if err != nil {
+		return result{}, err
+	}
 	self0 := selfCPU()
 	start := time.Now()
 	deadline := start.Add(o.duration)
@@ -104,6 +108,10 @@ func (c *client) phase(ctx context.Context, o options) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
+	front1, err := serverCPU(o.frontPids, o.clkTck)
+	if err != nil {
+		return result{}, err
+	}
 	if ctx.Err() != nil {
 		return result{}, ctx.Err()
 	}
@@ -111,7 +119,7 @@ func (c *client) phase(ctx context.Context, o options) (result, error) {
 	r.Errors, r.FirstError = errs, first
 	r.ClientCPU = selfCPU() - self0
 	if len(o.pids) > 0 {
-		r.ServerCPU = cpu1 - cpu0
+		r.ServerCPU, r.FrontCPU = cpu1-cpu0, front1-front0
 		r.perCPU()
 	}
 	return r, nil

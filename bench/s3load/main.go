@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -44,6 +45,7 @@ type options struct {
 	first      int64
 	objects    int64
 	pids       []int
+	frontPids  []int // of pids, those the clients talk to
 	clkTck     int64
 	label      string
 	asJSON     bool
@@ -72,7 +74,7 @@ func main() {
 
 func parseFlags(args []string) (options, error) {
 	var o options
-	var size, pids string
+	var size, pids, front string
 	fs := flag.NewFlagSet("s3load", flag.ContinueOnError)
 	fs.StringVar(&o.creds, "creds", "", "JSON file with endpoint, access_key and secret_key (the format of cairn dev's s3.json)")
 	fs.StringVar(&o.bucket, "bucket", "s3load", "bucket (created if missing)")
@@ -85,6 +87,7 @@ func parseFlags(args []string) (options, error) {
 	fs.Int64Var(&o.first, "first", 0, "put: the number of the first object written (so phases can add to a bucket)")
 	fs.Int64Var(&o.objects, "objects", 0, "get, delete and list: the objects PREFIX/0.. that put phases wrote (list: and nothing else in the bucket)")
 	fs.StringVar(&pids, "pids", "", "comma-separated pids of the server's processes, whose CPU time the phase reports")
+	fs.StringVar(&front, "front-pids", "", "of -pids, those the clients talk to (a gateway, the server they connect to): their CPU is reported apart too")
 	fs.Int64Var(&o.clkTck, "clk-tck", 100, "clock ticks per second of /proc/PID/stat (getconf CLK_TCK)")
 	fs.StringVar(&o.label, "label", "", "name of the target in the output")
 	fs.BoolVar(&o.asJSON, "json", false, "print the result as one JSON object")
@@ -103,6 +106,14 @@ func parseFlags(args []string) (options, error) {
 	o.size = n
 	if o.pids, err = parsePids(pids); err != nil {
 		return o, err
+	}
+	if o.frontPids, err = parsePids(front); err != nil {
+		return o, err
+	}
+	for _, p := range o.frontPids {
+		if !slices.Contains(o.pids, p) {
+			return o, fmt.Errorf("-front-pids: %d is not one of -pids", p)
+		}
 	}
 	return o, o.check()
 }

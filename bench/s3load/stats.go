@@ -32,6 +32,7 @@ type result struct {
 	// ServerCPU is the utime+stime the -pids spent during the phase,
 	// ClientCPU this process's own (the load generator shares the CPUs).
 	ServerCPU       float64 `json:"server_cpu_s"`
+	FrontCPU        float64 `json:"front_cpu_s,omitempty"` // of ServerCPU, the -front-pids' share
 	ClientCPU       float64 `json:"client_cpu_s"`
 	CPUPerGiB       float64 `json:"server_cpu_s_per_gib"`
 	CPUPer1000Ops   float64 `json:"server_cpu_s_per_1000_ops"`
