@@ -39,8 +39,9 @@
 #   MAX_SMALL=200000       a 4 KiB PUT phase stops after this many objects
 #   FLOOR=1                0: skip the null endpoint
 #   BASELINE=1             0: skip cairn bench --baseline (about 35 s, before
-#                          the servers start: the disk's and replicated
-#                          writes' floors on this machine)
+#                          the servers start: the floors on this machine of
+#                          the disk, of replicated and erasure-coded writes,
+#                          and of the hashes of a signed PUT)
 #   WORKDIR=/tmp/cairn-s3-vs-minio   (results stay in WORKDIR/results)
 #   KEEP=0                 1: leave both servers' data behind
 #   CAIRN_ETCD_PORT=24990 CAIRN_OSD_PORT=27990 CAIRN_S3_PORT=19000
@@ -455,8 +456,8 @@ settle
 	fi
 	report "$WORKDIR/results/results.jsonl"
 	if [ -f "$WORKDIR/results/baseline.txt" ]; then
-		printf '\nFloors from cairn bench --baseline (3 copies on this disk, nothing but moving, checking and syncing the bytes):\n\n```\n'
-		grep -E '^(write_4k_qd1|write_4m|sync_write_4k_qd1|seq_write_1m)|replicated write +[0-9.]+ s/GiB' "$WORKDIR/results/baseline.txt" || true
+		printf '\nFloors from cairn bench --baseline (copies on this disk doing nothing but moving, checking and syncing the bytes; the hashes every S3 server computes over a signed PUT):\n\n```\n'
+		grep -E '^(write_4k_qd1|write_4m|sync_write_4k_qd1|seq_write_1m|s3_put_hashes)|(replicated write|erasure code|PUT hashes) +[0-9.]+ s/GiB' "$WORKDIR/results/baseline.txt" || true
 		printf '```\n'
 	fi
 	printf '\nIdle CPU before the runs:\n\n```\n%s\n```\n' "$(cat "$WORKDIR/results/idle.txt")"

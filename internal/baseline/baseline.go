@@ -109,6 +109,11 @@ type Result struct {
 		// ECProfile (erasure.go).
 		Write4M Measure `json:"write_4m"`
 	} `json:"erasure"`
+	CPU struct {
+		// S3PutHashes is MD5 and SHA-256 over PUT bodies on one core
+		// (hashes.go): what any S3 server spends per GiB before storing.
+		S3PutHashes Measure `json:"s3_put_hashes"`
+	} `json:"cpu"`
 	Bound struct {
 		// ReplicatedWriteUs: two round trips (BoundRTT) and one
 		// synced write (Disk.SyncWrite4KQD1), medians.
@@ -178,6 +183,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	if err == nil {
 		err = runNet(ctx, o, r)
+	}
+	if err == nil {
+		err = runHashes(ctx, o, r)
 	}
 	if err == nil && len(o.CopyCommand) > 0 {
 		runCopies(ctx, o, dir, memory, r)

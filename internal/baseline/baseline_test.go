@@ -33,7 +33,7 @@ func runSmall(t *testing.T, dir string, force, copies bool) *Result {
 		Progress:      func(s string) { steps = append(steps, s) },
 		forceBuffered: force,
 	}
-	want := 12 // prepare, 7 disk, 4 net (TCP and local socket)
+	want := 13 // prepare, 7 disk, 4 net (TCP and local socket), 1 cpu
 	if copies {
 		o.CopyCommand = copyHelper(t)
 		want += 2 // replicated, erasure-coded
@@ -112,6 +112,13 @@ func checkMeasures(t *testing.T, r *Result) {
 	}
 	if r.Bound.WriteCPUPerGiB != r.Replicated.Write4M.CPUPerGiB {
 		t.Errorf("write CPU floor %v, want write_4m's %v", r.Bound.WriteCPUPerGiB, r.Replicated.Write4M.CPUPerGiB)
+	}
+	// One goroutine hashes: the process spends about one core's time, not
+	// (as a sum of per-op CPU wrongly taken for wall time might) more.
+	h := r.CPU.S3PutHashes
+	wallPerGiB := h.Seconds / (float64(h.Ops) * S3HashBody / (1 << 30))
+	if h.CPUPerGiB <= 0 || h.CPUPerGiB > 1.5*wallPerGiB {
+		t.Errorf("s3_put_hashes: %.3f CPU s/GiB against %.3f s/GiB of wall time on one goroutine", h.CPUPerGiB, wallPerGiB)
 	}
 	if r.Bound.ECWriteCPUPerGiB != r.Erasure.Write4M.CPUPerGiB {
 		t.Errorf("erasure-coded write CPU floor %v, want write_4m_ec's %v", r.Bound.ECWriteCPUPerGiB, r.Erasure.Write4M.CPUPerGiB)

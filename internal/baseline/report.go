@@ -35,6 +35,7 @@ func (r *Result) rows() []row {
 			ReplicatedWriteSize>>20, SharedCopies, ReplicatedInFlight), r.Replicated.Write4M},
 		{"write_4m_ec", fmt.Sprintf("erasure-coded: %d MiB writes, %s, %d in flight",
 			ReplicatedWriteSize>>20, ECProfile(), ReplicatedInFlight), r.Erasure.Write4M},
+		{"s3_put_hashes", fmt.Sprintf("cpu: MD5 + SHA-256 of %d MiB S3 PUT bodies, 1 core", S3HashBody>>20), r.CPU.S3PutHashes},
 	}
 }
 
@@ -108,6 +109,11 @@ func (r *Result) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "      %d processes: the primary checks the client's crc32c, codes %d data and %d parity shards (Reed-Solomon),\n",
 			ECDataShards+ECParityShards, ECDataShards, ECParityShards)
 		fmt.Fprintln(w, "      sends each other position its shard and writes and syncs its own; they check, write and sync theirs")
+	}
+	if m := r.CPU.S3PutHashes; m.CPUPerGiB > 0 {
+		fmt.Fprintln(w, "\nS3 (what the protocol asks of every server):")
+		fmt.Fprintf(w, "  PUT hashes        %9s s/GiB  = s3_put_hashes: MD5 for the ETag, SHA-256 of the signed payload\n", num(m.CPUPerGiB, 2))
+		fmt.Fprintf(w, "      before a byte is stored; one core of a gateway takes in at most %s MB/s of signed PUTs\n", num(m.MBps, 0))
 	}
 }
 
