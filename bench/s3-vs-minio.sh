@@ -12,9 +12,10 @@
 # servers of one drive each instead (its distributed setup, every server
 # on 127.0.0.1 on a port of its own): the same 2+2 code, and like cairn's
 # 4 hosts it then survives losing servers, not only drives; the clients
-# all talk to the first server, as cairn's all talk to its one gateway. A third target, s3load's null endpoint
-# (stores nothing, checks nothing), gives the floor: what the load
-# generator and HTTP over loopback alone reach on this machine.
+# all talk to the first server, as cairn's all talk to its one gateway.
+# A third target, s3load's null endpoint (stores nothing, checks
+# nothing), gives the floor: what the load generator and HTTP over
+# loopback alone reach on this machine.
 #
 #   bench/s3-vs-minio.sh
 #   MINIO=/path/to/minio ROUNDS=3 DURATION=10s bench/s3-vs-minio.sh

@@ -113,8 +113,8 @@ func checkMeasures(t *testing.T, r *Result) {
 	if r.Bound.WriteCPUPerGiB != r.Replicated.Write4M.CPUPerGiB {
 		t.Errorf("write CPU floor %v, want write_4m's %v", r.Bound.WriteCPUPerGiB, r.Replicated.Write4M.CPUPerGiB)
 	}
-	// One goroutine hashes: the process spends about one core's time, not
-	// (as a sum of per-op CPU wrongly taken for wall time might) more.
+	// One goroutine hashes, so the process's CPU over the measurement is
+	// at most about its wall time: much more means it was counted wrongly.
 	h := r.CPU.S3PutHashes
 	wallPerGiB := h.Seconds / (float64(h.Ops) * S3HashBody / (1 << 30))
 	if h.CPUPerGiB <= 0 || h.CPUPerGiB > 1.5*wallPerGiB {

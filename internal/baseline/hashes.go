@@ -37,7 +37,6 @@ func runHashes(ctx context.Context, o Options, r *Result) error {
 	if gib := float64(m.Ops) * S3HashBody / (1 << 30); gib > 0 {
 		m.CPUPerGiB = (cpu1 - cpu0).Seconds() / gib
 	}
-	_ = sink
 	r.CPU.S3PutHashes = m
 	return nil
 }
