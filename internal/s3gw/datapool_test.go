@@ -297,6 +297,10 @@ func TestDeadRecord(t *testing.T) {
 	if got, err := decodeDead(w.b); err != nil || fmt.Sprint(got.shards) != "[0]" || got.pool != "" {
 		t.Fatalf("a record of time only: %+v %v", got, err)
 	}
+	most := deadRec{at: at, shards: make([]int, maxDeadShards), pool: "p"}
+	if got, err := decodeDead(most.encode()); err != nil || len(got.shards) != maxDeadShards || got.pool != "p" {
+		t.Fatalf("a record of the most shards a bucket has, and its data pool: %d shards, pool %q, %v", len(got.shards), got.pool, err)
+	}
 	many := deadRec{at: at, shards: make([]int, maxDeadShards+1), pool: "p"}
 	if _, err := decodeDead(many.encode()); err == nil {
 		t.Fatalf("a record of %d shards, more than any bucket has, was accepted", len(many.shards))

@@ -182,7 +182,7 @@ func (r deadRec) encode() []byte {
 func decodeDead(b []byte) (deadRec, error) {
 	d := &dec{b: b}
 	r := deadRec{at: time.Unix(0, d.varint())}
-	for d.err == nil && len(d.b) > 0 && len(r.shards) < maxDeadShards {
+	for d.err == nil && len(d.b) > 0 {
 		n := d.varint()
 		switch {
 		case d.err != nil:
@@ -191,14 +191,11 @@ func decodeDead(b []byte) (deadRec, error) {
 			if d.err == nil && (r.pool == "" || len(d.b) != 0) {
 				d.err = errCorruptRecord
 			}
-		case n < 0:
+		case n < 0 || len(r.shards) == maxDeadShards: // more shards than any bucket has
 			d.err = errCorruptRecord
 		default:
 			r.shards = append(r.shards, int(n))
 		}
-	}
-	if d.err == nil && len(d.b) > 0 {
-		d.err = errCorruptRecord // more shards than any bucket has
 	}
 	if len(r.shards) == 0 {
 		r.shards = []int{0}
