@@ -71,6 +71,8 @@ type Client struct {
 
 	suspectMu sync.Mutex
 	suspected map[clustermap.OSDID]clustermap.Epoch
+
+	codecs sync.Map // clustermap.ECProfile → *ec.Codec, for staged puts
 }
 
 // Dial connects to the cluster described by cfg.
@@ -127,6 +129,8 @@ func statusErr(op, pool, obj string, r *proto.Response) error {
 		base = ErrUnavailable
 	case proto.StatusPrecondition:
 		base = ErrPrecondition
+	case proto.StatusNoStage:
+		base = errNoStage
 	default:
 		base = fmt.Errorf("status %d", r.Status)
 	}

@@ -32,7 +32,7 @@ func (p *Pool) Put(ctx context.Context, name string, data []byte) error {
 	if len(first) > MaxChunk {
 		first = first[:MaxChunk]
 	}
-	if _, err := p.do(ctx, &proto.Request{Op: proto.OpPut, Object: name, Data: first}); err != nil {
+	if err := p.putWhole(ctx, name, first); err != nil {
 		return err
 	}
 	for off := len(first); off < len(data); off += MaxChunk {
@@ -42,6 +42,16 @@ func (p *Pool) Put(ctx context.Context, name string, data []byte) error {
 		}
 	}
 	return nil
+}
+
+// putWhole puts data, at most MaxChunk bytes, as the object's content:
+// staged in an erasure-coded pool (staged.go), else in one request.
+func (p *Pool) putWhole(ctx context.Context, name string, data []byte) error {
+	if done, err := p.putStaged(ctx, name, data); done {
+		return err
+	}
+	_, err := p.do(ctx, &proto.Request{Op: proto.OpPut, Object: name, Data: data})
+	return err
 }
 
 // PutNew stores data as a new object; ErrExists if the object exists. It
@@ -64,7 +74,7 @@ func (p *Pool) PutReader(ctx context.Context, name string, r io.Reader) (int64, 
 			return off, err
 		}
 		if first {
-			if _, perr := p.do(ctx, &proto.Request{Op: proto.OpPut, Object: name, Data: buf[:n]}); perr != nil {
+			if perr := p.putWhole(ctx, name, buf[:n]); perr != nil {
 				return off, perr
 			}
 		} else if n > 0 {

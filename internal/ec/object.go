@@ -118,3 +118,52 @@ func (c *Codec) EncodeObjectInto(data []byte, get func(n int) []byte) ([][]byte,
 	}
 	return shards, nil
 }
+
+// EncodePieces is EncodeObjectInto without copying the data: data shard
+// i comes as the views of data it consists of (chunk i of each stripe,
+// in order, none empty), and parity shard j in a buffer from get (a
+// piece of its own unless empty; parity[j] for the caller to hand back). A
+// sender writes each shard from its views, so the object's bytes are not
+// copied before they reach the network. Each stripe is coded on its own,
+// the last, if short, from a zero-padded copy of it (at most a stripe).
+func (c *Codec) EncodePieces(data []byte, get func(n int) []byte) (pieces [][][]byte, parity [][]byte, err error) {
+	l := c.l
+	size := int64(len(data))
+	unit := int64(l.Unit)
+	pieces = make([][][]byte, l.K+l.M)
+	parity = make([][]byte, l.M)
+	for j := range parity {
+		parity[j] = get(int(l.ShardLen(size, 0)))[:l.ShardLen(size, 0)]
+		if len(parity[j]) > 0 {
+			pieces[l.K+j] = [][]byte{parity[j]}
+		}
+	}
+	stripe := make([][]byte, l.K+l.M)
+	var pad []byte
+	for base, at := int64(0), int64(0); base < size; base, at = base+l.StripeBytes(), at+unit {
+		n := min(unit, size-base) // chunk 0's length: every chunk of the stripe is coded at it
+		for i := 0; i < l.K; i++ {
+			lo := min(size, base+int64(i)*unit)
+			chunk := data[lo:min(size, lo+unit)]
+			if len(chunk) > 0 {
+				pieces[i] = append(pieces[i], chunk)
+			}
+			if int64(len(chunk)) < n {
+				if pad == nil {
+					pad = make([]byte, l.StripeBytes())
+				}
+				p := pad[int64(i)*unit : int64(i)*unit+n]
+				clear(p[copy(p, chunk):])
+				chunk = p
+			}
+			stripe[i] = chunk
+		}
+		for j := range parity {
+			stripe[l.K+j] = parity[j][at : at+n]
+		}
+		if err := c.rs.Encode(stripe); err != nil {
+			return pieces, parity, fmt.Errorf("encode: %w", err)
+		}
+	}
+	return pieces, parity, nil
+}

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"unsafe"
 )
 
 // shardReader reads the shards EncodeObject made as the OSD does: bytes a
@@ -233,6 +234,50 @@ func TestEncodeObjectInto(t *testing.T) {
 				}
 				if len(got[i]) > 0 && &got[i][0] != &bufs[i][0] {
 					t.Fatalf("%d+%d, %d bytes: shard %d is not at the start of its buffer", l.K, l.M, size, i)
+				}
+			}
+		}
+	}
+}
+
+// TestEncodePieces: the pieces of each data shard, joined, are its shard
+// as EncodeObject cuts it, and they are views of the object (no copy);
+// the parity, coded stripe by stripe into used buffers, is EncodeObject's.
+func TestEncodePieces(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, l := range []Layout{{2, 1, 4096}, {4, 2, 8192}, {3, 3, 4096}, {2, 2, 262144}} {
+		c, err := New(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb := int(l.StripeBytes())
+		for _, size := range []int{0, 1, l.Unit - 1, l.Unit + 1, sb - 1, sb, 3*sb + l.Unit + 7, 5 * sb, 2*sb + 1} {
+			obj := randomBytes(r, size)
+			want, err := c.EncodeObject(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pieces, parity, err := c.EncodePieces(obj, func(n int) []byte { return bytes.Repeat([]byte{0xdb}, n+3) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range want {
+				var got []byte
+				for _, p := range pieces[i] {
+					if len(p) == 0 {
+						t.Fatalf("%d+%d, %d bytes: shard %d has an empty piece", l.K, l.M, size, i)
+					}
+					lo, at := uintptr(unsafe.Pointer(unsafe.SliceData(obj))), uintptr(unsafe.Pointer(&p[0]))
+					if i < l.K && (at < lo || at+uintptr(len(p)) > lo+uintptr(len(obj))) {
+						t.Fatalf("%d+%d, %d bytes: a piece of data shard %d is not a view of the object", l.K, l.M, size, i)
+					}
+					got = append(got, p...)
+				}
+				if !bytes.Equal(got, want[i]) {
+					t.Fatalf("%d+%d, %d bytes: shard %d from its pieces differs from EncodeObject's", l.K, l.M, size, i)
+				}
+				if i >= l.K && !bytes.Equal(parity[i-l.K], want[i]) {
+					t.Fatalf("%d+%d, %d bytes: parity %d differs", l.K, l.M, size, i-l.K)
 				}
 			}
 		}

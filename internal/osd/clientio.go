@@ -39,7 +39,7 @@ func (c *clientIO) count(req *proto.Request, resp *proto.Response) {
 	for _, k := range []*ioCounters{&c.ioCounters, pc.(*ioCounters)} {
 		if write {
 			k.writeOps.Add(1)
-			k.writeBytes.Add(uint64(len(req.Data)))
+			k.writeBytes.Add(writtenBytes(req))
 		} else {
 			k.readOps.Add(1)
 			k.readBytes.Add(uint64(len(resp.Data)))
@@ -69,4 +69,13 @@ func (c *clientIO) byPool() map[clustermap.PoolID]report.IOCounters {
 		return true
 	})
 	return out
+}
+
+// writtenBytes is how many bytes a client write carries: a staged put's
+// came to the positions ahead of it (stage.go).
+func writtenBytes(req *proto.Request) uint64 {
+	if req.Flags&proto.FlagStaged != 0 {
+		return req.Length
+	}
+	return uint64(len(req.Data))
 }

@@ -268,11 +268,18 @@ func (s *Server) askShardReq(ctx context.Context, t *placement.Table, osd cluste
 // shard's block checksums come from the client's request (ShardSums), so
 // neither this OSD's store nor its frames to the positions read it again.
 func (s *Server) planShards(pool *clustermap.Pool, l ec.Layout, req *proto.Request, w *writePlan, shards [][]byte) *proto.Response {
-	meta := pg.ShardMeta{Ver: pg.EVersion{Epoch: uint64(w.interval), Version: w.ver}, Size: uint64(len(req.Data)), Tombstone: req.Op == proto.OpDelete}
+	meta := pg.ShardMeta{Ver: pg.EVersion{Epoch: uint64(w.interval), Version: w.ver}, Size: putSize(req), Tombstone: req.Op == proto.OpDelete}
 	if meta.Tombstone {
 		meta.Size = 0
 	}
+	own := s.positionIn(w.t, pool, req.PG)
 	return s.planPositions(pool, req, w, meta, func(i int, coll string, txn *objstore.Txn) *proto.Response {
+		if w.stage != "" {
+			if i == own {
+				txn.Prepend(stagedPut(coll, req.Object, w.ownStage))
+			}
+			return nil // another position puts its staged shard itself
+		}
 		var data []byte
 		var sums []uint32
 		if shards != nil {
@@ -395,7 +402,12 @@ func (s *Server) ecWrite(ctx context.Context, pool *clustermap.Pool, c *ec.Codec
 		return s.belowMinSize(pool, req, w)
 	}
 	var shards [][]byte
-	if req.Op == proto.OpPut {
+	if req.Flags&proto.FlagStaged != 0 {
+		defer w.releaseStage()
+		if bad := s.takeOwnStage(pool, req, w); bad != nil {
+			return bad
+		}
+	} else if req.Op == proto.OpPut {
 		var err error
 		shards, err = c.EncodeObjectInto(req.Data, bufpool.Get)
 		w.bufs = newShardBufs(shards)
@@ -453,6 +465,45 @@ func (s *Server) ecCommit(ctx context.Context, pool *clustermap.Pool, p *pgState
 	s.queueTrim(req.PG, req.Object, pg.EVersion{Epoch: uint64(w.interval), Version: w.ver})
 	r := s.ok()
 	r.Version = w.ver
-	r.Size = uint64(len(req.Data))
+	r.Size = putSize(req)
 	return r
+}
+
+// putSize is the size of the object a put writes: its data's, or for a
+// staged put the size it names.
+func putSize(req *proto.Request) uint64 {
+	if req.Flags&proto.FlagStaged != 0 {
+		return req.Length
+	}
+	return uint64(len(req.Data))
+}
+
+// stagedPut is the transaction that puts a staged shard as the object's
+// shard in coll.
+func stagedPut(coll, name string, sh *stagedShard) *objstore.Txn {
+	txn := &objstore.Txn{}
+	txn.PutSummed(coll, name, sh.data, sh.sums)
+	return txn
+}
+
+// takeOwnStage takes this OSD's staged shard of a staged put into w,
+// before the put is given a version: a put whose primary lacks its shard
+// is refused having changed nothing.
+func (s *Server) takeOwnStage(pool *clustermap.Pool, req *proto.Request, w *writePlan) *proto.Response {
+	m := pg.ShardMeta{Size: req.Length, Position: s.positionIn(w.t, pool, req.PG)}
+	sh, bad := s.takeStaged(pool, req.Key, req.PG, req.Object, m)
+	if bad != nil {
+		return bad
+	}
+	w.stage, w.ownStage = req.Key, sh
+	return nil
+}
+
+// releaseStage gives back this OSD's staged shard of w, once its own
+// transaction is applied or never will be.
+func (w *writePlan) releaseStage() {
+	if w.ownStage != nil {
+		w.ownStage.release()
+		w.ownStage = nil
+	}
 }

@@ -94,6 +94,7 @@ func (f *fanout) request(t *placement.Table, osd clustermap.OSDID, txn []byte) *
 	if m, ok := f.w.shardMetas[osd]; ok {
 		r.Flags |= proto.FlagShardWrite | f.w.shardFlags(osd)
 		r.KVs = []proto.KV{{Key: []byte(shardMetaXattr), Value: m.Encode()}}
+		r.Key = f.w.stage
 	}
 	return r
 }

@@ -59,6 +59,8 @@ func (s *Server) serveOne(ctx context.Context, req *proto.Request) *proto.Respon
 		return s.shardEntries(t, req)
 	case proto.OpShardTrims:
 		return s.shardTrims(t, req)
+	case proto.OpStage:
+		return s.stage(t, req)
 	}
 	if req.Flags&proto.FlagLocal != 0 && !isWrite(req.Op) && req.Op != proto.OpScrub {
 		if req.Op == proto.OpList {
@@ -78,6 +80,9 @@ func (s *Server) serveOne(ctx context.Context, req *proto.Request) *proto.Respon
 		if bad := s.refuseEC(pool, req); bad != nil {
 			return bad
 		}
+	}
+	if bad := s.refuseStaged(pool, req); bad != nil {
+		return bad
 	}
 	if req.Snap != 0 && req.Op != proto.OpRead && req.Op != proto.OpStat {
 		return s.fail(proto.StatusInvalid, "%s cannot run at a snapshot: only reads and stats can", req.Op)

@@ -123,6 +123,7 @@ type Server struct {
 	clientIO        clientIO
 	started         time.Time
 	codecs          sync.Map       // clustermap.ECProfile → *ec.Codec: building one computes its matrices
+	staged          stageArea      // shards clients sent ahead of their puts (stage.go)
 	shards          shardLocks     // erasure-coded shards' read-modify-writes (ecrollback.go)
 	trims           chan shardTrim // trims of complete erasure-coded writes, bounded (ectrim.go)
 	readRepairs     readRepairs    // rewrites of erasure-coded shards reads found corrupt, bounded (ecreadrepair.go)

@@ -171,6 +171,10 @@ type writePlan struct {
 	shardMetas map[clustermap.OSDID]pg.ShardMeta
 	// bufs holds the pooled buffers of a put's shards (ecserve.go).
 	bufs *shardBufs
+	// stage: the token of a staged put's shards (stage.go); ownStage is
+	// this OSD's, which its own transaction puts.
+	stage    string
+	ownStage *stagedShard
 	// partial: the shard writes change part of each shard, which must
 	// hold the version they replace (proto.FlagShardPartial).
 	partial bool
@@ -195,6 +199,9 @@ func (w *writePlan) shardFlags(osd clustermap.OSDID) uint32 {
 	}
 	if slices.Contains(w.xorAt, osd) {
 		f |= proto.FlagShardXor
+	}
+	if w.stage != "" {
+		f |= proto.FlagStaged
 	}
 	return f
 }
@@ -321,6 +328,13 @@ func (s *Server) replicaFailed(ctx context.Context, pool *clustermap.Pool, p *pg
 		// position is rebuilt before the write is sent again.
 		p.markMissing(res.osd, req.Object, w.interval)
 		return s.fail(proto.StatusUnavailable, "member %s: %s; it is rebuilt first when the write is sent again", res.osd, res.resp.Message)
+	}
+	if res.err == nil && res.resp.Status == proto.StatusNoStage {
+		// The position lacks its staged shard and applied nothing: its
+		// shard is the one that stood when the write began (ecWriteReady
+		// saw to that), so it keeps its vote on which version stands
+		// now. The client sends the object whole instead.
+		return s.fail(proto.StatusNoStage, "member %s: %s", res.osd, res.resp.Message)
 	}
 	if res.err == nil {
 		switch res.resp.Status {
@@ -510,6 +524,9 @@ func (s *Server) applyReplica(t *placement.Table, req *proto.Request) *proto.Res
 	if len(acting) > 0 && acting[0] == s.id {
 		return s.fail(proto.StatusWrongEpoch, "%s is the primary of pg %s at epoch %d, not a replica", s.id, req.PG, t.Map().Epoch)
 	}
+	if req.Flags&proto.FlagStaged != 0 && (req.Flags&proto.FlagShardWrite == 0 || !pool.Erasure()) {
+		return s.fail(proto.StatusInvalid, "replicated transaction of %q: staged shards go with shard writes of erasure-coded pools only", req.Object)
+	}
 	txn, err := objstore.UnmarshalTxnSummed(req.Txn, req.TxnSums)
 	if err != nil {
 		return s.fail(proto.StatusInvalid, "replicated transaction: %v", err)
@@ -529,7 +546,7 @@ func (s *Server) applyReplica(t *placement.Table, req *proto.Request) *proto.Res
 	}
 	switch {
 	case req.Flags&proto.FlagShardWrite != 0:
-		if bad := s.applyShardReplica(t, req, txn); bad != nil {
+		if bad := s.applyShardReplica(t, pool, req, txn); bad != nil {
 			return bad
 		}
 	case pool.Erasure():
@@ -556,7 +573,7 @@ func (s *Server) applyReplica(t *placement.Table, req *proto.Request) *proto.Res
 
 // applyShardReplica applies a client write to this OSD's shard of an
 // erasure-coded object, keeping what it needs to roll back.
-func (s *Server) applyShardReplica(t *placement.Table, req *proto.Request, txn *objstore.Txn) *proto.Response {
+func (s *Server) applyShardReplica(t *placement.Table, pool *clustermap.Pool, req *proto.Request, txn *objstore.Txn) *proto.Response {
 	coll, bad := s.collFor(t, req.PG)
 	if bad != nil {
 		return bad
@@ -568,6 +585,14 @@ func (s *Server) applyShardReplica(t *placement.Table, req *proto.Request, txn *
 	meta, err := pg.DecodeShardMeta(req.KVs[0].Value)
 	if err != nil || meta.Position != pos {
 		return s.fail(proto.StatusInvalid, "shard write of %q: its meta is malformed or names another position than %d", req.Object, pos)
+	}
+	if req.Flags&proto.FlagStaged != 0 {
+		sh, bad := s.takeStaged(pool, req.Key, req.PG, req.Object, meta)
+		if bad != nil {
+			return bad
+		}
+		defer sh.release() // the store keeps no data past Apply
+		txn.Prepend(stagedPut(coll, req.Object, sh))
 	}
 	err = s.applyShardWrite(coll, req.Object, meta, txn, req.Flags&(proto.FlagShardPartial|proto.FlagShardKeys|proto.FlagShardXor))
 	if errors.Is(err, errShardVersion) {

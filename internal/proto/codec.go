@@ -66,6 +66,7 @@ var opNames = [...]string{
 	OpPGList: "pg-list", OpScrub: "scrub", OpSnaps: "snaps", OpSnapTrim: "snap-trim",
 	OpOmapTxn: "omap-txn", OpOmapListDelim: "omap-list-delim",
 	OpShardRollBack: "shard-rollback", OpShardTrim: "shard-trim", OpShardTrims: "shard-trims",
+	OpStage: "stage",
 }
 
 // String names the op for logs and errors.
@@ -84,7 +85,7 @@ var statusNames = [...]string{
 	StatusInvalid: "invalid", StatusNoSpace: "no space", StatusCorrupt: "corrupt",
 	StatusWrongEpoch: "wrong epoch", StatusNotPrimary: "not primary",
 	StatusUnavailable: "unavailable", StatusIOError: "io error", StatusAuth: "auth",
-	StatusPrecondition: "precondition failed",
+	StatusPrecondition: "precondition failed", StatusNoStage: "no staged shard",
 }
 
 // String names the status for logs and errors.
@@ -109,6 +110,17 @@ func AppendRequest(dst []byte, r *Request) []byte {
 // r.Txn is not read.
 func AppendRequestHead(dst []byte, r *Request, txnLen int) []byte {
 	base := len(dst) // alignment is relative to the message's first byte
+	dst = append(AppendRequestUpToData(dst, r, len(r.Data)), r.Data...)
+	return appendAfterData(dst, base, r, txnLen)
+}
+
+// AppendRequestUpToData appends the encoding of r up to its Data, of
+// dataLen bytes, which follows it on the wire (aligned, see Align, if the
+// head starts the message), then AppendRequestAfterData's bytes: a sender
+// can send a large Data from where it lies (in pieces, even) instead of
+// copying it. r.Data is not read.
+func AppendRequestUpToData(dst []byte, r *Request, dataLen int) []byte {
+	base := len(dst)
 	dst = append(dst, Version, byte(r.Op))
 	dst = binary.AppendUvarint(dst, uint64(r.Flags))
 	dst = binary.AppendUvarint(dst, uint64(r.Epoch))
@@ -121,7 +133,21 @@ func AppendRequestHead(dst []byte, r *Request, txnLen int) []byte {
 	dst = appendString(dst, r.Key)
 	dst = appendBytes(dst, r.Start)
 	dst = appendBytes(dst, r.End)
-	dst = appendBulk(dst, base, r.Data)
+	return appendBulkHead(dst, base, dataLen)
+}
+
+// AppendRequestAfterData appends the encoding of r after its Data, Txn
+// included, for a message whose bytes before it number at (what
+// AppendRequestUpToData gave, and the Data).
+func AppendRequestAfterData(dst []byte, r *Request, at int) []byte {
+	dst = appendAfterData(dst, len(dst)-at, r, len(r.Txn))
+	return AppendRequestTail(append(dst, r.Txn...), r)
+}
+
+// appendAfterData appends the encoding of r from its Keys up to its Txn,
+// of txnLen bytes, for a message that starts at dst[base] (base may be
+// negative: the message's start is not in dst).
+func appendAfterData(dst []byte, base int, r *Request, txnLen int) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(r.Keys)))
 	for _, k := range r.Keys {
 		dst = appendBytes(dst, k)

@@ -319,6 +319,23 @@ func TestBulkPayloadAligned(t *testing.T) {
 		}
 	}
 
+	// Encoded around its Data (sent from where it lies), a message is
+	// the same bytes, its Txn aligned where AppendRequest aligns it.
+	for _, n := range []int{0, 7, AlignMin, 3*Align + 5} {
+		req := &Request{Op: OpStage, Object: "obj", Key: "t", Data: bytes.Repeat([]byte{0xab}, n), Txn: txn, Keys: [][]byte{[]byte("k")}, SnapSeq: 3}
+		for _, lead := range []int{0, 24} {
+			head := AppendRequestUpToData(make([]byte, lead), req, n)
+			got := AppendRequestAfterData(append(head, req.Data...), req, len(head)-lead+n)
+			if want := AppendRequest(make([]byte, lead), req); !bytes.Equal(got, want) {
+				t.Fatalf("data of %d bytes, lead %d: encoded around the data, the message differs", n, lead)
+			}
+			tail := AppendRequestAfterData(nil, req, len(head)-lead+n)
+			if !bytes.Equal(tail, got[len(head)+n:]) {
+				t.Fatalf("data of %d bytes, lead %d: the bytes after the data, encoded apart, differ", n, lead)
+			}
+		}
+	}
+
 	b := AppendRequest(nil, &Request{Op: OpPut, Object: "obj", Data: data})
 	pad := bytes.Index(b, data) - 1
 	for pad >= 0 && b[pad] == 0 {

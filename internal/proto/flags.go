@@ -63,4 +63,11 @@ const (
 	// so no write lands between the two (a primary's own reads need not:
 	// it holds the object's lock while it reads).
 	FlagSettled
+	// FlagStaged: OpPut of an erasure-coded object whose client sent each
+	// position its shard first (OpStage, token Key): Data is empty and
+	// Length is the object's size. With FlagShardWrite, the OpReplicate
+	// to a position carries the token, and the receiver's shard data is
+	// the one staged there (the transaction puts none). A position
+	// without it refuses with StatusNoStage.
+	FlagStaged
 )

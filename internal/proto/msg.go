@@ -85,6 +85,11 @@ const (
 	// are unused. The trimmer sends one a batch to each OSD instead of one
 	// per PG and position.
 	OpShardTrims
+	// OpStage: a client to each position of an erasure-coded PG, ahead of
+	// a put it asks the primary for with FlagStaged: keep Data, the shard
+	// of position Limit of Object, in memory for a short while under the
+	// token Key. Nothing is written; a shard no put takes expires.
+	OpStage
 	opMax
 )
 
@@ -168,6 +173,10 @@ const (
 	// StatusPrecondition: a guard of an OpOmapTxn did not hold; nothing
 	// changed. Data is the failing key, KVs its current value if any.
 	StatusPrecondition
+	// StatusNoStage: a put with FlagStaged found a position's staged shard
+	// gone (expired, taken by an earlier attempt, or sent to another OSD).
+	// The put was not acknowledged; the client sends the object whole.
+	StatusNoStage
 	statusMax
 )
 

@@ -294,10 +294,10 @@ func putHeader(h []byte, kind byte, id uint64, n int, sum uint32) {
 // the data each. Each call takes a reference until its frame is written;
 // the creator drops its own with Release.
 type Shared struct {
-	head []byte   // the encoding up to the Txn (all of it for Share)
-	txn  [][]byte // ShareParts: the request's Txn, sent from where it lies
-	tail []byte
-	// release gives back what txn points into, once no frame needs it.
+	head  []byte   // the encoding up to parts (all of it for Share)
+	parts [][]byte // sent from where they lie: ShareParts' Txn, ShareData's Data
+	tail  []byte
+	// release gives back what parts point into, once no frame needs them.
 	release func()
 	sum     uint32
 	refs    atomic.Int32
@@ -336,18 +336,44 @@ type Part struct {
 // once no frame needs the parts any more (after Release, and after every
 // call's frame is written or dropped); on error, at once.
 func ShareParts(req *proto.Request, parts []Part, release func()) (*Shared, error) {
+	n := sharedLen(parts)
+	head := proto.AppendRequestHead(make([]byte, 0, headRoom(req, n)), req, n)
+	return shareParts(head, parts, proto.AppendRequestTail(nil, req), release)
+}
+
+// ShareData is ShareParts for a request whose Data, given as parts
+// (req.Data is not read), is sent from where it lies; its Txn is copied.
+func ShareData(req *proto.Request, parts []Part, release func()) (*Shared, error) {
+	n := sharedLen(parts)
+	head := proto.AppendRequestUpToData(make([]byte, 0, headRoom(req, n)), req, n)
+	return shareParts(head, parts, proto.AppendRequestAfterData(nil, req, len(head)+n), release)
+}
+
+func sharedLen(parts []Part) int {
 	n := 0
-	txn := make([][]byte, len(parts))
-	for i, p := range parts {
+	for _, p := range parts {
 		n += len(p.Bytes)
-		txn[i] = p.Bytes
 	}
-	room := len(req.Object) + 128
+	return n
+}
+
+// headRoom is room enough for the encoding of req's fields before a bulk
+// payload of n bytes.
+func headRoom(req *proto.Request, n int) int {
+	room := len(req.Object) + len(req.Key) + 128
 	if n >= proto.AlignMin {
-		room += proto.Align // the padding that aligns the Txn
+		room += proto.Align // the padding that aligns the payload
 	}
-	head := proto.AppendRequestHead(make([]byte, 0, room), req, n)
-	s := &Shared{head: head, txn: txn, tail: proto.AppendRequestTail(nil, req), release: release}
+	return room
+}
+
+// shareParts is the Shared request of head, then parts, then tail.
+func shareParts(head []byte, parts []Part, tail []byte, release func()) (*Shared, error) {
+	bs := make([][]byte, len(parts))
+	for i, p := range parts {
+		bs[i] = p.Bytes
+	}
+	s := &Shared{head: head, parts: bs, tail: tail, release: release}
 	if n := s.len(); n > proto.MaxFrameBytes {
 		release()
 		return nil, errTooLarge(n)
@@ -387,7 +413,7 @@ func (s *Shared) unref() {
 
 func (s *Shared) len() int {
 	n := len(s.head) + len(s.tail)
-	for _, p := range s.txn {
+	for _, p := range s.parts {
 		n += len(p)
 	}
 	return n
@@ -447,7 +473,7 @@ func (f *outFrame) parts(dst [][]byte) [][]byte {
 		return append(dst, *f.buf)
 	}
 	dst = append(dst, f.hdr[:], f.shared.head)
-	dst = append(dst, f.shared.txn...)
+	dst = append(dst, f.shared.parts...)
 	return append(dst, f.shared.tail)
 }
 

@@ -1036,6 +1036,54 @@ func TestShareParts(t *testing.T) {
 	logs.waitFor(t, "closed connection from", "body sum")
 }
 
+// TestShareData: a request's Data goes out in pieces from where they lie
+// (a stage of a shard made of chunks of an object), its other fields
+// around it, Txn included: the receiver gets the pieces joined, aligned,
+// with their block checksums, and the pieces are given back after the
+// last frame.
+func TestShareData(t *testing.T) {
+	got := make(chan *proto.Request, 1)
+	h := HandlerFunc(func(ctx context.Context, req *proto.Request) *proto.Response {
+		r := *req
+		r.Data, r.Txn = bytes.Clone(req.Data), bytes.Clone(req.Txn)
+		got <- &r
+		return &proto.Response{Status: proto.StatusOK}
+	})
+	_, addr, _ := startServer(t, "127.0.0.1", testKey, h, ServerOptions{})
+	obj := make([]byte, 96*sumBlock)
+	for i := range obj {
+		obj[i] = byte(i * 13)
+	}
+	// Over proto.AlignMin in all, so the data lands aligned and summed.
+	parts := []Part{{Bytes: obj[:20*sumBlock]}, {Bytes: obj[40*sumBlock : 60*sumBlock]}, {Bytes: obj[80*sumBlock : 80*sumBlock+77]}}
+	var want []byte
+	for _, p := range parts {
+		want = append(want, p.Bytes...)
+	}
+	var released atomic.Int32
+	req := &proto.Request{Op: proto.OpStage, Object: "obj", Key: "token", Limit: 2, Txn: []byte("txn"), SnapSeq: 4}
+	sh, err := ShareData(req, parts, func() { released.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, addr)
+	defer c.Close()
+	if resp, err := c.CallShared(context.Background(), sh); err != nil || resp.Status != proto.StatusOK {
+		t.Fatalf("CallShared: %v %v", resp, err)
+	}
+	r := <-got
+	if r.Op != proto.OpStage || r.Key != "token" || r.Limit != 2 || string(r.Txn) != "txn" || r.SnapSeq != 4 || !bytes.Equal(r.Data, want) {
+		t.Fatalf("receiver got another request: %v %q %d %q %d, data equal %v", r.Op, r.Key, r.Limit, r.Txn, r.SnapSeq, bytes.Equal(r.Data, want))
+	}
+	if len(r.DataSums) != len(want)/sumBlock {
+		t.Fatalf("receiver got %d block checksums for %d bytes of data", len(r.DataSums), len(want))
+	}
+	sh.Release()
+	if n := released.Load(); n != 1 {
+		t.Fatalf("pieces given back %d times, want once", n)
+	}
+}
+
 // TestKeptRequestFrame: a handler that keeps its request's frame has it to
 // itself after returning; one that does not gets it reused.
 func TestKeptRequestFrame(t *testing.T) {
