@@ -235,7 +235,16 @@ def first(*vals):
             return v
     return None
 
-def record_ceph(raw, workload, path, ticks, clk, rc):
+def client_cpu(times_path, nbytes):
+    """The bench client's own CPU (bash `times`, its children's line), and per GiB."""
+    try:
+        lines = open(times_path).read().split("\n")
+        secs = sum(int(m) * 60 + float(s) for m, s in re.findall(r"(\d+)m([\d.]+)s", lines[1]))
+    except (OSError, IndexError, ValueError):
+        return None, None
+    return secs, (secs / (nbytes / 2**30) if nbytes else None)
+
+def record_ceph(raw, workload, path, ticks, clk, rc, times_path=""):
     txt = open(path, errors="replace").read()
     ops = first(rados_field(txt, "Total writes made"), rados_field(txt, "Total reads made"))
     size = first(rados_field(txt, "Write size"), rados_field(txt, "Read size"))
@@ -254,11 +263,12 @@ def record_ceph(raw, workload, path, ticks, clk, rc):
              lat_min_us=us(rados_field(txt, "Min latency(s)")),
              cpu_s=cpu_s, cpu_s_per_gib=per_gib, cpu_s_per_1000_ops=per_kops,
              cpu_source="/proc of the ceph-osd processes", exit_code=int(rc), output=path)
+    r["client_cpu_s"], r["client_cpu_s_per_gib"] = client_cpu(times_path, nbytes)
     with open(raw, "a") as f:
         f.write(json.dumps(r) + "\n")
     return r
 
-def record_cairn(raw, workload, path, ticks, clk, rc):
+def record_cairn(raw, workload, path, ticks, clk, rc, times_path=""):
     txt = open(path, errors="replace").read()
     j = None
     try:
@@ -293,6 +303,7 @@ def record_cairn(raw, workload, path, ticks, clk, rc):
              cpu_source="cairn bench --json (cpu.cluster_seconds)",
              proc_cpu_s=proc_s, proc_cpu_s_per_gib=proc_gib, proc_cpu_s_per_1000_ops=proc_kops,
              exit_code=int(rc), output=path, cairn_json=j)
+    r["client_cpu_s"], r["client_cpu_s_per_gib"] = client_cpu(times_path, nbytes)
     if get(j, "errors"):
         r["note"] = f"cairn {workload}: {get(j, 'errors'):.0f} operations failed during the run"
     with open(raw, "a") as f:
@@ -478,6 +489,11 @@ def ec_line(b, recs, profile):
             v = num(r.get("cpu_s_per_gib")) if ok(r) else None
             if v:
                 parts.append(f"{name} {v / fl:.2f}×")
+                c = num(r.get("client_cpu_s_per_gib"))
+                if system == "cairn" and c:
+                    # cairn's client codes its puts and sends the shards:
+                    # the floor's primary does that work.
+                    parts[-1] += f" ({(v + c) / fl:.2f}× with its client, which codes the objects)"
         out.append(f"CPU floor of {profile} erasure-coded 4 MiB writes: {fmt(fl, 2)} s/GiB (processes that only code, move, "
                    f"check, write and sync the shards)" + ("; the erasure-coded 4 MiB write run's CPU: " + ", ".join(parts) + " the floor" if parts else "") + ".")
     e, r = recs.get(("cairn", "ec-write-4m")), recs.get(("cairn", "write-4m"))
@@ -509,8 +525,8 @@ def report(raw, md_path, json_path, meta_path):
         v = r.get(key)
         return fmt(v, digits), v
 
-    lines = ["| workload | Ceph | cairn | ratio (>1: cairn better) | Ceph CPU s/GiB | cairn CPU s/GiB | Ceph CPU s/1000 ops | cairn CPU s/1000 ops |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| workload | Ceph | cairn | ratio (>1: cairn better) | Ceph CPU s/GiB | cairn CPU s/GiB | Ceph CPU s/1000 ops | cairn CPU s/1000 ops | Ceph client s/GiB | cairn client s/GiB |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     done = set()
     run = [row for row in ROWS if ("ceph", row[0]) in recs or ("cairn", row[0]) in recs]  # suites not run: no rows
     for wl, label, key, digits, higher in run:
@@ -526,7 +542,8 @@ def report(raw, md_path, json_path, meta_path):
             cpu = lambda r, f: "″"
         done.add(wl)
         lines.append(f"| {label} | {cs} | {ks} | {ratio} | {cpu(c, 'cpu_s_per_gib')} | {cpu(k, 'cpu_s_per_gib')} "
-                     f"| {cpu(c, 'cpu_s_per_1000_ops')} | {cpu(k, 'cpu_s_per_1000_ops')} |")
+                     f"| {cpu(c, 'cpu_s_per_1000_ops')} | {cpu(k, 'cpu_s_per_1000_ops')} "
+                     f"| {cpu(c, 'client_cpu_s_per_gib')} | {cpu(k, 'client_cpu_s_per_gib')} |")
 
     detail = ["| workload | Ceph ops | Ceph s | Ceph avg / max lat (µs) | Ceph OSD CPU s (/proc) | cairn ops | cairn s | cairn avg / p50 / p99 lat (µs) | cairn CPU s (bench JSON) | cairn OSD CPU s (/proc) |",
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -568,6 +585,8 @@ def report(raw, md_path, json_path, meta_path):
           *lines, "",
           "Ratio: cairn/Ceph for MiB/s and IOPS, Ceph/cairn for latency. CPU: Ceph = utime+stime of the 3 ceph-osd "
           "processes over the run (/proc); cairn = the bench's own cpu.cluster_seconds (cross-checked below). "
+          "Client: the CPU of the bench process itself (rados bench, cairn bench), which for cairn's erasure-coded "
+          "puts includes coding the objects (its OSDs then do less). "
           "rados bench prints no latency percentiles, hence n/a.", "",
           "## Details", "", *detail, ""]
     md = [f"# cairn vs Ceph, {meta.get('date','')}", "",
@@ -882,6 +901,12 @@ maybe_drop_caches() {
 BENCH_TIMEOUT=$((DURATION * 3 + 120))
 CLEANUP_TIMEOUT=${CLEANUP_TIMEOUT:-$((DURATION * 4 + 60))}
 
+# TIMED runs a bench client (bash -c "$TIMED" _ CMD ARGS...) and writes
+# its CPU time to fd 3 (the second line of `times`): the client's share
+# of the work counts too, and a client may do some of what the other
+# system's OSDs do (cairn's codes its erasure-coded puts itself).
+TIMED='"$@"; rc=$?; times >&3; exit $rc'
+
 # run_ceph WORKLOAD MODE SIZE THREADS RUNNAME
 run_ceph() {
 	local wl=$1 mode=$2 size=$3 threads=$4 run=$5 out="$RESULTS/ceph-$1.txt" t0 t1 rc=0
@@ -894,7 +919,7 @@ run_ceph() {
 	[[ $mode != write ]] && maybe_drop_caches
 	log "Ceph  $wl: rados ${args[*]:2}"
 	t0=$(cpu_ticks "${CEPH_OSD_PIDS[@]}")
-	timeout "$BENCH_TIMEOUT" rados "${args[@]}" >"$out" 2>&1 &
+	timeout "$BENCH_TIMEOUT" bash -c "$TIMED" _ rados "${args[@]}" >"$out" 2>&1 3>"$out.times" &
 	BENCH_PID=$!
 	watch_bench "Ceph $wl" || rc=$?
 	t1=$(cpu_ticks "${CEPH_OSD_PIDS[@]}")
@@ -907,7 +932,7 @@ run_ceph() {
 			log "Ceph $wl: rados bench exited with status $rc; last lines of $out:"
 			tail -n 10 "$out" >&2
 		}
-		helper record-ceph "$RAW" "$wl" "$out" "$d" "$CLK_TCK" "$rc"
+		helper record-ceph "$RAW" "$wl" "$out" "$d" "$CLK_TCK" "$rc" "$out.times"
 	fi
 	helper summary "$RAW" >&2
 	settle
@@ -925,7 +950,7 @@ run_cairn() {
 	[[ $mode != write ]] && maybe_drop_caches
 	log "cairn $wl: cairn ${args[*]:2}"
 	t0=$(cpu_ticks "${CAIRN_OSD_PIDS[@]}")
-	timeout "$BENCH_TIMEOUT" "$CAIRN" "${args[@]}" >"$out" 2>"$RESULTS/cairn-$wl.err" &
+	timeout "$BENCH_TIMEOUT" bash -c "$TIMED" _ "$CAIRN" "${args[@]}" >"$out" 2>"$RESULTS/cairn-$wl.err" 3>"$out.times" &
 	BENCH_PID=$!
 	watch_bench "cairn $wl" || rc=$?
 	t1=$(cpu_ticks "${CAIRN_OSD_PIDS[@]}")
@@ -938,7 +963,7 @@ run_cairn() {
 			log "cairn $wl: cairn bench exited with status $rc; last lines of $RESULTS/cairn-$wl.err:"
 			tail -n 10 "$RESULTS/cairn-$wl.err" >&2
 		}
-		helper record-cairn "$RAW" "$wl" "$out" "$d" "$CLK_TCK" "$rc" >&2
+		helper record-cairn "$RAW" "$wl" "$out" "$d" "$CLK_TCK" "$rc" "$out.times" >&2
 	fi
 	helper summary "$RAW" >&2
 	settle

@@ -28,8 +28,10 @@ const (
 	// peer speaking 2 would write as plain bytes, so the two refuse each
 	// other rather than corrupt parity; 4: clients read erasure-coded
 	// positions themselves (proto.FlagSettled), which a peer speaking 3
-	// would serve without the shard's lock.
-	protocolVersion = 4
+	// would serve without the shard's lock; 5: a put of an erasure-coded
+	// object may name shards staged ahead (proto.FlagStaged), whose shard
+	// writes a peer speaking 4 would apply without the shard's bytes.
+	protocolVersion = 5
 	nonceLen        = 32
 	macLen          = sha256.Size
 	helloLen        = 4 + 1 + nonceLen
