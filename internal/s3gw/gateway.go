@@ -65,6 +65,7 @@ type Gateway struct {
 	pools    dataPools // data pools opened, by name
 	bufs     sync.Pool // stripe buffers
 	probing  sync.Map  // index shards being counted for a split
+	md5      md5Lanes  // the ETag MD5 of large bodies
 }
 
 // New returns a gateway; Run its collector alongside it.

@@ -1,7 +1,6 @@
 package s3gw
 
 import (
-	"crypto/md5"
 	"errors"
 	"hash"
 	"net/http"
@@ -22,9 +21,12 @@ type integrity struct {
 	given   bool   // the client sent or promised a checksum
 	md5Hash hash.Hash
 	algHash hash.Hash
+	done    func() // md5Hash is summed (md5Lanes)
 }
 
-func (rq *request) integrity() (*integrity, error) {
+// integrity reads what a body of size bytes must hash to from the
+// request's headers; the caller calls close once the body is hashed.
+func (rq *request) integrity(size uint64) (*integrity, error) {
 	in := &integrity{}
 	if v := rq.r.Header.Values("Content-MD5"); len(v) > 0 {
 		sum, err := checksum.DecodeContentMD5(v[0])
@@ -59,9 +61,13 @@ func (rq *request) integrity() (*integrity, error) {
 	if in.alg == 0 {
 		in.alg = checksum.CRC64NVME
 	}
-	in.md5Hash, in.algHash = md5.New(), in.alg.New()
+	in.md5Hash, in.done = rq.g.md5.hash(size)
+	in.algHash = in.alg.New()
 	return in, nil
 }
+
+// close gives back what hashing the body held.
+func (in *integrity) close() { in.done() }
 
 func (in *integrity) hashes() []hash.Hash { return []hash.Hash{in.md5Hash, in.algHash} }
 

@@ -146,10 +146,11 @@ func (rq *request) uploadPart() error {
 	if size > maxPartSize {
 		return ErrEntityTooLarge
 	}
-	in, err := rq.integrity()
+	in, err := rq.integrity(size)
 	if err != nil {
 		return err
 	}
+	defer in.close()
 	if a := up.rec.Checksum.Alg; a != 0 && !in.given {
 		in.alg, in.algHash = a, a.New()
 	} else if a != 0 && in.alg != a {

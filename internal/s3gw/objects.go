@@ -101,10 +101,11 @@ func (rq *request) putObject() error {
 	if err != nil {
 		return err
 	}
-	in, err := rq.integrity()
+	in, err := rq.integrity(size)
 	if err != nil {
 		return err
 	}
+	defer in.close()
 	if conds.any() { // fail early, before the body is stored
 		if err := rq.checkWrite(b, conds); err != nil {
 			return err
