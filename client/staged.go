@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cairn-storage/cairn/internal/bufpool"
 	"github.com/cairn-storage/cairn/internal/clustermap"
@@ -80,8 +81,7 @@ func (p *Pool) stageShards(ctx context.Context, t *placement.Table, id clusterma
 	}
 	var wg, sent sync.WaitGroup
 	defer sent.Wait() // the caller then reuses what the pieces point into
-	var mu sync.Mutex
-	ok := true
+	var failed atomic.Bool
 	for i, osd := range osds {
 		o, up := t.Map().OSD(osd)
 		if osd == placement.NoOSD || !up || !o.Up {
@@ -95,9 +95,7 @@ func (p *Pool) stageShards(ctx context.Context, t *placement.Table, id clusterma
 		sent.Add(1)
 		sh, err := rpc.ShareData(req, parts, sent.Done)
 		if err != nil {
-			mu.Lock()
-			ok = false
-			mu.Unlock()
+			failed.Store(true)
 			break
 		}
 		wg.Add(1)
@@ -110,14 +108,12 @@ func (p *Pool) stageShards(ctx context.Context, t *placement.Table, id clusterma
 				resp.Release()
 			}
 			if !took {
-				mu.Lock()
-				ok = false
-				mu.Unlock()
+				failed.Store(true)
 			}
 		}()
 	}
 	wg.Wait()
-	return ok
+	return !failed.Load()
 }
 
 // newStageToken names one staged put's shards: random, so no two puts'

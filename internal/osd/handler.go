@@ -45,22 +45,8 @@ func (s *Server) serveOne(ctx context.Context, req *proto.Request) *proto.Respon
 	if resp != nil {
 		return resp
 	}
-	switch req.Op {
-	case proto.OpReplicate:
-		return s.applyReplica(t, req)
-	case proto.OpReadReplica:
-		if pool, ok := t.Map().Pool(req.PG.Pool); ok && pool.Erasure() {
-			return s.readShard(t, req)
-		}
-		return s.readLocal(req)
-	case proto.OpPGList:
-		return s.pgList(req)
-	case proto.OpShardRollBack, proto.OpShardTrim:
-		return s.shardEntries(t, req)
-	case proto.OpShardTrims:
-		return s.shardTrims(t, req)
-	case proto.OpStage:
-		return s.stage(t, req)
+	if resp, ok := s.serveMember(t, req); ok {
+		return resp
 	}
 	if req.Flags&proto.FlagLocal != 0 && !isWrite(req.Op) && req.Op != proto.OpScrub {
 		if req.Op == proto.OpList {
@@ -76,6 +62,35 @@ func (s *Server) serveOne(ctx context.Context, req *proto.Request) *proto.Respon
 	if !ok {
 		return s.fail(proto.StatusNotFound, "pool %d does not exist", req.PG.Pool)
 	}
+	if bad := s.refuseRequest(pool, req); bad != nil {
+		return bad
+	}
+	acting := t.Acting(pool, req.PG)
+	if len(acting) == 0 || acting[0] != s.id {
+		return s.fail(proto.StatusNotPrimary, "%s is not the primary of pg %s at epoch %d", s.id, req.PG, t.Map().Epoch)
+	}
+	s.lastClientOp.Store(time.Now().UnixNano())
+	p, resp := s.activePG(ctx, req.PG, acting)
+	if resp != nil {
+		return resp
+	}
+	switch {
+	case pool.Erasure() && req.Op != proto.OpScrub:
+		return s.serveEC(ctx, pool, p, req)
+	case isWrite(req.Op):
+		return s.write(ctx, pool, p, req)
+	case req.Op == proto.OpScrub:
+		return s.scrub(ctx, p, req)
+	}
+	return s.read(ctx, pool, p, acting, req)
+}
+
+// refuseRequest refuses, by name, a client request that pool cannot
+// serve or that is malformed: an op erasure-coded pools do not serve,
+// staged shards where none can be, a write at a snapshot, a reserved
+// xattr name, a bad object name or one of another PG, a PG that does
+// not exist.
+func (s *Server) refuseRequest(pool *clustermap.Pool, req *proto.Request) *proto.Response {
 	if pool.Erasure() {
 		if bad := s.refuseEC(pool, req); bad != nil {
 			return bad
@@ -100,24 +115,31 @@ func (s *Server) serveOne(ctx context.Context, req *proto.Request) *proto.Respon
 	} else if req.PG.Seed >= pool.PGNum {
 		return s.fail(proto.StatusInvalid, "pg %s does not exist: pool %q has %d pgs", req.PG, pool.Name, pool.PGNum)
 	}
-	acting := t.Acting(pool, req.PG)
-	if len(acting) == 0 || acting[0] != s.id {
-		return s.fail(proto.StatusNotPrimary, "%s is not the primary of pg %s at epoch %d", s.id, req.PG, t.Map().Epoch)
+	return nil
+}
+
+// serveMember serves the ops any OSD holding part of a PG answers, not
+// only its primary: a primary's writes and reads of this OSD's copy or
+// shard, and a client's staged shard; ok is false for the others.
+func (s *Server) serveMember(t *placement.Table, req *proto.Request) (resp *proto.Response, ok bool) {
+	switch req.Op {
+	case proto.OpReplicate:
+		return s.applyReplica(t, req), true
+	case proto.OpReadReplica:
+		if pool, ok := t.Map().Pool(req.PG.Pool); ok && pool.Erasure() {
+			return s.readShard(t, req), true
+		}
+		return s.readLocal(req), true
+	case proto.OpPGList:
+		return s.pgList(req), true
+	case proto.OpShardRollBack, proto.OpShardTrim:
+		return s.shardEntries(t, req), true
+	case proto.OpShardTrims:
+		return s.shardTrims(t, req), true
+	case proto.OpStage:
+		return s.stage(t, req), true
 	}
-	s.lastClientOp.Store(time.Now().UnixNano())
-	p, resp := s.activePG(ctx, req.PG, acting)
-	if resp != nil {
-		return resp
-	}
-	switch {
-	case pool.Erasure() && req.Op != proto.OpScrub:
-		return s.serveEC(ctx, pool, p, req)
-	case isWrite(req.Op):
-		return s.write(ctx, pool, p, req)
-	case req.Op == proto.OpScrub:
-		return s.scrub(ctx, p, req)
-	}
-	return s.read(ctx, pool, p, acting, req)
+	return nil, false
 }
 
 func isWrite(op proto.Op) bool {
