@@ -58,21 +58,58 @@ func (s *Server) trimLoop(ctx context.Context) {
 			return
 		case first = <-s.trims:
 		}
-		batch := map[clustermap.PGID][]proto.ShardEntry{first.pg: {first.entry}}
+		var batch trimBatch
+		batch.add(first)
 		linger := time.After(trimLinger)
 	gather:
 		for n := 1; n < maxQueuedTrims; n++ {
 			select {
 			case t := <-s.trims:
-				batch[t.pg] = append(batch[t.pg], t.entry)
+				batch.add(t)
 			case <-linger:
 				break gather
 			}
 		}
-		if err := s.sendTrims(ctx, s.view.Table(), batch); err != nil && ctx.Err() == nil {
+		if err := s.sendTrims(ctx, s.view.Table(), batch.byPG); err != nil && ctx.Err() == nil {
 			time.Sleep(trimRetryAfter) // dropped: peering trims what is left
 		}
 	}
+}
+
+// trimBatch is the trims the trimmer gathered, one per object: the
+// newest write's. Writes to an object are sent one at a time, each once
+// the last is complete on every position, so a shard at the newest
+// version holds no older write's rollback state to trim, and the trims of
+// the older ones would find nothing to do.
+type trimBatch struct {
+	byPG map[clustermap.PGID][]proto.ShardEntry
+	at   map[trimKey]int // the object's entry in byPG
+}
+
+type trimKey struct {
+	pg   clustermap.PGID
+	name string
+}
+
+// add adds t, or puts it in place of its object's older trim.
+func (b *trimBatch) add(t shardTrim) {
+	if b.byPG == nil {
+		b.byPG, b.at = map[clustermap.PGID][]proto.ShardEntry{}, map[trimKey]int{}
+	}
+	k := trimKey{t.pg, t.entry.Object}
+	es := b.byPG[t.pg]
+	if i, ok := b.at[k]; ok {
+		if entryVer(es[i]).Less(entryVer(t.entry)) {
+			es[i] = t.entry
+		}
+		return
+	}
+	b.at[k] = len(es)
+	b.byPG[t.pg] = append(es, t.entry)
+}
+
+func entryVer(e proto.ShardEntry) pg.EVersion {
+	return pg.EVersion{Epoch: e.Ver[0], Version: e.Ver[1]}
 }
 
 // sendTrims sends the trims of batch to every position of their PGs: one

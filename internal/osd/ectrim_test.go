@@ -2,6 +2,7 @@ package osd
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 
 	"github.com/cairn-storage/cairn/internal/clustermap"
@@ -46,6 +47,29 @@ func TestSplitTrims(t *testing.T) {
 		if want := (9 + max - 1) / max; len(parts) != want {
 			t.Fatalf("max %d: %d requests, want %d", max, len(parts), want)
 		}
+	}
+}
+
+// A batch keeps one trim per object of a PG, the newest write's whatever
+// order they came in, and the trims of other objects and PGs beside it.
+func TestTrimBatch(t *testing.T) {
+	pa, pb := clustermap.PGID{Pool: 1, Seed: 1}, clustermap.PGID{Pool: 1, Seed: 2}
+	trim := func(id clustermap.PGID, name string, epoch, ver uint64) shardTrim {
+		return shardTrim{pg: id, entry: proto.ShardEntry{Object: name, Ver: [2]uint64{epoch, ver}}}
+	}
+	var b trimBatch
+	for _, tr := range []shardTrim{
+		trim(pa, "x", 5, 10), trim(pa, "y", 5, 11), trim(pa, "x", 5, 12),
+		trim(pb, "x", 5, 3), trim(pa, "x", 4, 99), trim(pa, "y", 6, 1),
+	} {
+		b.add(tr)
+	}
+	want := map[clustermap.PGID][]proto.ShardEntry{
+		pa: {{Object: "x", Ver: [2]uint64{5, 12}}, {Object: "y", Ver: [2]uint64{6, 1}}},
+		pb: {{Object: "x", Ver: [2]uint64{5, 3}}},
+	}
+	if !reflect.DeepEqual(b.byPG, want) {
+		t.Fatalf("batch %+v, want %+v", b.byPG, want)
 	}
 }
 
