@@ -138,7 +138,7 @@ func (s *Server) keepPartial(coll, name string, txn *objstore.Txn, held heldShar
 	if err != nil {
 		return false, err
 	}
-	return s.keepUndo(coll, name, uint64(info.Size), c, txn, held.old)
+	return s.keepUndo(coll, name, uint64(info.Size), c, txn, held.old, held.meta.Trimmed())
 }
 
 // keepRollBack adds to txn, a shard write of name in coll that leaves meta
@@ -152,6 +152,11 @@ func (s *Server) keepRollBack(coll, name string, next pg.ShardMeta, txn *objstor
 	rb := rollbackName(name)
 	next.CanRollBack, next.Prev = true, pg.EVersion{}
 	old, found, err := held.meta, held.found, held.err
+	if err != nil || !found || old.Ver != next.Ver {
+		// What the shard kept inline goes with the write it belongs to
+		// (keepUndo may keep this write's there again).
+		txn.RmXattr(coll, name, inlineUndoXattr)
+	}
 	switch {
 	case err != nil && objstore.IsCorruption(err) || errors.Is(err, pg.ErrBadShardMeta):
 		next.CanRollBack = false
@@ -170,6 +175,7 @@ func (s *Server) keepRollBack(coll, name string, next pg.ShardMeta, txn *objstor
 		pre := &objstore.Txn{}
 		pre.Rename(coll, name, rb)
 		txn.Prepend(pre)
+		txn.RmXattr(coll, rb, inlineUndoXattr)
 		txn.SetXattr(coll, rb, shardMetaXattr, old.Trimmed().Encode())
 		txn.SetXattr(coll, rb, shardKeysXattr, []byte{1})
 		next.Prev = old.Ver
@@ -183,12 +189,12 @@ func (s *Server) keepRollBack(coll, name string, next pg.ShardMeta, txn *objstor
 		if err := s.copyKeys(coll, name, name, txn); err != nil {
 			return err
 		}
+		txn.RmXattr(coll, rb, inlineUndoXattr)
 		txn.SetXattr(coll, rb, shardMetaXattr, old.Trimmed().Encode())
 		next.Prev = old.Ver
 	default:
 		kept, err := s.keepPartial(coll, name, txn, held)
 		if err == nil && kept {
-			txn.SetXattr(coll, rb, shardMetaXattr, old.Trimmed().Encode())
 			next.Prev = old.Ver
 			break
 		}
@@ -238,7 +244,7 @@ func (s *Server) replacesWholly(coll, name string, txn *objstore.Txn) bool {
 		return false
 	}
 	for k := range xs {
-		if !objectKey(k) && k != shardMetaXattr && k != versionXattr {
+		if !objectKey(k) && k != shardMetaXattr && k != versionXattr && k != inlineUndoXattr {
 			return false
 		}
 	}
@@ -363,7 +369,7 @@ func (s *Server) xorOld(coll, name string, txn *objstore.Txn, held *heldShard) e
 // back to its kept shard, or gone when e.To is zero. A shard already at
 // e.To (rolled back before) needs nothing. The caller holds its lock.
 func (s *Server) rollBackTxn(coll string, e proto.ShardEntry, txn *objstore.Txn) error {
-	ver, to := pg.EVersion{Epoch: e.Ver[0], Version: e.Ver[1]}, pg.EVersion{Epoch: e.To[0], Version: e.To[1]}
+	ver, to := entryVer(e), pg.EVersion{Epoch: e.To[0], Version: e.To[1]}
 	cur, found, err := s.shardMeta(coll, e.Object)
 	switch {
 	case err != nil:
@@ -379,23 +385,23 @@ func (s *Server) rollBackTxn(coll string, e proto.ShardEntry, txn *objstore.Txn)
 		txn.Delete(coll, rb)
 		return nil
 	}
-	old, found, err := s.shardMeta(coll, rb)
-	if err == nil && (!found || old.Ver != to) {
-		err = fmt.Errorf("shard %q in %s: the shard it keeps to roll back to %s is missing or at %s", e.Object, coll, to, old.Ver)
+	k, err := s.keptOf(coll, e.Object)
+	if err == nil && (!k.found || k.meta.Ver != to) {
+		err = fmt.Errorf("shard %q in %s: the shard it keeps to roll back to %s is missing or at %s", e.Object, coll, to, k.meta.Ver)
 	}
 	if err != nil {
 		return err
 	}
-	u, old2, isUndo, err := s.undoKept(coll, e.Object)
-	if err != nil {
-		return err
-	}
-	if isUndo {
-		undoTxn(coll, e.Object, u, old2, txn)
+	switch {
+	case k.isUndo:
+		undoTxn(coll, e.Object, k.undo, k.old, txn)
+		if k.inline {
+			break // it keeps no keys
+		}
 		if err := s.undoKeysTxn(coll, e.Object, txn); err != nil {
 			return err
 		}
-	} else {
+	default:
 		data, err := s.store.Read(coll, rb, 0, 0)
 		if objstore.IsCorruption(err) {
 			// A delete keeps the old shard as it was, damage and all: the
@@ -412,7 +418,8 @@ func (s *Server) rollBackTxn(coll string, e proto.ShardEntry, txn *objstore.Txn)
 		}
 		txn.Put(coll, e.Object, data)
 	}
-	txn.SetXattr(coll, e.Object, shardMetaXattr, old.Trimmed().Encode())
+	txn.RmXattr(coll, e.Object, inlineUndoXattr)
+	txn.SetXattr(coll, e.Object, shardMetaXattr, k.meta.Trimmed().Encode())
 	txn.SetXattr(coll, e.Object, versionXattr, to.Encode())
 	txn.Delete(coll, rb)
 	return nil
@@ -424,7 +431,7 @@ func (s *Server) rollBackTxn(coll string, e proto.ShardEntry, txn *objstore.Txn)
 // is left alone (a newer write keeps its own state). The caller holds its
 // lock.
 func (s *Server) trimTxn(coll string, e proto.ShardEntry, txn *objstore.Txn) error {
-	ver := pg.EVersion{Epoch: e.Ver[0], Version: e.Ver[1]}
+	ver := entryVer(e)
 	cur, found, err := s.shardMeta(coll, e.Object)
 	if err != nil || !found || cur.Ver != ver || !cur.CanRollBack && !cur.Tombstone {
 		return err
@@ -433,6 +440,7 @@ func (s *Server) trimTxn(coll string, e proto.ShardEntry, txn *objstore.Txn) err
 	if cur.Tombstone {
 		txn.Delete(coll, e.Object)
 	} else {
+		txn.RmXattr(coll, e.Object, inlineUndoXattr)
 		txn.SetXattr(coll, e.Object, shardMetaXattr, cur.Trimmed().Encode())
 	}
 	return nil

@@ -38,6 +38,16 @@ func writeShard(t *testing.T, s *Server, name string, ver uint64, data []byte, t
 	}
 }
 
+// keptFor reads what name's shard keeps to roll back to.
+func keptFor(t *testing.T, s *Server, name string) keptShard {
+	t.Helper()
+	k, err := s.keptOf(testShardColl, name)
+	if err != nil {
+		t.Fatalf("%s: what it keeps: %v", name, err)
+	}
+	return k
+}
+
 // wantShard checks a shard's meta and bytes, and the shard it keeps, as a
 // read of the previous shard returns it (kept whole or as an undo record).
 func wantShard(t *testing.T, s *Server, name string, ver, prev uint64, canRollBack bool, data, kept []byte) {
@@ -56,9 +66,12 @@ func wantShard(t *testing.T, s *Server, name string, ver, prev uint64, canRollBa
 		if got, err := s.store.Read(testShardColl, rollbackName(name), 0, 0); !errors.Is(err, objstore.ErrNotFound) {
 			t.Fatalf("%s: keeps %q (%v), want nothing", name, got, err)
 		}
+		if _, err := s.store.GetXattr(testShardColl, name, inlineUndoXattr); !errors.Is(err, objstore.ErrNotFound) {
+			t.Fatalf("%s: keeps an undo record of its own (%v), want nothing", name, err)
+		}
 		return
 	}
-	r := s.readPrevShard(&proto.Response{Status: proto.StatusOK}, testShardColl, &proto.Request{Object: name, Length: 1 << 30})
+	r := s.readPrevShard(&proto.Response{Status: proto.StatusOK}, testShardColl, &proto.Request{Object: name, Length: 1 << 30}, keptFor(t, s, name))
 	if r.Status != proto.StatusOK || !bytes.Equal(r.Data, kept) {
 		t.Fatalf("%s: keeps %q (%s), want %q", name, r.Data, r.Message, kept)
 	}

@@ -122,13 +122,15 @@ func (s *Server) readShard(t *placement.Table, req *proto.Request) *proto.Respon
 		defer s.shards.lockAll(s.seed, coll, []string{name})()
 	}
 	meta, found, err := s.shardMeta(coll, name)
+	var kept *keptShard
 	if err == nil && found && req.Flags&proto.FlagPrevShard != 0 {
 		if !meta.CanRollBack || meta.Prev == (pg.EVersion{}) {
 			return s.fail(proto.StatusNotFound, "%s keeps no earlier shard of %q", s.id, name)
 		}
 		prev := meta.Prev
-		name = rollbackName(name)
-		if meta, found, err = s.shardMeta(coll, name); err == nil && found && meta.Ver != prev {
+		k, kerr := s.keptOf(coll, name)
+		meta, found, err, kept = k.meta, k.found, kerr, &k
+		if err == nil && found && meta.Ver != prev {
 			err = fmt.Errorf("the shard it keeps is at %s, not %s", meta.Ver, prev)
 		}
 	}
@@ -143,12 +145,12 @@ func (s *Server) readShard(t *placement.Table, req *proto.Request) *proto.Respon
 	r := s.ok()
 	r.Size = meta.Size
 	r.KVs = []proto.KV{{Key: []byte(shardMetaXattr), Value: meta.Encode()}}
-	if req.Flags&proto.FlagFold != 0 && name == req.Object && !meta.Tombstone {
+	if req.Flags&proto.FlagFold != 0 && kept == nil && !meta.Tombstone {
 		return s.foldShard(t, r, coll, req)
 	}
 	if req.Length > 0 && !meta.Tombstone {
-		if name != req.Object {
-			return s.readPrevShard(r, coll, req)
+		if kept != nil {
+			return s.readPrevShard(r, coll, req, *kept)
 		}
 		read := s.store.ReadShared
 		if req.Flags&proto.FlagForWrite != 0 {
@@ -187,13 +189,11 @@ func (s *Server) vouchSettled(t *placement.Table, req *proto.Request) *proto.Res
 
 // readPrevShard reads req's range of the shard kept to roll back to: the
 // whole old shard, or the shard with an undo record laid over it.
-func (s *Server) readPrevShard(r *proto.Response, coll string, req *proto.Request) *proto.Response {
-	u, old, isUndo, err := s.undoKept(coll, req.Object)
+func (s *Server) readPrevShard(r *proto.Response, coll string, req *proto.Request, k keptShard) *proto.Response {
+	var err error
 	switch {
-	case err != nil:
-		return s.failErr(err)
-	case isUndo:
-		r.Data, err = s.prevShardRange(coll, req.Object, u, old, req.Offset, req.Length)
+	case k.isUndo:
+		r.Data, err = s.prevShardRange(coll, req.Object, k.undo, k.old, req.Offset, req.Length)
 	default:
 		r.Data, _, r.DataSums, r.Free, err = s.store.ReadShared(coll, rollbackName(req.Object), req.Offset, req.Length)
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/cairn-storage/cairn/internal/objstore"
+	"github.com/cairn-storage/cairn/internal/pg"
 	"github.com/cairn-storage/cairn/internal/proto"
 )
 
@@ -22,6 +23,15 @@ import (
 // shard's bytes as they are. A write that changes more than half the
 // shard, or more than maxUndoKeys keys, keeps the whole shard as a put
 // does.
+//
+// A record that keeps no keys and at most maxInlineUndo old bytes (the
+// small writes of a volume) lives on the shard itself, as one xattr
+// (inlineUndoXattr) holding the previous meta, the ranges and the old
+// bytes: the write then creates no rollback object, and its trim removes
+// one key instead of deleting an object, whose xattrs and omap take a scan
+// of the index to find. The shard holds that xattr exactly while its
+// rollback state is inline: every write, rollback and trim that sets its
+// meta sets or removes it too.
 
 // shardUndoXattr marks a kept shard that is an undo record.
 const shardUndoXattr = proto.ReservedPrefix + "eu"
@@ -31,6 +41,13 @@ const shardUndoXattr = proto.ReservedPrefix + "eu"
 const (
 	maxUndoRanges = 1024
 	maxUndoKeys   = 10_000
+)
+
+// inlineUndoXattr holds a shard's own undo record; maxInlineUndo bounds
+// the old bytes it keeps, well within an xattr's value.
+const (
+	inlineUndoXattr = proto.ReservedPrefix + "ei"
+	maxInlineUndo   = 16 << 10
 )
 
 // shardUndo is an undo record: the shard's old length and the ranges of
@@ -131,10 +148,11 @@ func decodeShardUndo(b []byte) (shardUndo, error) {
 }
 
 // keepUndo adds to txn the undo record of changes c, the partial write
-// txn makes to name's shard, whose length is size; ok false when it should
-// keep the whole shard instead. read holds old bytes of ranges the caller
-// read already (by [off, end)). The caller holds the shard's lock.
-func (s *Server) keepUndo(coll, name string, size uint64, c objstore.Changes, txn *objstore.Txn, read map[[2]uint64][]byte) (ok bool, err error) {
+// txn makes to name's shard, whose length is size, with prev, the meta of
+// the shard it replaces; ok false when it should keep the whole shard
+// instead. read holds old bytes of ranges the caller read already (by
+// [off, end)). The caller holds the shard's lock.
+func (s *Server) keepUndo(coll, name string, size uint64, c objstore.Changes, txn *objstore.Txn, read map[[2]uint64][]byte, prev pg.ShardMeta) (ok bool, err error) {
 	u, ok := undoOf(c, size)
 	if !ok {
 		return false, nil
@@ -158,17 +176,103 @@ func (s *Server) keepUndo(coll, name string, size uint64, c objstore.Changes, tx
 	}
 	rb := rollbackName(name)
 	txn.Delete(coll, rb)
+	if len(keys) == 0 && len(old) <= maxInlineUndo {
+		txn.SetXattr(coll, name, inlineUndoXattr, encodeInlineUndo(prev, u, old))
+		return true, nil
+	}
+	txn.RmXattr(coll, name, inlineUndoXattr)
 	txn.Put(coll, rb, old)
 	txn.SetXattr(coll, rb, shardUndoXattr, u.encode())
+	txn.SetXattr(coll, rb, shardMetaXattr, prev.Encode())
 	for _, kv := range keys {
 		txn.OmapSet(coll, rb, kv.Key, kv.Value)
 	}
 	return true, nil
 }
 
-// undoKept returns the undo record name's rollback object holds, if it
-// is one, with its old bytes.
+// encodeInlineUndo lays out an inline undo record: the previous meta and
+// the ranges, each after its length (a uvarint), then the old bytes.
+func encodeInlineUndo(prev pg.ShardMeta, u shardUndo, old []byte) []byte {
+	m, r := prev.Encode(), u.encode()
+	b := make([]byte, 0, 2*binary.MaxVarintLen16+len(m)+len(r)+len(old))
+	b = append(binary.AppendUvarint(b, uint64(len(m))), m...)
+	b = append(binary.AppendUvarint(b, uint64(len(r))), r...)
+	return append(b, old...)
+}
+
+// decodeInlineUndo decodes and checks what encodeInlineUndo wrote: a meta
+// without rollback state, well-formed ranges, and as many old bytes as
+// they cover.
+func decodeInlineUndo(b []byte) (prev pg.ShardMeta, u shardUndo, old []byte, err error) {
+	part := func() ([]byte, bool) {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)-k) {
+			return nil, false
+		}
+		p := b[k : k+int(n)]
+		b = b[k+int(n):]
+		return p, true
+	}
+	m, ok1 := part()
+	r, ok2 := part()
+	if !ok1 || !ok2 {
+		return prev, u, nil, errBadUndo
+	}
+	if prev, err = pg.DecodeShardMeta(m); err != nil {
+		return prev, u, nil, fmt.Errorf("%w: %v", errBadUndo, err)
+	}
+	if u, err = decodeShardUndo(r); err != nil {
+		return prev, u, nil, err
+	}
+	if prev.CanRollBack || uint64(len(b)) != u.bytes() {
+		return prev, u, nil, errBadUndo
+	}
+	return prev, u, b, nil
+}
+
+// keptShard is what a shard keeps to roll back to: the previous shard's
+// meta (found false: it keeps none) and either an undo record to lay over
+// the shard's bytes (isUndo; inline: on the shard itself) or the whole
+// old shard, the rollback object.
+type keptShard struct {
+	meta   pg.ShardMeta
+	found  bool
+	isUndo bool
+	inline bool
+	undo   shardUndo
+	old    []byte
+}
+
+// keptOf reads what name's shard keeps to roll back to.
+func (s *Server) keptOf(coll, name string) (k keptShard, err error) {
+	raw, err := s.store.GetXattr(coll, name, inlineUndoXattr)
+	if err == nil {
+		k.found, k.isUndo, k.inline = true, true, true
+		if k.meta, k.undo, k.old, err = decodeInlineUndo(raw); err != nil {
+			return k, fmt.Errorf("shard %q in %s: its undo record: %w", name, coll, err)
+		}
+		return k, nil
+	}
+	if !errors.Is(err, objstore.ErrNotFound) {
+		return k, err
+	}
+	if k.meta, k.found, err = s.shardMeta(coll, rollbackName(name)); err != nil || !k.found {
+		return k, err
+	}
+	k.undo, k.old, k.isUndo, err = s.rollbackUndo(coll, name)
+	return k, err
+}
+
+// undoKept returns the undo record name's shard keeps, if it keeps one,
+// with its old bytes.
 func (s *Server) undoKept(coll, name string) (u shardUndo, old []byte, isUndo bool, err error) {
+	k, err := s.keptOf(coll, name)
+	return k.undo, k.old, k.isUndo, err
+}
+
+// rollbackUndo returns the undo record name's rollback object holds, if
+// it is one, with its old bytes.
+func (s *Server) rollbackUndo(coll, name string) (u shardUndo, old []byte, isUndo bool, err error) {
 	rb := rollbackName(name)
 	raw, err := s.store.GetXattr(coll, rb, shardUndoXattr)
 	if errors.Is(err, objstore.ErrNotFound) {
@@ -256,7 +360,7 @@ func (s *Server) oldKeys(coll, name string, c objstore.Changes) (kept []objstore
 		return len(kept) <= maxUndoKeys && len(k) <= objstore.MaxOmapKeyLen
 	}
 	for _, x := range c.Xattrs {
-		if x == versionXattr || x == shardMetaXattr {
+		if x == versionXattr || x == shardMetaXattr || x == inlineUndoXattr {
 			continue // a rollback sets them itself
 		}
 		v, err := s.store.GetXattr(coll, name, x)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -48,6 +49,81 @@ func TestUndoOf(t *testing.T) {
 	if _, ok := undoOf(many, 1<<30); ok {
 		t.Errorf("%d ranges: want the whole shard kept", len(many.Ranges))
 	}
+}
+
+// An inline undo record decodes to what was encoded, and what decodes
+// encodes to a record that decodes the same: old bytes as many as the
+// ranges cover, a meta without rollback state.
+func FuzzDecodeInlineUndo(f *testing.F) {
+	prev := pg.ShardMeta{Ver: pg.EVersion{Epoch: 3, Version: 9}, Size: 1 << 20, Position: 2}
+	f.Add(encodeInlineUndo(prev, shardUndo{size: 1 << 16, ranges: [][2]uint64{{4096, 4100}}}, []byte("abcd")))
+	f.Add(encodeInlineUndo(prev, shardUndo{size: 1 << 16}, nil))
+	f.Add([]byte{0x2c, 0x02})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, u, old, err := decodeInlineUndo(b)
+		if err != nil {
+			return
+		}
+		if uint64(len(old)) != u.bytes() || m.CanRollBack {
+			t.Fatalf("%x: %d old bytes for ranges of %d, meta %+v", b, len(old), u.bytes(), m)
+		}
+		m2, u2, old2, err := decodeInlineUndo(encodeInlineUndo(m, u, old))
+		if err != nil || m2 != m || !reflect.DeepEqual(u2, u) || !bytes.Equal(old2, old) {
+			t.Fatalf("%x: %+v %+v re-encoded decodes to %+v %+v (%v)", b, m, u, m2, u2, err)
+		}
+	})
+}
+
+// A small write's undo record lives on the shard (no rollback object), a
+// larger one's in the rollback object; whichever the last write kept, the
+// shard holds the other nowhere, a rollback goes back to the write before
+// and a trim leaves nothing kept.
+func TestInlineUndoFollowsItsWrite(t *testing.T) {
+	s := shardTestServer(t, vfs.NewMem())
+	shard := bytes.Repeat([]byte("a"), 256<<10)
+	writeShard(t, s, "o", 1, shard, false)
+	s.applyShardEntries(testShardColl, proto.OpShardTrim, []proto.ShardEntry{entry("o", 1, 0)})
+	write := func(ver uint64, off int, data []byte) {
+		t.Helper()
+		m := pg.ShardMeta{Ver: pg.EVersion{Epoch: 1, Version: ver}, Prev: pg.EVersion{Epoch: 1, Version: ver - 1}, Size: uint64(len(shard))}
+		txn := &objstore.Txn{}
+		txn.Write(testShardColl, "o", uint64(off), data)
+		txn.SetXattr(testShardColl, "o", versionXattr, m.Ver.Encode())
+		if err := s.applyShardWrite(testShardColl, "o", m, txn, proto.FlagShardPartial); err != nil {
+			t.Fatalf("version %d: %v", ver, err)
+		}
+	}
+	wantKept := func(ver uint64, inline bool) {
+		t.Helper()
+		k := keptFor(t, s, "o")
+		_, rbErr := s.store.Stat(testShardColl, rollbackName("o"))
+		if !k.found || !k.isUndo || k.inline != inline || k.meta.Ver.Version != ver-1 || inline != errors.Is(rbErr, objstore.ErrNotFound) {
+			t.Fatalf("version %d: keeps %+v at %s, undo %v inline %v (rollback object: %v), want inline %v", ver, k.found, k.meta.Ver, k.isUndo, k.inline, rbErr, inline)
+		}
+	}
+	steps := []struct {
+		off, n int
+		inline bool
+	}{{4096, 4096, true}, {0, 64 << 10, false}, {8192, 100, true}, {1 << 10, maxInlineUndo + 1, false}, {0, maxInlineUndo, true}}
+	before := slices.Clone(shard)
+	for i, st := range steps {
+		ver := uint64(i + 2)
+		before = slices.Clone(shard)
+		data := bytes.Repeat([]byte{byte('b' + i)}, st.n)
+		write(ver, st.off, data) // not trimmed: the last write's state is replaced
+		copy(shard[st.off:], data)
+		wantKept(ver, st.inline)
+	}
+	last := uint64(len(steps) + 1)
+	if err := s.applyShardEntries(testShardColl, proto.OpShardRollBack, []proto.ShardEntry{entry("o", last, last-1)}); err != nil {
+		t.Fatal(err)
+	}
+	wantShard(t, s, "o", last-1, 0, false, before, nil)
+	write(last, 100, []byte("xyz"))
+	wantKept(last, true)
+	s.applyShardEntries(testShardColl, proto.OpShardTrim, []proto.ShardEntry{entry("o", last, 0)})
+	copy(before[100:], "xyz")
+	wantShard(t, s, "o", last, 0, false, before, nil)
 }
 
 func FuzzDecodeShardUndo(f *testing.F) {
@@ -112,7 +188,7 @@ func TestPartialShardWriteUndo(t *testing.T) {
 		}
 		for range 8 {
 			off, n := rng.IntN(len(old)+100), rng.IntN(len(old))
-			r := s.readPrevShard(&proto.Response{Status: proto.StatusOK}, testShardColl, &proto.Request{Object: name, Offset: uint64(off), Length: uint64(n)})
+			r := s.readPrevShard(&proto.Response{Status: proto.StatusOK}, testShardColl, &proto.Request{Object: name, Offset: uint64(off), Length: uint64(n)}, keptFor(t, s, name))
 			end := min(len(old), off+n)
 			if n == 0 {
 				end = len(old)

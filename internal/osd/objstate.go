@@ -61,8 +61,8 @@ func (s *Server) localState(coll, name string, level stateLevel) (pg.ObjState, i
 			st.Ver, _ = pg.DecodeEVersion(xs[k])
 			continue
 		}
-		if k == shardMetaXattr {
-			continue // it names the shard's position: the keys compare across positions without it
+		if k == shardMetaXattr || k == inlineUndoXattr {
+			continue // the shard's position and rollback state: the keys compare across positions without them
 		}
 		digestKV(h, []byte(k), xs[k])
 	}
