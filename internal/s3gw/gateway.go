@@ -88,6 +88,9 @@ func New(cfg Config) *Gateway {
 	g := &Gateway{cfg: cfg}
 	g.verifier = &sigv4.Verifier{Lookup: cfg.Lookup, Region: cfg.Region, BucketOfHost: g.virtualBucket}
 	g.bufs.New = func() any { b := make([]byte, stripeSize); return &b }
+	if m := cfg.Metrics; m != nil {
+		g.md5.counted = func(how string) { m.md5Bodies.WithLabelValues(how).Inc() }
+	}
 	return g
 }
 

@@ -19,7 +19,8 @@ import (
 type md5Lanes struct {
 	once     sync.Once
 	server   md5simd.Server
-	inFlight atomic.Int32 // large bodies being hashed
+	inFlight atomic.Int32     // large bodies being hashed
+	counted  func(how string) // if set, told of each large body: "lanes" or "alone"
 }
 
 const (
@@ -40,9 +41,17 @@ func (l *md5Lanes) hash(size uint64) (hash.Hash, func()) {
 	n := l.inFlight.Add(1)
 	done := func() { l.inFlight.Add(-1) }
 	if n < lanesMinInFlight {
+		l.count("alone")
 		return md5.New(), done
 	}
+	l.count("lanes")
 	l.once.Do(func() { l.server = md5simd.NewServer() })
 	h := l.server.NewHash()
 	return h, func() { h.Close(); done() }
+}
+
+func (l *md5Lanes) count(how string) {
+	if l.counted != nil {
+		l.counted(how)
+	}
 }

@@ -17,6 +17,8 @@ type Metrics struct {
 	requests *prometheus.CounterVec   // by operation and code
 	latency  *prometheus.HistogramVec // by operation
 	bytes    *prometheus.CounterVec   // by operation and direction (in, out)
+	// md5Bodies counts large PUT bodies by how their MD5 was hashed.
+	md5Bodies *prometheus.CounterVec
 }
 
 // NewMetrics returns the gateway's metrics, with the Go runtime's and the
@@ -29,8 +31,12 @@ func NewMetrics() *Metrics {
 		Help: "Time from a request's headers to the end of its answer, by operation.", Buckets: prometheus.ExponentialBuckets(100e-6, 2, 20)}, []string{"operation"})
 	m.bytes = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "cairn", Subsystem: "s3", Name: "bytes_total",
 		Help: "Body bytes received (in) and sent (out), by operation."}, []string{"operation", "direction"})
-	m.Registry.MustRegister(m.requests, m.latency, m.bytes,
+	m.md5Bodies = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "cairn", Subsystem: "s3", Name: "md5_bodies_total",
+		Help: "PUT bodies of 1 MiB or more, by how their ETag MD5 was hashed: on the multi-lane server with other bodies (lanes) or alone."}, []string{"hashing"})
+	m.Registry.MustRegister(m.requests, m.latency, m.bytes, m.md5Bodies,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.md5Bodies.WithLabelValues("lanes")
+	m.md5Bodies.WithLabelValues("alone")
 	for op := range handlers {
 		m.latency.WithLabelValues(op)
 		m.requests.WithLabelValues(op, "OK")
