@@ -263,13 +263,6 @@ func (s *Server) keptOf(coll, name string) (k keptShard, err error) {
 	return k, err
 }
 
-// undoKept returns the undo record name's shard keeps, if it keeps one,
-// with its old bytes.
-func (s *Server) undoKept(coll, name string) (u shardUndo, old []byte, isUndo bool, err error) {
-	k, err := s.keptOf(coll, name)
-	return k.undo, k.old, k.isUndo, err
-}
-
 // rollbackUndo returns the undo record name's rollback object holds, if
 // it is one, with its old bytes.
 func (s *Server) rollbackUndo(coll, name string) (u shardUndo, old []byte, isUndo bool, err error) {

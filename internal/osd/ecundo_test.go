@@ -182,9 +182,9 @@ func TestPartialShardWriteUndo(t *testing.T) {
 		if got, _ := s.store.Read(testShardColl, name, 0, 0); !bytes.Equal(got, want) {
 			t.Fatalf("round %d: the write left the shard wrong", round)
 		}
-		u, kept, isUndo, err := s.undoKept(testShardColl, name)
-		if err != nil || !isUndo || len(kept) > len(old)/2 || u.size != uint64(len(old)) {
-			t.Fatalf("round %d: undo record %+v of %d bytes (%v, %v) for a %d-byte shard", round, u, len(kept), isUndo, err, len(old))
+		k := keptFor(t, s, name)
+		if !k.isUndo || len(k.old) > len(old)/2 || k.undo.size != uint64(len(old)) || k.inline != (len(k.old) <= maxInlineUndo) {
+			t.Fatalf("round %d: undo record %+v of %d bytes (undo %v, inline %v) for a %d-byte shard", round, k.undo, len(k.old), k.isUndo, k.inline, len(old))
 		}
 		for range 8 {
 			off, n := rng.IntN(len(old)+100), rng.IntN(len(old))
@@ -230,8 +230,8 @@ func TestShardUndoSurvivesACrash(t *testing.T) {
 	}
 	for _, keep := range []int{0, 50, 100} {
 		s2 := shardTestServer(t, fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: keep, RNG: rand.New(rand.NewPCG(uint64(keep), 7))}))
-		if _, kept, isUndo, err := s2.undoKept(testShardColl, "o"); err != nil || !isUndo || len(kept) != 9+100 {
-			t.Fatalf("keeping %d%% of unsynced data: undo record of %d bytes (%v, %v), want 109", keep, len(kept), isUndo, err)
+		if k, err := s2.keptOf(testShardColl, "o"); err != nil || !k.isUndo || len(k.old) != 9+100 {
+			t.Fatalf("keeping %d%% of unsynced data: undo record of %d bytes (%v, %v), want 109", keep, len(k.old), k.isUndo, err)
 		}
 		if err := s2.applyShardEntries(testShardColl, proto.OpShardRollBack, []proto.ShardEntry{entry("o", 2, 1)}); err != nil {
 			t.Fatal(err)
@@ -286,7 +286,7 @@ func TestKeysChangeUndo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, _, isUndo, err := s.undoKept(testShardColl, "o"); err != nil || !isUndo {
+		if k, err := s.keptOf(testShardColl, "o"); err != nil || !k.isUndo {
 			t.Fatalf("round %d: no undo record (%v)", round, err)
 		}
 		if err := s.applyShardEntries(testShardColl, proto.OpShardRollBack, []proto.ShardEntry{entry("o", ver+1, ver)}); err != nil {
