@@ -14,9 +14,11 @@ func TestObjStateRoundTrip(t *testing.T) {
 		{Ver: EVersion{3, 5}, CanRollBack: true},
 		{Ver: EVersion{3, 6}, Prev: EVersion{3, 5}, CanRollBack: true, Tombstone: true},
 		{Ver: EVersion{3, 7}, Tombstone: true},
+		{Ver: EVersion{3, 8}, Size: 3, Deep: true, Data: 4, Held: []PosVer{{1, EVersion{3, 5}}}},
+		{Ver: EVersion{3, 9}, Prev: EVersion{3, 8}, CanRollBack: true, Held: []PosVer{{0, EVersion{3, 8}}}, PrevHeld: []PosVer{{1, EVersion{3, 5}}}},
 	} {
 		got, err := DecodeObjState(o.Encode())
-		if err != nil || got != o {
+		if err != nil || !got.Equal(o) {
 			t.Fatalf("round trip of %+v: got %+v, %v", o, got, err)
 		}
 	}
@@ -33,6 +35,13 @@ func TestObjStateRoundTrip(t *testing.T) {
 	b[50] = 1 // a previous version without rollback
 	if _, err := DecodeObjState(b); err == nil {
 		t.Fatal("a previous version without rollback decoded")
+	}
+	b = ObjState{Ver: EVersion{3, 8}, Held: []PosVer{{1, EVersion{3, 5}}}}.Encode()
+	if _, err := DecodeObjState(append(b[:len(b)-1], appendHeld(nil, []PosVer{{0, EVersion{3, 1}}})...)); err == nil {
+		t.Fatal("positions held before a version without rollback decoded")
+	}
+	if _, err := DecodeObjState(append(b[:objStateLen2], 0, 0)); err == nil {
+		t.Fatal("format 3 naming no position decoded")
 	}
 }
 
@@ -66,6 +75,7 @@ func FuzzDecodeObjState(f *testing.F) {
 	f.Add(ObjState{Ver: EVersion{3, 4}, Size: 5, Deep: true}.Encode())
 	f.Add(ObjState{Ver: EVersion{3, 4}, Prev: EVersion{3, 2}, CanRollBack: true}.Encode())
 	f.Add([]byte{1, 2, 3})
+	f.Add(ObjState{Ver: EVersion{3, 9}, Prev: EVersion{3, 8}, CanRollBack: true, Held: []PosVer{{0, EVersion{3, 8}}}, PrevHeld: []PosVer{{1, EVersion{3, 5}}}}.Encode())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		o, err := DecodeObjState(b)
 		if err != nil {

@@ -52,9 +52,8 @@ func (s *ecSim) answer(rd *ecRead, i int) {
 	if !s.up[i] {
 		return
 	}
-	sh := s.shards[i][rd.name]
-	rd.answers[i] = ShardCopy{Listed: true, Ver: sh.ver, Prev: sh.prev, CanRollBack: sh.canRollBack, Tombstone: sh.val == 0 && sh.ver != (EVersion{})}
-	rd.vals[i] = sh.val
+	rd.answers[i] = s.copyOf(i, rd.name)
+	rd.vals[i] = s.shards[i][rd.name].val
 }
 
 // vouch is the primary's check (osd vouchSettled): the PG is active with
@@ -94,8 +93,8 @@ func (s *ecSim) finishRead() error {
 // served checks what a read served and makes it count as acknowledged.
 func (s *ecSim) served(rd *ecRead, v EVersion) error {
 	for i, val := range rd.vals {
-		if val != rd.vals[0] {
-			return fmt.Errorf("read %s: %s holds %d on position %d, %d on position 0", rd.name, v, val, i, rd.vals[0])
+		if want := s.bytesAt(v, i); val != want {
+			return fmt.Errorf("read %s: position %d holds %d, where %s has %d", rd.name, i, val, v, want)
 		}
 	}
 	if rd.hadAck && v.Less(rd.before.ver) {

@@ -76,7 +76,7 @@ func DecideShardsPG(self clustermap.OSDID, epoch clustermap.Epoch, k int, positi
 		for p, l := range lists {
 			if l != nil && positions[p] >= 0 {
 				st := l.Objs[name]
-				copies[p] = ShardCopy{Listed: true, Ver: st.Ver, Prev: st.Prev, CanRollBack: st.CanRollBack, Tombstone: st.Tombstone, Stale: !voter[p]}
+				copies[p] = ShardCopy{Listed: true, Ver: st.Ver, Prev: st.Prev, CanRollBack: st.CanRollBack, Tombstone: st.Tombstone, Held: st.Held, PrevHeld: st.PrevHeld, Stale: !voter[p]}
 			}
 		}
 		plan := DecideShards(k, copies)

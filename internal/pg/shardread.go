@@ -10,14 +10,20 @@ package pg
 // Why asking fewer positions than there are is safe. Say q positions are
 // asked and u = K+M-q are not, every asked position answers, none is
 // stale, and all hold one version v (a tombstone at v, or no shard when v
-// is a delete or "absent", counts as holding it: DecideShards keeps them).
+// is a delete or "absent", counts as holding it: DecideShards keeps them;
+// a position v skipped holds what v names for it: shardheld.go).
 // Then:
 //
-//   - v stands on the asked positions alone: it has q ≥ K votes;
-//   - no newer version can stand whatever the others hold: an asked
-//     position votes only for its own version and the older one it rolls
-//     back to, so a newer version's votes come from the u others, and
-//     u < K;
+//   - v stands on the asked positions alone: it has q ≥ K votes, and if
+//     it is a partial write, every data position is asked and holds it;
+//   - no newer write of every position can stand whatever the others
+//     hold: an asked position votes for it only if it holds that write
+//     or rolls back from a newer one, and it holds v, so a newer write's
+//     votes come from the u others, and u < K;
+//   - no newer partial write can stand either: the positions it skipped
+//     vote for it without a trace of it, but it stands only if every
+//     voting data position it wrote holds it or rolls back to it
+//     (partialStands), and those are asked and hold v;
 //   - an older version never beats v, which has K votes.
 //
 // So DecideShards over every position would decide v too (or, when v is
@@ -70,22 +76,28 @@ func DecideShardsPart(k int, shards []ShardCopy) (ShardPlan, bool) {
 // (client.Pool.ReadSettledPieces): the client knows nothing of peering, so
 // it asks every position, and the PG's primary answers only while the PG
 // is active and clean, which is what makes no position stale. DecideSettled
-// then serves a version only when every position holds it with nothing to
-// roll back and it is not a delete: DecideShards over the same answers
-// keeps all of them at that version (it has K+M votes, and no position
-// votes for another), and the version was complete everywhere, so no
-// rollback ever undoes it. It is stricter than DecideShardsPart, whose
-// primary holds the object's lock and peering's view.
+// then serves a version only when every position holds it (the newest
+// version any of them has; the positions a partial write skipped hold
+// what it names for them) with nothing to roll back, and it is not a
+// delete: DecideShards over the same answers keeps all of them at that
+// version (it has K+M votes, every data position it wrote holds it, and no
+// position votes for a newer one), and the version was complete
+// everywhere, so no rollback ever undoes it. It is stricter than
+// DecideShardsPart, whose primary holds the object's lock and peering's
+// view.
 
 // DecideSettled returns the version a client may serve from the answers of
 // all k+m positions (every one Listed), if it may serve one.
 func DecideSettled(shards []ShardCopy) (EVersion, bool) {
-	if len(shards) == 0 {
-		return EVersion{}, false
-	}
-	v := shards[0].Ver
+	var v EVersion
 	for _, s := range shards {
-		if !s.Listed || s.Stale || s.Ver != v || s.CanRollBack || s.Tombstone {
+		if v.Less(s.Ver) {
+			v = s.Ver
+		}
+	}
+	o := versionOf(shards, v)
+	for i, s := range shards {
+		if !s.Listed || s.Stale || s.CanRollBack || s.Tombstone || !o.heldBy(s, i) {
 			return EVersion{}, false
 		}
 	}

@@ -2,19 +2,24 @@ package pg
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
-// randomShard draws one position's shard among a few versions, with and
-// without rollback state, and absence; version 1'2 is a delete (one
-// version is one write, a put or a delete, on every shard).
-func randomShard(r *rand.Rand) ShardCopy {
-	vers := []EVersion{{}, {1, 1}, {1, 2}, {2, 3}}
+// randomShard draws the shard of position pos of a k-data-shard object
+// among a few versions, with and without rollback state, and absence:
+// version 1'2 is a delete, 2'4 and 2'5 partial writes (2'4 wrote data
+// position 0 and the parity, 2'5 the last data position and the parity).
+// A shard at a version that did not write its position was rebuilt
+// there; only a shard its newest write reached can roll back.
+func randomShard(r *rand.Rand, pos, k int) ShardCopy {
+	vers := []EVersion{{}, {1, 1}, {1, 2}, {2, 3}, {2, 4}, {2, 5}}
 	s := ShardCopy{Listed: r.IntN(8) != 0, Stale: r.IntN(10) == 0}
 	i := r.IntN(len(vers))
-	s.Ver = vers[i]
-	if i > 0 && r.IntN(2) == 0 {
+	s.Ver, s.Held = vers[i], randomHeld(vers[i], k)
+	if i > 0 && heldAt(s.Held, s.Ver, pos) == s.Ver && r.IntN(2) == 0 {
 		s.CanRollBack, s.Prev = true, vers[r.IntN(i)]
+		s.PrevHeld = randomHeld(s.Prev, k)
 	}
 	s.Tombstone = s.Ver == EVersion{1, 2}
 	if !s.Listed {
@@ -23,13 +28,29 @@ func randomShard(r *rand.Rand) ShardCopy {
 	return s
 }
 
+// randomHeld is the Held list of randomShard's version v.
+func randomHeld(v EVersion, k int) []PosVer {
+	var base []EVersion
+	var wrote int
+	switch v {
+	case EVersion{2, 4}:
+		base, wrote = slices.Repeat([]EVersion{{2, 3}}, k), 0
+	case EVersion{2, 5}:
+		base, wrote = slices.Repeat([]EVersion{{2, 3}}, k), k-1
+		base[0] = EVersion{2, 4}
+	default:
+		return nil
+	}
+	return PartialHeld(base, []int{wrote})
+}
+
 // served is what a read serves under a plan: nothing for an unfound
 // object, else the version if it is data (absent and tombstones alike).
 func served(shards []ShardCopy, p ShardPlan) (EVersion, bool) {
 	if p.Unfound {
 		return EVersion{}, false
 	}
-	if isTombstone(shards, p.Ver) {
+	if versionOf(shards, p.Ver).tomb {
 		return EVersion{}, true
 	}
 	return p.Ver, true
@@ -45,7 +66,7 @@ func TestDecideShardsPartAgreesWithAll(t *testing.T) {
 	final := 0
 	for range 200000 {
 		k, m := 1+r.IntN(4), 1+r.IntN(3)
-		all := randomAnswers(r, k+m, 0)
+		all := randomAnswers(r, k, k+m, 0)
 		q := FastReadPositions(k, m)
 		part := make([]ShardCopy, k+m)
 		copy(part, all[:q])
@@ -64,8 +85,8 @@ func TestDecideShardsPartAgreesWithAll(t *testing.T) {
 			t.Fatalf("%d+%d: the fast path serves %v (%v), every position %v (%v)\nasked %+v\nall %+v", k, m, pv, pok, fv, fok, part[:q], all)
 		}
 		for _, i := range p.Keep {
-			if all[i].Ver != p.Ver && !(isTombstone(all, full.Ver) && all[i].Ver == (EVersion{})) && p.Ver != (EVersion{}) {
-				t.Fatalf("%d+%d: the fast path reads position %d at %v, the full decision %v", k, m, i, all[i].Ver, full.Ver)
+			if p.Ver != (EVersion{}) && !slices.Contains(full.Keep, i) {
+				t.Fatalf("%d+%d: the fast path reads position %d at %v, the full decision %+v", k, m, i, all[i].Ver, full)
 			}
 		}
 	}
@@ -111,7 +132,7 @@ func TestDecideSettledAgreesWithAll(t *testing.T) {
 	served := 0
 	for range 200000 {
 		k, m := 1+r.IntN(4), 1+r.IntN(3)
-		all := randomAnswers(r, k+m, 20)
+		all := randomAnswers(r, k, k+m, 20)
 		if r.IntN(2) == 0 { // often all alike, so that some are served
 			for i := range all {
 				all[i] = all[0]
@@ -134,10 +155,10 @@ func TestDecideSettledAgreesWithAll(t *testing.T) {
 
 // randomAnswers is n positions' random shards, every one answering, or
 // with oneIn > 0 one in oneIn not.
-func randomAnswers(r *rand.Rand, n, oneIn int) []ShardCopy {
+func randomAnswers(r *rand.Rand, k, n, oneIn int) []ShardCopy {
 	all := make([]ShardCopy, n)
 	for i := range all {
-		all[i] = randomShard(r)
+		all[i] = randomShard(r, i, k)
 		all[i].Listed = oneIn == 0 || r.IntN(oneIn) != 0
 	}
 	return all

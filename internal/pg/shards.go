@@ -56,7 +56,19 @@ type ShardCopy struct {
 	// Tombstone: Ver is a delete, whose tombstone keeps the old shard to
 	// roll back to until the delete is known complete.
 	Tombstone bool
+	// Held and PrevHeld: the positions Ver and Prev did not write, with
+	// the version each holds (shardheld.go); empty for a write that
+	// reached every position.
+	Held, PrevHeld []PosVer
 }
+
+// holding returns the version the shard at position pos holds: what its
+// newest write named for pos, which is that write itself unless the shard
+// was rebuilt at a version that did not write pos.
+func (s ShardCopy) holding(pos int) EVersion { return heldAt(s.Held, s.Ver, pos) }
+
+// prevHolding returns the version the shard at pos holds once rolled back.
+func (s ShardCopy) prevHolding(pos int) EVersion { return heldAt(s.PrevHeld, s.Prev, pos) }
 
 // ShardPlan is what peering decided for one object.
 type ShardPlan struct {
@@ -94,17 +106,17 @@ func DecideShards(k int, shards []ShardCopy) ShardPlan {
 	if !ok {
 		return ShardPlan{Unfound: true}
 	}
-	tomb := isTombstone(shards, ver)
+	v := versionOf(shards, ver)
 	p := ShardPlan{Ver: ver}
 	for i, s := range shards {
 		switch {
 		case !s.Listed:
 			p.Missing = append(p.Missing, i)
-		case s.Ver == ver || tomb && s.Ver == (EVersion{}):
+		case v.heldBy(s, i):
 			p.Keep = append(p.Keep, i)
 		case s.Stale:
 			p.Rebuild = append(p.Rebuild, i)
-		case rollsBackTo(s, ver, tomb):
+		case v.rolledBackBy(s, i):
 			p.RollBack = append(p.RollBack, i)
 		default:
 			p.Rebuild = append(p.Rebuild, i)
@@ -120,25 +132,50 @@ func DecideShards(k int, shards []ShardCopy) ShardPlan {
 // deleted object between its tombstones and the positions that trimmed
 // theirs.
 
-// isTombstone says whether version v is a delete, as a voter's
-// tombstone at v shows.
-func isTombstone(shards []ShardCopy, v EVersion) bool {
-	for _, s := range shards {
-		if s.Listed && !s.Stale && s.Tombstone && s.Ver == v {
-			return true
-		}
-	}
-	return false
+// objVersion is one version of an object as the shards tell it: whether
+// it is a delete, and the positions it did not write (shardheld.go).
+type objVersion struct {
+	ver  EVersion
+	tomb bool
+	held []PosVer
 }
 
-// rollsBackTo says whether shard s can roll its newest write back to v
-// (tomb: v is a delete, which an absent shard holds too).
-func rollsBackTo(s ShardCopy, v EVersion, tomb bool) bool {
-	return s.CanRollBack && v.Less(s.Ver) && (s.Prev == v || tomb && s.Prev == (EVersion{}))
+// versionOf gathers what the shards say of version v: a voter's
+// tombstone at v makes it a delete; any listed shard written at v, or
+// able to roll back to it, names the positions v did not write (every
+// shard of one write carries the same list).
+func versionOf(shards []ShardCopy, v EVersion) objVersion {
+	o := objVersion{ver: v}
+	for _, s := range shards {
+		if !s.Listed {
+			continue
+		}
+		o.tomb = o.tomb || !s.Stale && s.Tombstone && s.Ver == v
+		switch {
+		case o.held != nil:
+		case s.Ver == v && len(s.Held) > 0:
+			o.held = s.Held
+		case s.CanRollBack && s.Prev == v && len(s.PrevHeld) > 0:
+			o.held = s.PrevHeld
+		}
+	}
+	return o
+}
+
+// heldBy says whether shard s, at position pos, holds version o.
+func (o objVersion) heldBy(s ShardCopy, pos int) bool {
+	return s.holding(pos) == heldAt(o.held, o.ver, pos) || o.tomb && s.Ver == (EVersion{})
+}
+
+// rolledBackBy says whether shard s, at position pos, can roll its newest
+// write back to version o.
+func (o objVersion) rolledBackBy(s ShardCopy, pos int) bool {
+	return s.CanRollBack && o.ver.Less(s.Ver) && (s.prevHolding(pos) == heldAt(o.held, o.ver, pos) || o.tomb && s.Prev == (EVersion{}))
 }
 
 // standing returns the newest version that at least k listed shards that
-// are not stale hold or can roll back to; false if there is none.
+// are not stale hold or can roll back to, and that stands as a partial
+// write (partialStands); false if there is none.
 func standing(k int, shards []ShardCopy) (EVersion, bool) {
 	var cands []EVersion
 	for _, s := range shards {
@@ -160,18 +197,40 @@ func standing(k int, shards []ShardCopy) (EVersion, bool) {
 	})
 	cands = slices.Compact(cands)
 	for _, v := range cands {
-		tomb := isTombstone(shards, v)
+		o := versionOf(shards, v)
 		n := 0
-		for _, s := range shards {
-			if s.Listed && !s.Stale && (s.Ver == v || tomb && s.Ver == (EVersion{}) || rollsBackTo(s, v, tomb)) {
+		for i, s := range shards {
+			if s.Listed && !s.Stale && (o.heldBy(s, i) || o.rolledBackBy(s, i)) {
 				n++
 			}
 		}
-		if n >= k {
+		if n >= k && o.partialStands(k, shards) {
 			return v, true
 		}
 	}
 	return EVersion{}, false
+}
+
+// partialStands says whether o, if a partial write, may stand: every
+// data position it wrote (one of the first k) that votes holds it or can
+// roll back to it. The positions it skipped vote for it without a trace
+// of it, so without this a write that reached only the parity would
+// stand with the data positions it skipped, over the version every data
+// position holds: a read asking only the data positions would serve
+// another version than peering decides.
+func (o objVersion) partialStands(k int, shards []ShardCopy) bool {
+	if len(o.held) == 0 {
+		return true
+	}
+	for i, s := range shards[:min(k, len(shards))] {
+		if heldAt(o.held, o.ver, i) != o.ver || !s.Listed || s.Stale {
+			continue
+		}
+		if !o.heldBy(s, i) && !o.rolledBackBy(s, i) {
+			return false
+		}
+	}
+	return true
 }
 
 // ShardMeta is what every shard of an erasure-coded object carries beside
@@ -183,7 +242,8 @@ func standing(k int, shards []ShardCopy) (EVersion, bool) {
 // go back to Prev (zero Prev: to "absent", the write created it; else the
 // OSD keeps the shard of Prev beside it). A Tombstone is a delete that
 // keeps the object's old shard to roll back to: it holds no data, and
-// reads, listings and stats take it for an absent object.
+// reads, listings and stats take it for an absent object. Held and
+// PrevHeld name the positions Ver and Prev did not write (shardheld.go).
 //
 // Encoding (format 2, 44 bytes, big-endian):
 //
@@ -191,7 +251,9 @@ func standing(k int, shards []ShardCopy) (EVersion, bool) {
 //
 // flags: 1 can roll back, 2 tombstone. Prev is zero unless the shard can
 // roll back. Format 1 (27 bytes, up to the position) is a shard with no
-// rollback state, as OSDs wrote it before rollback existed.
+// rollback state, as OSDs wrote it before rollback existed. Format 3 is
+// format 2's bytes then the Held and PrevHeld lists (appendHeld), written
+// only when one is not empty.
 type ShardMeta struct {
 	Ver         EVersion
 	Size        uint64
@@ -199,11 +261,14 @@ type ShardMeta struct {
 	Prev        EVersion
 	CanRollBack bool
 	Tombstone   bool
+	Held        []PosVer
+	PrevHeld    []PosVer
 }
 
 const (
 	shardMetaFormat1 = 1
 	shardMetaFormat  = 2
+	shardMetaFormat3 = 3
 	shardMetaLen1    = 1 + 8*3 + 2
 	shardMetaLen     = shardMetaLen1 + 1 + 8*2
 	maxPosition      = 1<<16 - 1
@@ -218,18 +283,34 @@ var ErrBadShardMeta = errors.New("shard meta: malformed")
 // Trimmed is the meta without its rollback state: the shard once its
 // write is known complete, or as the rollback copy keeps it.
 func (s ShardMeta) Trimmed() ShardMeta {
-	s.Prev, s.CanRollBack = EVersion{}, false
+	s.Prev, s.CanRollBack, s.PrevHeld = EVersion{}, false, nil
 	return s
 }
 
-// Encode returns the meta's bytes (format 2). A position outside
-// [0, 65535], or a Prev without CanRollBack, is a programmer's error.
+// Holding returns the version the shard holds at its own position
+// (shardheld.go): Ver, unless it was rebuilt at a version that did not
+// write its position.
+func (s ShardMeta) Holding() EVersion { return heldAt(s.Held, s.Ver, s.Position) }
+
+// Equal reports whether two metas say the same.
+func (s ShardMeta) Equal(o ShardMeta) bool {
+	return s.Ver == o.Ver && s.Size == o.Size && s.Position == o.Position && s.Prev == o.Prev &&
+		s.CanRollBack == o.CanRollBack && s.Tombstone == o.Tombstone &&
+		slices.Equal(s.Held, o.Held) && slices.Equal(s.PrevHeld, o.PrevHeld)
+}
+
+// Encode returns the meta's bytes (format 2, or 3 with positions held).
+// A position outside [0, 65535], a Prev without CanRollBack, or a Held
+// list validHeld refuses is a programmer's error.
 func (s ShardMeta) Encode() []byte {
 	if s.Position < 0 || s.Position > maxPosition {
 		panic(fmt.Sprintf("shard meta: position %d", s.Position))
 	}
-	if !s.CanRollBack && s.Prev != (EVersion{}) {
+	if !s.CanRollBack && (s.Prev != (EVersion{}) || len(s.PrevHeld) > 0) {
 		panic(fmt.Sprintf("shard meta: previous version %s without rollback", s.Prev))
+	}
+	if err := s.validHeld(); err != nil {
+		panic(fmt.Sprintf("shard meta: %v", err))
 	}
 	b := make([]byte, shardMetaLen)
 	b[0] = shardMetaFormat
@@ -245,7 +326,26 @@ func (s ShardMeta) Encode() []byte {
 	}
 	binary.BigEndian.PutUint64(b[28:], s.Prev.Epoch)
 	binary.BigEndian.PutUint64(b[36:], s.Prev.Version)
+	if len(s.Held) > 0 || len(s.PrevHeld) > 0 {
+		b[0] = shardMetaFormat3
+		b = appendHeld(appendHeld(b, s.Held), s.PrevHeld)
+	}
 	return b
+}
+
+// validHeld checks the meta's Held lists: a tombstone writes every
+// position, and the rollback target of a create is "absent".
+func (s ShardMeta) validHeld() error {
+	if s.Tombstone && len(s.Held) > 0 {
+		return errors.New("a tombstone names positions it did not write")
+	}
+	if s.Prev == (EVersion{}) && len(s.PrevHeld) > 0 {
+		return errors.New("positions held by an absent previous version")
+	}
+	if err := validHeld(s.Held, s.Ver); err != nil {
+		return err
+	}
+	return validHeld(s.PrevHeld, s.Prev)
 }
 
 // DecodeShardMeta reads what Encode wrote, or format 1.
@@ -253,6 +353,7 @@ func DecodeShardMeta(b []byte) (ShardMeta, error) {
 	switch {
 	case len(b) == shardMetaLen1 && b[0] == shardMetaFormat1:
 	case len(b) == shardMetaLen && b[0] == shardMetaFormat:
+	case len(b) > shardMetaLen && b[0] == shardMetaFormat3:
 	default:
 		return ShardMeta{}, ErrBadShardMeta
 	}
@@ -269,6 +370,19 @@ func DecodeShardMeta(b []byte) (ShardMeta, error) {
 	m.CanRollBack, m.Tombstone = flags&shardFlagRollBack != 0, flags&shardFlagTombstone != 0
 	if flags&^(shardFlagRollBack|shardFlagTombstone) != 0 || !m.CanRollBack && m.Prev != (EVersion{}) {
 		return ShardMeta{}, ErrBadShardMeta
+	}
+	if b[0] == shardMetaFormat3 {
+		var ok bool
+		rest := b[shardMetaLen:]
+		if m.Held, rest, ok = decodeHeld(rest); !ok {
+			return ShardMeta{}, ErrBadShardMeta
+		}
+		if m.PrevHeld, rest, ok = decodeHeld(rest); !ok || len(rest) > 0 || len(m.Held)+len(m.PrevHeld) == 0 {
+			return ShardMeta{}, ErrBadShardMeta
+		}
+		if !m.CanRollBack && len(m.PrevHeld) > 0 || m.validHeld() != nil {
+			return ShardMeta{}, ErrBadShardMeta
+		}
 	}
 	return m, nil
 }

@@ -13,27 +13,31 @@ import (
 )
 
 // A seeded simulation of one erasure-coded PG (K+M positions, K from 2 to
-// 4, M 1 or 2, min_size K or K+1) through writes and deletes that reach
-// only some shards, positions going down and coming back, completions
-// that trim the rollback state, and peering by ShardsPeerable and
-// DecideShards. After every peering it checks that no acknowledged write
-// is lost (what stands is the acknowledged version or a later write that
-// failed), that what stands can be rebuilt (K shards hold it or roll back
-// to it), and that every position up then holds the same version and
-// data; at the end, with every position back, that every shard agrees
-// and holds the acknowledged data. Clients read from the positions too
-// (settledsim_test.go).
+// 4, M 1 or 2, min_size K or K+1) through puts, partial writes and
+// deletes that reach only some shards, positions going down and coming
+// back, completions that trim the rollback state, and peering by
+// ShardsPeerable and DecideShards. A partial write changes one data chunk
+// and the parity, and skips the other data positions (shardheld.go).
+// Every shard holds its position's bytes, so the checks compare bytes, not
+// only versions: after every peering, no acknowledged write is lost (what
+// stands is the acknowledged version or a later write that failed), what
+// stands can be rebuilt (K shards hold it or roll back to it), and every
+// position up holds that version's bytes for its position; at the end,
+// with every position back, the acknowledged bytes. Clients read from
+// the positions too (settledsim_test.go).
 
 type ecShard struct {
-	ver, prev   EVersion
-	canRollBack bool
-	val         uint64 // the data of ver (0: a delete's tombstone)
-	prevVal     uint64
+	ver, prev      EVersion
+	canRollBack    bool
+	val            uint64 // the bytes of its position (0: a delete's tombstone)
+	prevVal        uint64
+	held, prevHeld []PosVer
 }
 
 type ecWrite struct {
-	ver EVersion
-	val uint64 // 0: delete
+	ver  EVersion
+	data []uint64 // the K data chunks; nil: a delete
+	held []PosVer // the positions a partial write skipped
 }
 
 type ecSim struct {
@@ -42,6 +46,8 @@ type ecSim struct {
 	minSize int
 	up      []bool
 	shards  []map[string]ecShard
+	writes  map[EVersion]ecWrite // every write made, by version
+	cur     map[string]EVersion  // what stands, as the primary knows it
 	acked   map[string]ecWrite
 	later   map[string][]ecWrite // writes after the acknowledged one that failed
 	unfound map[string]bool      // peering found no version to stand: writes wait
@@ -57,7 +63,7 @@ type ecSim struct {
 func newECSim(seed uint64) *ecSim {
 	r := rand.New(rand.NewPCG(seed, 0xec))
 	k, m := 2+r.IntN(3), 1+r.IntN(2)
-	s := &ecSim{r: r, k: k, n: k + m, minSize: k + r.IntN(2), acked: map[string]ecWrite{}, later: map[string][]ecWrite{}, unfound: map[string]bool{}, epoch: 1}
+	s := &ecSim{r: r, k: k, n: k + m, minSize: k + r.IntN(2), writes: map[EVersion]ecWrite{}, cur: map[string]EVersion{}, acked: map[string]ecWrite{}, later: map[string][]ecWrite{}, unfound: map[string]bool{}, epoch: 1}
 	for i := 0; i < s.n; i++ {
 		s.up = append(s.up, true)
 		s.shards = append(s.shards, map[string]ecShard{})
@@ -69,9 +75,53 @@ func newECSim(seed uint64) *ecSim {
 
 var ecNames = []string{"a", "b", "c", "d"}
 
-// write sends a write (val 0: a delete) to every position up; some apply
-// it before the primary fails. Acknowledged when every one up applied it
-// and they are at least min_size.
+// bytesAt is what position pos holds of version v: its data chunk, a
+// parity derived from every chunk, or nothing (absent, a delete).
+func (s *ecSim) bytesAt(v EVersion, pos int) uint64 {
+	w := s.writes[v]
+	if w.data == nil {
+		return 0
+	}
+	if pos < s.k {
+		return w.data[pos]
+	}
+	h := uint64(pos+1) * 0x9e3779b97f4a7c15
+	for _, x := range w.data {
+		h = (h ^ x) * 0x100000001b3
+	}
+	return h | 1
+}
+
+// nextWrite makes the write of val to name (0: a delete): a partial
+// write of one data chunk, half the time that the object is there, else a
+// put of every chunk.
+func (s *ecSim) nextWrite(name string, val uint64) ecWrite {
+	s.version++
+	w := ecWrite{ver: EVersion{s.epoch, s.version}}
+	if val == 0 {
+		return w
+	}
+	base := s.writes[s.cur[name]]
+	if base.data == nil || s.r.IntN(2) == 0 {
+		for j := 0; j < s.k; j++ {
+			w.data = append(w.data, val<<4|uint64(j+1))
+		}
+		return w
+	}
+	d := s.r.IntN(s.k)
+	w.data = slices.Clone(base.data)
+	w.data[d] = val<<4 | uint64(d+1)
+	held := make([]EVersion, s.k)
+	for j := range held {
+		held[j] = heldAt(base.held, base.ver, j)
+	}
+	w.held = PartialHeld(held, []int{d})
+	return w
+}
+
+// write sends a write (val 0: a delete) to every position up that it
+// changes; some apply it before the primary fails. Acknowledged when every
+// one of them applied it and the positions up are at least min_size.
 func (s *ecSim) write(name string, val uint64) {
 	upN := 0
 	for _, u := range s.up {
@@ -82,25 +132,29 @@ func (s *ecSim) write(name string, val uint64) {
 	if upN < s.minSize || s.unfound[name] || s.down {
 		return
 	}
-	s.version++
-	w := ecWrite{ver: EVersion{s.epoch, s.version}, val: val}
+	w := s.nextWrite(name, val)
+	s.writes[w.ver] = w
 	fails := s.r.IntN(4) == 0
-	applied := 0
+	sent, applied := 0, 0
 	for i, u := range s.up {
-		if !u || fails && s.r.IntN(2) == 0 {
+		if !u || heldAt(w.held, w.ver, i) != w.ver {
+			continue
+		}
+		sent++
+		if fails && s.r.IntN(2) == 0 {
 			continue
 		}
 		old, had := s.shards[i][name]
-		sh := ecShard{ver: w.ver, val: val, canRollBack: true}
+		sh := ecShard{ver: w.ver, val: s.bytesAt(w.ver, i), held: w.held, canRollBack: true}
 		if had && old.val != 0 { // over a tombstone: rolls back to absent, the same
-			sh.prev, sh.prevVal = old.ver, old.val
+			sh.prev, sh.prevVal, sh.prevHeld = old.ver, old.val, old.held
 		}
 		s.shards[i][name] = sh
 		applied++
 	}
-	if !fails && applied == upN {
-		s.acked[name], s.later[name] = w, nil
-		fmt.Fprintf(&s.trace, "ack %s %s val=%d on %d\n", name, w.ver, val, applied)
+	if !fails && applied == sent {
+		s.acked[name], s.later[name], s.cur[name] = w, nil, w.ver
+		fmt.Fprintf(&s.trace, "ack %s %s data=%v held=%v on %d\n", name, w.ver, w.data, w.held, applied)
 		if s.r.IntN(2) == 0 {
 			// Acknowledged: the positions that hold it may drop what
 			// they kept to roll it back (a delete, every trace), as
@@ -110,7 +164,7 @@ func (s *ecSim) write(name string, val uint64) {
 		return
 	}
 	s.later[name] = append(s.later[name], w)
-	fmt.Fprintf(&s.trace, "fail %s %s val=%d on %d of %d\n", name, w.ver, val, applied, upN)
+	fmt.Fprintf(&s.trace, "fail %s %s data=%v held=%v on %d of %d\n", name, w.ver, w.data, w.held, applied, sent)
 	s.epoch++ // the primary failed: a new interval peers
 	s.peer()
 }
@@ -129,11 +183,17 @@ func (s *ecSim) complete(name string, v EVersion) {
 				delete(s.shards[i], name)
 				continue
 			}
-			sh.canRollBack, sh.prev, sh.prevVal = false, EVersion{}, 0
+			sh.canRollBack, sh.prev, sh.prevVal, sh.prevHeld = false, EVersion{}, 0, nil
 			s.shards[i][name] = sh
 		}
 	}
 	fmt.Fprintf(&s.trace, "complete %s %s\n", name, v)
+}
+
+// copyOf is position i's shard of name as it lists it.
+func (s *ecSim) copyOf(i int, name string) ShardCopy {
+	sh := s.shards[i][name]
+	return ShardCopy{Listed: true, Ver: sh.ver, Prev: sh.prev, CanRollBack: sh.canRollBack, Tombstone: sh.val == 0 && sh.ver != (EVersion{}), Held: sh.held, PrevHeld: sh.prevHeld}
 }
 
 // peer decides every object from the positions up and applies the plan,
@@ -163,11 +223,10 @@ func (s *ecSim) peer() error {
 	for _, name := range ecNames {
 		copies := make([]ShardCopy, s.n)
 		for i := range copies {
-			if !s.up[i] {
-				continue
+			if s.up[i] {
+				copies[i] = s.copyOf(i, name)
+				copies[i].Stale = !voter[i]
 			}
-			sh := s.shards[i][name]
-			copies[i] = ShardCopy{Listed: true, Ver: sh.ver, Prev: sh.prev, CanRollBack: sh.canRollBack, Tombstone: sh.val == 0 && sh.ver != (EVersion{}), Stale: !voter[i]}
 		}
 		p := DecideShards(s.k, copies)
 		s.unfound[name] = p.Unfound
@@ -182,9 +241,12 @@ func (s *ecSim) peer() error {
 		if src := len(p.Keep) + len(p.RollBack); p.Ver != (EVersion{}) && src < s.k {
 			return fmt.Errorf("%s: %s stands on %d shards: a %d+%d object cannot be rebuilt from fewer than %d", name, p.Ver, src, s.k, s.n-s.k, s.k)
 		}
-		s.apply(name, p)
+		if err := s.apply(name, p); err != nil {
+			return err
+		}
+		s.cur[name] = p.Ver
 		fmt.Fprintf(&s.trace, "peer %s: %s stands (keep %v, roll back %v, rebuild %v)\n", name, p.Ver, p.Keep, p.RollBack, p.Rebuild)
-		if err := s.agree(name); err != nil {
+		if err := s.agree(name, p.Ver); err != nil {
 			return err
 		}
 	}
@@ -192,19 +254,22 @@ func (s *ecSim) peer() error {
 }
 
 // apply carries out a plan as the OSDs would: a shard rolls back to what
-// it kept, a rebuilt one gets the data of K shards at the standing
-// version; the shards that keep it keep their rollback state until the PG
-// is clean (every position holds the object), when it is trimmed.
-func (s *ecSim) apply(name string, p ShardPlan) {
+// it kept, a rebuilt one gets its position's bytes of the standing
+// version, decoded from K shards that hold it (checked here: those K
+// must hold its bytes); the shards that keep it keep their rollback state
+// until the PG is clean (every position holds the object), when it is
+// trimmed.
+func (s *ecSim) apply(name string, p ShardPlan) error {
 	for _, i := range p.RollBack {
 		sh := s.shards[i][name]
-		if s.shards[i][name] = (ecShard{ver: sh.prev, val: sh.prevVal}); sh.prev == (EVersion{}) {
+		if s.shards[i][name] = (ecShard{ver: sh.prev, val: sh.prevVal, held: sh.prevHeld}); sh.prev == (EVersion{}) {
 			delete(s.shards[i], name)
 		}
 	}
-	var val uint64
 	for _, i := range append(p.Keep, p.RollBack...) {
-		val = s.shards[i][name].val
+		if got, want := s.shards[i][name].val, s.bytesAt(p.Ver, i); got != want {
+			return fmt.Errorf("%s: position %d is to hold %s, but holds %d where %s has %d", name, i, p.Ver, got, p.Ver, want)
+		}
 	}
 	defer func() {
 		if !slices.Contains(s.up, false) && p.Ver != (EVersion{}) {
@@ -215,40 +280,27 @@ func (s *ecSim) apply(name string, p ShardPlan) {
 		if p.Ver == (EVersion{}) {
 			delete(s.shards[i], name)
 		} else if slices.Contains(p.Rebuild, i) {
-			s.shards[i][name] = ecShard{ver: p.Ver, val: val}
-		}
-	}
-}
-
-// agree: after peering every position up holds the same version and data.
-func (s *ecSim) agree(name string) error {
-	first := -1
-	for i, u := range s.up {
-		if !u {
-			continue
-		}
-		if first < 0 {
-			first = i
-			continue
-		}
-		if a, b := s.shards[first][name], s.shards[i][name]; !sameShard(a, b) {
-			return fmt.Errorf("%s: after peering position %d has %s=%d, position %d %s=%d", name, first, a.ver, a.val, i, b.ver, b.val)
+			s.shards[i][name] = ecShard{ver: p.Ver, val: s.bytesAt(p.Ver, i), held: s.writes[p.Ver].held}
 		}
 	}
 	return nil
 }
 
-// sameShard: two shards hold the same version, or both nothing (a
-// tombstone and an absent shard).
-func sameShard(a, b ecShard) bool {
-	return a.val == b.val && (a.val == 0 || a.ver == b.ver)
+// agree: after peering every position up holds its bytes of version v.
+func (s *ecSim) agree(name string, v EVersion) error {
+	for i, u := range s.up {
+		if got, want := s.shards[i][name].val, s.bytesAt(v, i); u && got != want {
+			return fmt.Errorf("%s: after peering position %d holds %d, where %s has %d", name, i, got, v, want)
+		}
+	}
+	return nil
 }
 
 // checkStands: what stands is the acknowledged write or a later one that
 // failed (a delete's tombstone stands as "absent" too).
 func (s *ecSim) checkStands(name string, v EVersion) error {
 	a, acked := s.acked[name]
-	ok := func(w ecWrite) bool { return w.ver == v || w.val == 0 && v == (EVersion{}) }
+	ok := func(w ecWrite) bool { return w.ver == v || w.data == nil && v == (EVersion{}) }
 	if !acked && v == (EVersion{}) {
 		return nil
 	}
@@ -301,15 +353,14 @@ func (s *ecSim) run(steps int) error {
 		return err
 	}
 	for _, name := range ecNames {
-		first := s.shards[0][name]
-		for i := 1; i < s.n; i++ {
-			if sh := s.shards[i][name]; !sameShard(sh, first) {
-				return fmt.Errorf("%s: with every position back, position %d has %+v, position 0 %+v", name, i, sh, first)
-			}
+		if err := s.agree(name, s.cur[name]); err != nil {
+			return fmt.Errorf("with every position back: %w", err)
 		}
 		if a, ok := s.acked[name]; ok && len(s.later[name]) == 0 {
-			if want := a.val; first.val != want {
-				return fmt.Errorf("%s: holds %d, the acknowledged write was %d", name, first.val, want)
+			for i := 0; i < s.n; i++ {
+				if got, want := s.shards[i][name].val, s.bytesAt(a.ver, i); got != want {
+					return fmt.Errorf("%s: position %d holds %d, the acknowledged write %s has %d", name, i, got, a.ver, want)
+				}
 			}
 		}
 	}
@@ -339,6 +390,7 @@ func TestShardSimulation(t *testing.T) {
 
 func TestDecideShards(t *testing.T) {
 	v := func(n uint64) EVersion { return EVersion{1, n} }
+	skip4 := []PosVer{{1, v(3)}}
 	cases := []struct {
 		what   string
 		k      int
@@ -367,6 +419,22 @@ func TestDecideShards(t *testing.T) {
 			ShardPlan{Ver: v(4), Keep: []int{0, 1, 2}, Rebuild: []int{3}}},
 		{"down positions are missing", 2, []ShardCopy{{Listed: true, Ver: v(3)}, {}, {Listed: true, Ver: v(3)}},
 			ShardPlan{Ver: v(3), Keep: []int{0, 2}, Missing: []int{1}}},
+		// Partial writes on 2+1 (shardheld.go): 4 wrote position 0 and
+		// the parity, and skipped position 1, which holds 3.
+		{"a partial write stands with the data position it skipped", 2, []ShardCopy{{Listed: true, Ver: v(4), Prev: v(3), CanRollBack: true, Held: skip4}, {Listed: true, Ver: v(3)}, {Listed: true, Ver: v(3)}},
+			ShardPlan{Ver: v(4), Keep: []int{0, 1}, Rebuild: []int{2}}},
+		{"a partial write on the parity alone does not stand: the data position it wrote holds the version before", 2, []ShardCopy{{Listed: true, Ver: v(3)}, {Listed: true, Ver: v(3)}, {Listed: true, Ver: v(4), Prev: v(3), CanRollBack: true, Held: skip4}},
+			ShardPlan{Ver: v(3), Keep: []int{0, 1}, RollBack: []int{2}}},
+		{"a partial write stands while the data position it wrote is down", 2, []ShardCopy{{}, {Listed: true, Ver: v(3)}, {Listed: true, Ver: v(4), Held: skip4}},
+			ShardPlan{Ver: v(4), Keep: []int{1, 2}, Missing: []int{0}}},
+		{"a rebuilt shard holds what its version names for its position", 2, []ShardCopy{{Listed: true, Ver: v(4)}, {Listed: true, Ver: v(4), Held: skip4}, {Listed: true, Ver: v(4), Held: skip4}},
+			ShardPlan{Ver: v(4), Keep: []int{0, 1, 2}}},
+		// 5 wrote position 1 and the parity over 4, and reached only the
+		// parity: rolling back to 4 needs what 4 named for position 1.
+		{"rolling back to a partial write: the version before names what the skipped position holds", 2, []ShardCopy{{}, {Listed: true, Ver: v(3)}, {Listed: true, Ver: v(5), Prev: v(4), CanRollBack: true, Held: []PosVer{{0, v(4)}}, PrevHeld: skip4}},
+			ShardPlan{Ver: v(4), Keep: []int{1}, RollBack: []int{2}, Missing: []int{0}}},
+		{"a skipped position's own write rolls back to what the version standing names for it", 2, []ShardCopy{{}, {Listed: true, Ver: v(5), Prev: v(3), CanRollBack: true, Held: []PosVer{{0, v(4)}}}, {Listed: true, Ver: v(4), Held: skip4}},
+			ShardPlan{Ver: v(4), Keep: []int{2}, RollBack: []int{1}, Missing: []int{0}}},
 	}
 	for _, c := range cases {
 		got := DecideShards(c.k, c.shards)
@@ -378,23 +446,40 @@ func TestDecideShards(t *testing.T) {
 
 func TestShardMeta(t *testing.T) {
 	m := ShardMeta{Ver: EVersion{7, 42}, Size: 5 << 20, Position: 2}
-	for _, m := range []ShardMeta{m, {Ver: EVersion{7, 43}, Position: 1, CanRollBack: true}, {Ver: EVersion{8, 1}, Position: 3, Prev: EVersion{7, 43}, CanRollBack: true, Tombstone: true}} {
+	partial := ShardMeta{Ver: EVersion{8, 2}, Size: 9, Position: 0, Prev: EVersion{8, 1}, CanRollBack: true, Held: []PosVer{{1, EVersion{7, 40}}, {3, EVersion{8, 1}}}, PrevHeld: []PosVer{{0, EVersion{7, 9}}}}
+	rebuilt := ShardMeta{Ver: EVersion{8, 2}, Position: 1, Held: []PosVer{{1, EVersion{7, 40}}}}
+	for _, m := range []ShardMeta{m, {Ver: EVersion{7, 43}, Position: 1, CanRollBack: true}, {Ver: EVersion{8, 1}, Position: 3, Prev: EVersion{7, 43}, CanRollBack: true, Tombstone: true}, partial, rebuilt} {
 		got, err := DecodeShardMeta(m.Encode())
-		if err != nil || got != m {
+		if err != nil || !got.Equal(m) {
 			t.Fatalf("round trip of %+v: %+v, %v", m, got, err)
 		}
 	}
 	// Format 1, as shards written before rollback existed hold it.
 	old := m.Encode()[:shardMetaLen1]
 	old[0] = shardMetaFormat1
-	if got, err := DecodeShardMeta(old); err != nil || got != m {
+	if got, err := DecodeShardMeta(old); err != nil || !got.Equal(m) {
 		t.Fatalf("format 1: %+v, %v", got, err)
 	}
 	noRollBack := m.Encode()
 	noRollBack[31] = 1 // a previous version without the rollback flag
 	badFlags := m.Encode()
 	badFlags[27] = 4
-	for _, bad := range [][]byte{nil, {1}, append([]byte{3}, m.Encode()[1:]...), append(m.Encode(), 0), append(old, 0), noRollBack, badFlags} {
+	if got := rebuilt.Holding(); got != (EVersion{7, 40}) {
+		t.Errorf("a shard rebuilt at a version that skipped its position holds %s, want 7'40", got)
+	}
+	p3 := partial.Encode()
+	noneHeld := append(append(bytes.Clone(p3[:shardMetaLen]), 0), 0)
+	withHeld := func(held ...PosVer) []byte { // m, at 8'2, skipping held
+		b := ShardMeta{Ver: EVersion{8, 2}}.Encode()
+		b[0] = shardMetaFormat3
+		return appendHeld(appendHeld(b, held), nil)
+	}
+	if _, err := DecodeShardMeta(withHeld(PosVer{1, EVersion{7, 40}})); err != nil {
+		t.Fatalf("withHeld: %v", err)
+	}
+	for _, bad := range [][]byte{nil, {1}, append([]byte{4}, m.Encode()[1:]...), append(m.Encode(), 0), append(old, 0), noRollBack, badFlags,
+		p3[:len(p3)-1], append(bytes.Clone(p3), 0), noneHeld, append([]byte{3}, m.Encode()[1:]...),
+		withHeld(PosVer{1, EVersion{8, 2}}), withHeld(PosVer{1, EVersion{}}), withHeld(PosVer{2, EVersion{7, 1}}, PosVer{1, EVersion{7, 1}}), withHeld(PosVer{1, EVersion{7, 1}}, PosVer{1, EVersion{7, 1}})} {
 		if _, err := DecodeShardMeta(bad); !errors.Is(err, ErrBadShardMeta) {
 			t.Errorf("DecodeShardMeta(%x): %v, want ErrBadShardMeta", bad, err)
 		}
@@ -406,16 +491,17 @@ func FuzzDecodeShardMeta(f *testing.F) {
 	f.Add(ShardMeta{Ver: EVersion{3, 4}, Prev: EVersion{2, 9}, CanRollBack: true, Tombstone: true}.Encode())
 	f.Add(append([]byte{shardMetaFormat1}, make([]byte, shardMetaLen1-1)...))
 	f.Add([]byte{1, 2, 3})
+	f.Add(ShardMeta{Ver: EVersion{8, 2}, Prev: EVersion{8, 1}, CanRollBack: true, Held: []PosVer{{1, EVersion{7, 40}}}, PrevHeld: []PosVer{{0, EVersion{7, 9}}}}.Encode())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := DecodeShardMeta(b)
 		if err != nil {
 			return
 		}
 		// Format 1 is read, never written: it comes back as format 2.
-		if b[0] == shardMetaFormat && !bytes.Equal(m.Encode(), b) {
+		if b[0] != shardMetaFormat1 && !bytes.Equal(m.Encode(), b) {
 			t.Fatalf("decode/encode not stable: %x vs %x", m.Encode(), b)
 		}
-		if m2, err := DecodeShardMeta(m.Encode()); err != nil || m2 != m {
+		if m2, err := DecodeShardMeta(m.Encode()); err != nil || !m2.Equal(m) {
 			t.Fatalf("round trip of %+v: %+v, %v", m, m2, err)
 		}
 	})
