@@ -191,7 +191,8 @@ func agreed(replies []positionReply) (uint64, bool) {
 	shards := make([]pg.ShardCopy, len(replies))
 	for i, r := range replies {
 		m := r.meta
-		shards[i] = pg.ShardCopy{Listed: r.err == nil, Ver: m.Ver, Prev: m.Prev, CanRollBack: m.CanRollBack, Tombstone: m.Tombstone}
+		shards[i] = m.Copy()
+		shards[i].Listed = r.err == nil
 		if r.err == nil && m.Size != replies[0].meta.Size {
 			return 0, false
 		}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -198,4 +199,59 @@ func TestECPartialWriteCutShort(t *testing.T) {
 	time.Sleep(time.Second) // the trims of the last writes
 	c.stop()
 	checkShardsOnDisk(t, c, id.String(), pos, "w", len(m.objs["w"]))
+}
+
+// TestECSmallWriteSkipsPositions: a small write to a 2+1 object changes
+// one data chunk and the parity; the other data position takes no part
+// (its OSD gets no shard write) and keeps its older shard, which the new
+// version names for it. The object reads back with the written data
+// position's OSD down (the parity and the skipped position rebuild its
+// chunk), takes writes to the other chunk meanwhile, deep scrub finds
+// nothing once every OSD is back, and on disk every position holds one
+// version with nothing left to roll back.
+func TestECSmallWriteSkipsPositions(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, clusterOpts{metrics: true})
+	p, _ := c.createECPool(t, "ecskip", "2+1", "--min-size", "2")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	m := &ecModel{t: t, ctx: ctx, p: p, objs: map[string][]byte{}}
+	stripe := 2 * clustermap.ECDefaultUnit
+	m.put("s", payload("s", 0, 4*stripe))
+	mp := currentMap(t, c)
+	pool, _ := mp.PoolByName("ecskip")
+	id := placement.PGOf(pool, "s")
+	_, pos := placement.NewTable(mp).Positions(pool, id)
+	shardWrites := func(o clustermap.OSDID) float64 {
+		return metricValue(t, httpGet(t, "http://"+c.devJSON()[o.String()].Metrics+"/metrics"), fmt.Sprintf(`cairn_osd_requests_total{op="replicate",osd="%s"}`, o))
+	}
+	other, parity := shardWrites(pos[1]), shardWrites(pos[2])
+	const writes = 8
+	for i := range writes { // 4 KiB inside data chunk 0 of each stripe
+		m.writeAt("s", (i%4)*stripe+4096*(1+i/4), payload("s", 1+i, 4096))
+	}
+	if got := shardWrites(pos[1]) - other; got != 0 {
+		t.Errorf("%d small writes to data chunk 0 sent %v shard writes to position 1, which they do not change", writes, got)
+	}
+	if got := shardWrites(pos[2]) - parity; got < writes {
+		t.Errorf("%d small writes sent the parity position %v shard writes", writes, got)
+	}
+	m.check("after small writes to chunk 0")
+
+	c.kill(pos[0].String())
+	c.waitStatus(20*time.Second, pos[0].String()+" down", func(_ map[string]any, raw string) bool {
+		return strings.Contains(raw, "OSD_DOWN") && strings.Contains(raw, pos[0].String()+" on host")
+	})
+	m.check("with the data position the writes changed down")
+	m.writeAt("s", stripe+clustermap.ECDefaultUnit+100, payload("s", 20, 3000)) // chunk 1, position 0 skipped
+	m.check("after a write to chunk 1 with position 0 down")
+	c.restart(pos[0].String())
+	c.waitHealthy(40*time.Second, "with every position back")
+	m.check("every position back")
+	if out, err := c.cli(nil, "scrub", "--deep", "--json", id.String()); err != nil || !strings.Contains(string(out), `"errors": 0`) {
+		t.Fatalf("deep scrub of %s after writes that skipped positions: %v\n%s", id, err, out)
+	}
+	time.Sleep(time.Second) // the trims of the last writes
+	c.stop()
+	checkShardsOnDisk(t, c, id.String(), pos, "s", len(m.objs["s"]))
 }

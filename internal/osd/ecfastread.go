@@ -143,7 +143,7 @@ func decideFast(k int, p *pgState, osds []clustermap.OSDID, name string, replies
 	}
 	o.plan = plan
 	for _, i := range plan.Keep {
-		if m := o.metas[i]; m != nil && m.Ver == plan.Ver {
+		if m := o.metas[i]; m != nil && m.Holding() == plan.Holds(i) {
 			o.size, o.tomb = int64(m.Size), m.Tombstone
 		}
 	}
@@ -162,7 +162,7 @@ func shardVotes(p *pgState, osds []clustermap.OSDID, name string, replies []shar
 		case r.err == nil:
 			m := r.meta
 			o.metas[i] = m
-			copies[i] = pg.ShardCopy{Listed: true, Ver: m.Ver, Prev: m.Prev, CanRollBack: m.CanRollBack, Tombstone: m.Tombstone}
+			copies[i] = m.Copy()
 		case errors.Is(r.err, objstore.ErrNotFound):
 			copies[i] = pg.ShardCopy{Listed: true}
 		default:

@@ -149,7 +149,8 @@ func (s *Server) ownShardColl(pool *clustermap.Pool, id clustermap.PGID, t *plac
 
 // planKeys gives each position of the acting set its transaction and the
 // meta of its shard: the same change of keys on every position, the size
-// unchanged, and the version the change replaces as the meta's Prev. A
+// unchanged, and the version the change replaces as the meta's Prev (what
+// it names for each position: planPositions). A
 // change that creates the object (or makes it anew over a delete's
 // tombstone) starts every shard empty, with no keys.
 func (s *Server) planKeys(pool *clustermap.Pool, req *proto.Request, w *writePlan, o *ecObject, change func(coll string, txn *objstore.Txn) *proto.Response) *proto.Response {
@@ -157,7 +158,7 @@ func (s *Server) planKeys(pool *clustermap.Pool, req *proto.Request, w *writePla
 	if o.exists() {
 		meta.Prev = o.plan.Ver
 	}
-	return s.planPositions(pool, req, w, meta, func(_ int, coll string, txn *objstore.Txn) *proto.Response {
+	return s.planPositions(pool, req, w, meta, o, func(_ int, coll string, txn *objstore.Txn) *proto.Response {
 		if !o.exists() {
 			txn.Delete(coll, req.Object)
 			txn.Put(coll, req.Object, nil)
@@ -197,7 +198,7 @@ func (s *Server) ecKeysRead(ctx context.Context, pool *clustermap.Pool, p *pgSta
 func (o *ecObject) keyHolders(self clustermap.OSDID) []int {
 	var out []int
 	for _, i := range o.plan.Keep {
-		if m := o.metas[i]; m == nil || m.Ver != o.plan.Ver || m.Tombstone {
+		if m := o.metas[i]; m == nil || m.Holding() != o.plan.Holds(i) || m.Tombstone {
 			continue
 		}
 		if o.osds[i] == self {

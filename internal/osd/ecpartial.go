@@ -106,7 +106,7 @@ func (o *ecObject) lagging() []int {
 			continue
 		}
 		m := o.metas[i]
-		ok := m != nil && !m.Tombstone && m.Ver == o.plan.Ver
+		ok := m != nil && !m.Tombstone && m.Holding() == o.plan.Holds(i)
 		if !o.exists() {
 			ok = m == nil || m.Tombstone
 		}
@@ -264,7 +264,8 @@ func (s *Server) planPartial(pool *clustermap.Pool, req *proto.Request, w *write
 	if o.exists() {
 		meta.Prev = o.plan.Ver
 	}
-	return s.planPositions(pool, req, w, meta, func(i int, coll string, txn *objstore.Txn) *proto.Response {
+	meta.Held = skipped(o, ups, newSize)
+	return s.planPositions(pool, req, w, meta, o, func(i int, coll string, txn *objstore.Txn) *proto.Response {
 		if !o.exists() {
 			txn.Put(coll, req.Object, nil)
 		}
@@ -279,4 +280,27 @@ func (s *Server) planPartial(pool *clustermap.Pool, req *proto.Request, w *write
 		}
 		return nil
 	})
+}
+
+// skipped returns the positions a partial write need not reach, with the
+// version each holds (pg.PartialHeld): those whose shard it does not
+// change, when the object is there and keeps its size (a small write
+// changes one data chunk and the parity, and the other data positions
+// then take no part). Nil when it reaches them all.
+func skipped(o *ecObject, ups []ec.ShardUpdate, newSize int64) []pg.PosVer {
+	if !o.exists() || newSize != o.size {
+		return nil
+	}
+	var wrote []int
+	base := make([]pg.EVersion, len(ups))
+	for i, up := range ups {
+		if len(up.Writes) > 0 {
+			wrote = append(wrote, i)
+		}
+		base[i] = o.plan.Holds(i)
+	}
+	if len(wrote) == 0 {
+		return nil // a write of nothing: every position takes its version
+	}
+	return pg.PartialHeld(base, wrote)
 }

@@ -127,8 +127,8 @@ func decideAll(k int, p *pgState, osds []clustermap.OSDID, name string, replies 
 		return nil
 	}
 	found := o.plan.Ver == (pg.EVersion{})
-	for _, m := range o.metas {
-		if m != nil && m.Ver == o.plan.Ver {
+	for i, m := range o.metas {
+		if m != nil && m.Holding() == o.plan.Holds(i) {
 			o.size, o.tomb, found = int64(m.Size), m.Tombstone, true
 		}
 	}

@@ -12,34 +12,40 @@ import (
 )
 
 // A small partial write that asks nothing first. Once a write of the
-// primary has reached every position of the acting set, the primary
-// knows which version each holds and the object's size (pgState.known)
+// primary has reached every position of the acting set it did not skip,
+// the primary knows which version each holds and the object's size
+// (pgState.known)
 // until the PG's interval changes or a position is marked missing for the
 // object. A small write of such an object (ec.Codec.WriteDelta) then
 // reads only the old bytes of the data chunks it covers, and sends each
 // parity position the delta to XOR into its shard (proto.FlagShardXor)
 // instead of reading the old parity first; the positions the write does
-// not change are not asked either. Nothing here is trusted for
+// not change are neither asked nor written (skipped). Nothing here is trusted for
 // correctness: each read's reply must carry the known version, and every
 // position checks at apply that it holds the version the write replaces
 // (Prev), so a wrong memo only fails the write (which drops it), and the
 // write sent again takes the paths that ask (ecpartialfast.go).
 
-// knownVersion is the version of an object every position holds, and
-// the object's size at it.
+// knownVersion is the version of an object that stands, the positions it
+// skipped with the version each holds (pg.PartialHeld), and the object's
+// size at it.
 type knownVersion struct {
 	ver  pg.EVersion
+	held []pg.PosVer
 	size int64
 }
 
 // noteCommitted records what w, complete on every member, left on every
 // position: forgotten for a delete's tombstone, or when a position had no
-// OSD or took no part.
-func (p *pgState) noteCommitted(self clustermap.OSDID, name string, w *writePlan, positions int) {
+// OSD, or took no part though the write did not skip it.
+func (p *pgState) noteCommitted(name string, w *writePlan, positions int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	m, ok := w.shardMetas[self]
-	every := ok && len(w.shardMetas) == positions
+	var m pg.ShardMeta
+	for _, m = range w.shardMetas {
+		break // every member's meta names the same version and positions skipped
+	}
+	every := len(w.shardMetas) > 0 && len(w.shardMetas)+len(m.Held) == positions
 	for osd := range w.shardMetas {
 		every = every && slices.Contains(w.writeSet, osd)
 	}
@@ -47,7 +53,7 @@ func (p *pgState) noteCommitted(self clustermap.OSDID, name string, w *writePlan
 		p.known.forget(name)
 		return
 	}
-	p.known.set(w.interval, name, knownVersion{ver: m.Ver, size: int64(m.Size)})
+	p.known.set(w.interval, name, knownVersion{ver: m.Ver, held: m.Held, size: int64(m.Size)})
 }
 
 // forgetKnown drops what the primary knows of name's positions.
@@ -80,10 +86,10 @@ func (s *Server) partialKnown(ctx context.Context, t *placement.Table, pool *clu
 		return nil, nil, false
 	}
 	o := &ecObject{t: t, osds: osds, metas: make([]*pg.ShardMeta, len(osds)), size: k.size}
-	o.plan.Ver = k.ver
+	o.plan.Ver, o.plan.Held = k.ver, k.held
 	for i := range osds {
 		o.plan.Keep = append(o.plan.Keep, i)
-		o.metas[i] = &pg.ShardMeta{Ver: k.ver, Size: uint64(k.size), Position: i}
+		o.metas[i] = &pg.ShardMeta{Ver: k.ver, Size: uint64(k.size), Position: i, Held: k.held}
 	}
 	rd := &shardReads{s: s, ctx: ctx, o: o, l: l, id: req.PG, name: req.Object, flags: proto.FlagForWrite, bufs: map[int][]byte{}, errs: map[int]error{}}
 	rd.from, rd.to = fastSpan(l, req, stripe)

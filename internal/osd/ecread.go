@@ -164,7 +164,7 @@ func (r *shardReads) read(i int, off int64, n int) ([]byte, error) {
 func (r *shardReads) fetch(i int) ([]byte, error) {
 	flags, ok := r.o.source(i)
 	if !ok {
-		return nil, fmt.Errorf("position %d does not hold version %s", i, r.o.plan.Ver)
+		return nil, fmt.Errorf("position %d does not hold version %s", i, r.o.plan.Holds(i))
 	}
 	buf := make([]byte, r.to-r.from)
 	hi := min(r.to, r.l.ShardLen(r.o.size, i))
@@ -175,8 +175,8 @@ func (r *shardReads) fetch(i int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if meta.Ver != r.o.plan.Ver || int64(len(data)) != hi-r.from {
-		return nil, fmt.Errorf("position %d holds version %s and %d bytes of the span, want %s and %d", i, meta.Ver, len(data), r.o.plan.Ver, hi-r.from)
+	if want := r.o.plan.Holds(i); meta.Holding() != want || int64(len(data)) != hi-r.from {
+		return nil, fmt.Errorf("position %d holds version %s and %d bytes of the span, want %s and %d", i, meta.Holding(), len(data), want, hi-r.from)
 	}
 	copy(buf, data)
 	return buf, nil

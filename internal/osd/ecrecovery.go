@@ -81,7 +81,7 @@ func (s *Server) ensureShards(ctx context.Context, pool *clustermap.Pool, id clu
 		txn.Delete(coll, rollbackName(name)) // a rebuilt shard has nothing to roll back
 		var n int
 		if o.exists() {
-			meta := pg.ShardMeta{Ver: o.plan.Ver, Size: uint64(o.size), Position: pos}
+			meta := pg.ShardMeta{Ver: o.plan.Ver, Size: uint64(o.size), Position: pos, Held: o.plan.Held}
 			txn.Put(coll, name, shards[pos])
 			keys.addTo(txn, coll, name)
 			txn.SetXattr(coll, name, shardMetaXattr, meta.Encode())
@@ -119,7 +119,7 @@ func (s *Server) copyHeldShards(ctx context.Context, l ec.Layout, o *ecObject, i
 		if err != nil {
 			continue // not there, or not readable: rebuilt from K instead
 		}
-		if meta.Ver == o.plan.Ver && !meta.Tombstone && int64(meta.Size) == o.size && int64(len(resp.Data)) == n {
+		if meta.Holding() == o.plan.Holds(pos) && !meta.Tombstone && int64(meta.Size) == o.size && int64(len(resp.Data)) == n {
 			shards[pos], copied[pos] = bytes.Clone(resp.Data), true
 		}
 		resp.Release()
@@ -149,8 +149,8 @@ func (s *Server) rebuildShards(ctx context.Context, c *ec.Codec, o *ecObject, id
 		}
 		n := l.ShardLen(o.size, pos)
 		meta, data, err := s.readShardFrom(ctx, o.t, o.osds[pos], id, name, 0, n, flags)
-		if err == nil && (meta.Ver != o.plan.Ver || int64(len(data)) != n) {
-			err = fmt.Errorf("holds version %s and %d bytes, want %s and %d", meta.Ver, len(data), o.plan.Ver, n)
+		if err == nil && (meta.Holding() != o.plan.Holds(pos) || int64(len(data)) != n) {
+			err = fmt.Errorf("holds version %s and %d bytes, want %s and %d", meta.Holding(), len(data), o.plan.Holds(pos), n)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("position %d: %w", pos, err))

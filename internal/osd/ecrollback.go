@@ -150,7 +150,7 @@ func (s *Server) keepPartial(coll, name string, txn *objstore.Txn, held heldShar
 // which the caller holds.
 func (s *Server) keepRollBack(coll, name string, next pg.ShardMeta, txn *objstore.Txn, keys bool, held heldShard) error {
 	rb := rollbackName(name)
-	next.CanRollBack, next.Prev = true, pg.EVersion{}
+	next.CanRollBack, next.Prev, next.PrevHeld = true, pg.EVersion{}, nil
 	old, found, err := held.meta, held.found, held.err
 	if err != nil || !found || old.Ver != next.Ver {
 		// What the shard kept inline goes with the write it belongs to
@@ -166,7 +166,7 @@ func (s *Server) keepRollBack(coll, name string, next pg.ShardMeta, txn *objstor
 	case found && old.Ver == next.Ver:
 		// The same write sent again (its answer was lost): what it
 		// rolls back to has not changed.
-		next.Prev, next.CanRollBack = old.Prev, old.CanRollBack
+		next.Prev, next.CanRollBack, next.PrevHeld = old.Prev, old.CanRollBack, old.PrevHeld
 	case !found || old.Tombstone:
 		txn.Delete(coll, rb) // rolls back to absent
 	case keys && txn.ChangesOf(coll, name).Whole:
@@ -178,7 +178,7 @@ func (s *Server) keepRollBack(coll, name string, next pg.ShardMeta, txn *objstor
 		txn.RmXattr(coll, rb, inlineUndoXattr)
 		txn.SetXattr(coll, rb, shardMetaXattr, old.Trimmed().Encode())
 		txn.SetXattr(coll, rb, shardKeysXattr, []byte{1})
-		next.Prev = old.Ver
+		next.Prev, next.PrevHeld = old.Ver, old.Held
 	case s.replacesWholly(coll, name, txn):
 		// A put over the shard, or a write of every byte of it: the old
 		// shard becomes the kept one by a rename, however large it is,
@@ -191,11 +191,11 @@ func (s *Server) keepRollBack(coll, name string, next pg.ShardMeta, txn *objstor
 		}
 		txn.RmXattr(coll, rb, inlineUndoXattr)
 		txn.SetXattr(coll, rb, shardMetaXattr, old.Trimmed().Encode())
-		next.Prev = old.Ver
+		next.Prev, next.PrevHeld = old.Ver, old.Held
 	default:
 		kept, err := s.keepPartial(coll, name, txn, held)
 		if err == nil && kept {
-			next.Prev = old.Ver
+			next.Prev, next.PrevHeld = old.Ver, old.Held
 			break
 		}
 		var data []byte
@@ -219,7 +219,7 @@ func (s *Server) keepRollBack(coll, name string, next pg.ShardMeta, txn *objstor
 				return err
 			}
 		}
-		next.Prev = old.Ver
+		next.Prev, next.PrevHeld = old.Ver, old.Held
 	}
 	txn.SetXattr(coll, name, shardMetaXattr, next.Encode())
 	return nil
@@ -319,8 +319,10 @@ type heldShard struct {
 
 // expectShard checks that a shard whose meta is held holds next.Prev, the
 // version a partial write replaces (zero: no shard, or a tombstone), or
-// already holds next.Ver (again: the write sent again). A shard whose meta
-// is damaged holds no version.
+// already holds next.Ver (again: the write sent again). A shard a partial
+// write skipped holds an older version than the one the primary found
+// standing: next.Prev is the one it names for this position (its
+// Holding). A shard whose meta is damaged holds no version.
 func expectShard(held heldShard, next pg.ShardMeta) (again bool, err error) {
 	old, found, err := held.meta, held.found, held.err
 	switch {
@@ -332,7 +334,7 @@ func expectShard(held heldShard, next pg.ShardMeta) (again bool, err error) {
 		return true, nil
 	case next.Prev == (pg.EVersion{}) && (!found || old.Tombstone):
 		return false, nil
-	case found && !old.Tombstone && old.Ver == next.Prev:
+	case found && !old.Tombstone && old.Holding() == next.Prev:
 		return false, nil
 	case !found:
 		return false, fmt.Errorf("%w (%s): it holds none", errShardVersion, next.Prev)
@@ -427,13 +429,16 @@ func (s *Server) rollBackTxn(coll string, e proto.ShardEntry, txn *objstore.Txn)
 
 // trimTxn adds to txn the trim of name's shard at e.Ver: its rollback
 // state goes, and a tombstone goes for good (one that could not keep the
-// old shard, which was damaged, too). A shard at another version
-// is left alone (a newer write keeps its own state). The caller holds its
-// lock.
+// old shard, which was damaged, too). The rollback state of an older write
+// goes too: a write complete on every position completes every write
+// before it, and a position the newest skipped still holds its own last
+// write's state (shardheld.go). A shard at a newer version is left alone
+// (that write keeps its own state), and so is an older tombstone. The
+// caller holds its lock.
 func (s *Server) trimTxn(coll string, e proto.ShardEntry, txn *objstore.Txn) error {
 	ver := entryVer(e)
 	cur, found, err := s.shardMeta(coll, e.Object)
-	if err != nil || !found || cur.Ver != ver || !cur.CanRollBack && !cur.Tombstone {
+	if err != nil || !found || ver.Less(cur.Ver) || !cur.CanRollBack && !cur.Tombstone || cur.Tombstone && cur.Ver != ver {
 		return err
 	}
 	txn.Delete(coll, rollbackName(e.Object))

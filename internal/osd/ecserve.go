@@ -118,7 +118,7 @@ func (s *Server) ecLookup(ctx context.Context, pool *clustermap.Pool, p *pgState
 			switch {
 			case err == nil:
 				o.metas[i] = meta
-				copies[i] = pg.ShardCopy{Listed: true, Ver: meta.Ver, Prev: meta.Prev, CanRollBack: meta.CanRollBack, Tombstone: meta.Tombstone}
+				copies[i] = meta.Copy()
 			case errors.Is(err, objstore.ErrNotFound):
 				copies[i] = pg.ShardCopy{Listed: true}
 			}
@@ -145,7 +145,9 @@ func (s *Server) standingMeta(ctx context.Context, o *ecObject, id clustermap.PG
 		return nil
 	}
 	for _, i := range o.plan.Keep {
-		if m := o.metas[i]; m != nil && m.Ver == o.plan.Ver {
+		// A position a partial write skipped holds an older version's
+		// shard: of the same size, as such writes never change it.
+		if m := o.metas[i]; m != nil && m.Holding() == o.plan.Holds(i) {
 			o.size, o.tomb = int64(m.Size), m.Tombstone
 			return nil
 		}
@@ -273,7 +275,7 @@ func (s *Server) planShards(pool *clustermap.Pool, l ec.Layout, req *proto.Reque
 		meta.Size = 0
 	}
 	own := s.positionIn(w.t, pool, req.PG)
-	return s.planPositions(pool, req, w, meta, func(i int, coll string, txn *objstore.Txn) *proto.Response {
+	return s.planPositions(pool, req, w, meta, nil, func(i int, coll string, txn *objstore.Txn) *proto.Response {
 		if w.stage != "" {
 			if i == own {
 				txn.Prepend(stagedPut(coll, req.Object, w.ownStage))
@@ -296,15 +298,20 @@ func (s *Server) planShards(pool *clustermap.Pool, l ec.Layout, req *proto.Reque
 	})
 }
 
-// planPositions gives each position i of the acting set a transaction,
-// which build fills, stamped with the write's version, and meta for its
-// shard; the primary's own is w.txn.
-func (s *Server) planPositions(pool *clustermap.Pool, req *proto.Request, w *writePlan, meta pg.ShardMeta, build func(i int, coll string, txn *objstore.Txn) *proto.Response) *proto.Response {
+// planPositions gives each position of the acting set that the write
+// reaches its transaction (build) and the meta of its shard: meta, at its
+// position. The write reaches every position but those meta.Held names,
+// which a partial write leaves as they are (pg.PartialHeld): the write
+// set shrinks to the others. A write that replaces a version (meta.Prev
+// set: o's, which stands) expects each position to hold what that version
+// names for it. The primary's own transaction is w.txn (nil when the
+// write skips its position).
+func (s *Server) planPositions(pool *clustermap.Pool, req *proto.Request, w *writePlan, meta pg.ShardMeta, o *ecObject, build func(i int, coll string, txn *objstore.Txn) *proto.Response) *proto.Response {
 	_, osds := w.t.Positions(pool, req.PG)
 	w.shards = make(map[clustermap.OSDID]*objstore.Txn, len(osds))
 	w.shardMetas = make(map[clustermap.OSDID]pg.ShardMeta, len(osds))
 	for i, osd := range osds {
-		if osd == placement.NoOSD {
+		if osd == placement.NoOSD || meta.Skips(i) {
 			continue
 		}
 		coll, txn := shardColl(req.PG, i), &objstore.Txn{}
@@ -315,10 +322,17 @@ func (s *Server) planPositions(pool *clustermap.Pool, req *proto.Request, w *wri
 		if err := txn.Validate(); err != nil {
 			return s.fail(proto.StatusInvalid, "%v", err)
 		}
-		meta.Position = i
-		w.shards[osd], w.shardMetas[osd] = txn, meta
+		m := meta
+		m.Position = i
+		if m.Prev != (pg.EVersion{}) {
+			m.Prev = o.plan.Holds(i)
+		}
+		w.shards[osd], w.shardMetas[osd] = txn, m
 	}
-	if w.txn = w.shards[s.id]; w.txn == nil {
+	if len(meta.Held) > 0 {
+		w.writeSet = slices.DeleteFunc(slices.Clone(w.writeSet), func(o clustermap.OSDID) bool { return w.shards[o] == nil })
+	}
+	if w.txn = w.shards[s.id]; w.txn == nil && !meta.Skips(slices.Index(osds, s.id)) {
 		panic(fmt.Sprintf("%s writes pg %s as its primary but holds no position of it", s.id, req.PG))
 	}
 	return nil
@@ -461,7 +475,7 @@ func (s *Server) ecCommit(ctx context.Context, pool *clustermap.Pool, p *pgState
 	// Every position now holds this version (or, deleted, its
 	// tombstone): the write is complete, its rollback state can go.
 	p.clearMissingAll(req.Object, w.interval)
-	p.noteCommitted(s.id, req.Object, w, pool.EC.K+pool.EC.M)
+	p.noteCommitted(req.Object, w, pool.EC.K+pool.EC.M)
 	s.queueTrim(req.PG, req.Object, pg.EVersion{Epoch: uint64(w.interval), Version: w.ver})
 	r := s.ok()
 	r.Version = w.ver

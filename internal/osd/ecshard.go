@@ -216,7 +216,7 @@ func (s *Server) shardState(coll, name string) (pg.ObjState, error) {
 		st, _, err := s.localState(coll, name, stateVersion)
 		return st, err
 	}
-	return pg.ObjState{Ver: m.Ver, Size: info.Size, Prev: m.Prev, CanRollBack: m.CanRollBack, Tombstone: m.Tombstone}, nil
+	return pg.ObjState{Ver: m.Ver, Size: info.Size, Prev: m.Prev, CanRollBack: m.CanRollBack, Tombstone: m.Tombstone, Held: m.Held, PrevHeld: m.PrevHeld}, nil
 }
 
 // listShards lists the client objects of a shard collection: a tombstone

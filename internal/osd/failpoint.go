@@ -42,7 +42,7 @@ func ecPartialPut(s *Server, req *proto.Request, w *writePlan) bool {
 	}
 	f := &fanout{s: s, req: req, w: w}
 	reached := 0
-	for _, o := range w.acting {
+	for _, o := range w.writeSet { // the positions the write reaches
 		if reached == n {
 			break
 		}

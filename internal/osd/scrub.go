@@ -604,7 +604,6 @@ func (s *Server) foldShards(ctx context.Context, positions []clustermap.OSDID, i
 // listing sees to those.
 func foldCopies(positions []clustermap.OSDID, name string, metas []*pg.ShardMeta, errs []error) (copies []pg.Copy, corrupt bool, err error) {
 	copies = make([]pg.Copy, len(positions))
-	var ver *pg.EVersion
 	for i, err := range errs {
 		var se *shardError
 		switch {
@@ -615,11 +614,22 @@ func foldCopies(positions []clustermap.OSDID, name string, metas []*pg.ShardMeta
 			return nil, false, nil
 		case err != nil:
 			return nil, false, fmt.Errorf("folding the shard of %q on %s: %w", name, positions[i], err)
-		case metas[i].Tombstone || ver != nil && metas[i].Ver != *ver:
+		case metas[i].Tombstone:
 			return nil, false, nil
 		}
-		ver = &metas[i].Ver
-		copies[i] = pg.Copy{Present: true, State: pg.ObjState{Ver: *ver}}
+		copies[i] = pg.Copy{Present: true, State: pg.ObjState{Ver: metas[i].Ver, Held: metas[i].Held}}
+	}
+	// Positions a partial write skipped hold its version's shards too.
+	copies = pg.ShardsAtNewest(copies)
+	var ver *pg.EVersion
+	for _, c := range copies {
+		switch {
+		case c.State.Corrupt:
+		case ver != nil && c.State.Ver != *ver:
+			return nil, false, nil
+		default:
+			ver = &c.State.Ver
+		}
 	}
 	return copies, corrupt, nil
 }

@@ -302,7 +302,7 @@ func (s *Server) replicate(ctx context.Context, pool *clustermap.Pool, p *pgStat
 		}
 		return s.failErr(err)
 	}
-	w.localApplied = true
+	w.localApplied = w.txn != nil
 	f.collect()
 	deadline := time.Now().Add(replicaWait)
 	for f.pending > 0 {
@@ -507,6 +507,9 @@ func (s *Server) applyLocal(p *pgState, pool *clustermap.Pool, req *proto.Reques
 	}
 	if m, ok := w.shardMetas[s.id]; ok {
 		return s.applyShardWrite(shardColl(req.PG, m.Position), req.Object, m, w.txn, w.shardFlags(s.id))
+	}
+	if w.shards != nil {
+		return nil // a partial write that skips the primary's position
 	}
 	return s.apply(w.txn)
 }

@@ -9,7 +9,9 @@
 // erasure-coded pools, which positions of a PG vote and which version of
 // an object its shards keep, roll back to or rebuild (ShardsPeerable,
 // DecideShards, DecideShardsPG; shards.go and shardpeer.go, with their
-// own simulation).
+// own simulation), the positions a partial write leaves as they are
+// (shardheld.go), and when a read of some or all positions may serve
+// without peering (shardread.go).
 //
 // It does no IO, starts no goroutine, reads no clock and draws no random
 // number: it imports only clustermap and the standard library's pure

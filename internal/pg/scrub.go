@@ -89,14 +89,52 @@ func sameShardCopy(a, b Copy) bool {
 // PG: every position holds the same version of name (or none holds it),
 // none failing its checksums.
 func ShardsConsistent(lists []*Listing, name string) bool {
-	first, ok0 := lists[0].Objs[name]
-	for _, l := range lists {
+	copies := make([]Copy, len(lists))
+	for i, l := range lists {
 		st, ok := l.Objs[name]
-		if ok && st.Corrupt || !sameShardCopy(Copy{ok0, first}, Copy{ok, st}) {
+		if ok && st.Corrupt {
+			return false
+		}
+		copies[i] = Copy{ok, st}
+	}
+	copies = ShardsAtNewest(copies)
+	for _, c := range copies {
+		if !sameShardCopy(copies[0], c) {
 			return false
 		}
 	}
 	return true
+}
+
+// ShardsAtNewest returns copies (by position) with each shard that holds
+// what the newest version among them names for its position taken as at
+// that version: a partial write skips positions (shardheld.go), whose
+// shards are then older by their own version but hold the newest
+// version's bytes. Scrub compares what the positions hold, so it compares
+// them that way.
+func ShardsAtNewest(copies []Copy) []Copy {
+	var v EVersion
+	for _, c := range copies {
+		if c.Present && !c.State.Corrupt && v.Less(c.State.Ver) {
+			v = c.State.Ver
+		}
+	}
+	o := objVersion{ver: v}
+	for _, c := range copies {
+		if c.Present && !c.State.Corrupt && c.State.Ver == v && len(c.State.Held) > 0 {
+			o.held = c.State.Held
+			break
+		}
+	}
+	out := slices.Clone(copies)
+	for i, c := range out {
+		st := c.State
+		if !c.Present || st.Corrupt || st.Ver == v || st.Tombstone || heldAt(st.Held, st.Ver, i) != heldAt(o.held, v, i) {
+			continue
+		}
+		out[i].State.Ver, out[i].State.Held = v, o.held
+	}
+	return out
 }
 
 // BadShards picks the positions of an erasure-coded object that scrub
@@ -106,6 +144,7 @@ func ShardsConsistent(lists []*Listing, name string) bool {
 // is false when that group is of fewer than k positions holding the
 // object: too few to rebuild it from.
 func BadShards(k int, copies []Copy) (bad []int, ok bool) {
+	copies = ShardsAtNewest(copies)
 	var groups [][]int
 	for i, c := range copies {
 		if c.Present && c.State.Corrupt {

@@ -82,6 +82,8 @@ func TestBadShards(t *testing.T) {
 		return ObjState{Ver: EVersion{1, n}, Size: size, Data: size * 7, Meta: 3}
 	}
 	rot := ObjState{Ver: EVersion{1, 2}, Deep: true, Corrupt: true}
+	partial := v(3, 8)
+	partial.Held = []PosVer{{1, EVersion{1, 2}}}
 	for _, c := range []struct {
 		name   string
 		k      int
@@ -98,6 +100,9 @@ func TestBadShards(t *testing.T) {
 		{"too few to rebuild from", 2, []Copy{{true, v(2, 8)}, {true, rot}, {true, rot}}, []int{1, 2}, false},
 		{"no shard left", 2, []Copy{{true, rot}, {true, rot}, {true, rot}}, nil, false},
 		{"stray shards of an absent object", 2, []Copy{{false, ObjState{}}, {false, ObjState{}}, {true, v(2, 8)}}, []int{2}, true},
+		// 3 wrote positions 0 and 2, and skipped 1, which holds 2.
+		{"a position a partial write skipped", 2, []Copy{{true, partial}, {true, v(2, 8)}, {true, partial}}, nil, true},
+		{"a position a partial write skipped, at an older version than it names", 2, []Copy{{true, partial}, {true, v(1, 8)}, {true, partial}}, []int{1}, true},
 	} {
 		bad, ok := BadShards(c.k, c.copies)
 		if !slices.Equal(bad, c.bad) || ok != c.ok {
@@ -117,5 +122,8 @@ func TestBadShards(t *testing.T) {
 	if ShardsConsistent(lists(v(2, 8), rot, v(2, 4)), "o") || ShardsConsistent(lists(v(2, 8), v(1, 8), v(2, 4)), "o") ||
 		ShardsConsistent(append(lists(v(2, 8), v(2, 8)), &Listing{Objs: map[string]ObjState{}}), "o") {
 		t.Error("a corrupt, older or missing shard: consistent")
+	}
+	if !ShardsConsistent(lists(partial, v(2, 8), partial), "o") || ShardsConsistent(lists(partial, v(1, 8), partial), "o") {
+		t.Error("the position a partial write skipped: consistent only when it holds what the write names")
 	}
 }

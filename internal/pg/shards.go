@@ -78,6 +78,16 @@ type ShardPlan struct {
 	RollBack []int    // positions that roll their newest write back to Ver
 	Rebuild  []int    // listed positions that need Ver rebuilt (or, absent: deleted)
 	Missing  []int    // positions not listed: rebuilt when they answer
+	Held     []PosVer // the positions Ver did not write (shardheld.go)
+}
+
+// Holds returns the version position pos holds when it holds the version
+// that stands: Ver, unless Ver did not write pos.
+func (p ShardPlan) Holds(pos int) EVersion { return heldAt(p.Held, p.Ver, pos) }
+
+// Copy is the shard as peering and reads list it.
+func (m ShardMeta) Copy() ShardCopy {
+	return ShardCopy{Listed: true, Ver: m.Ver, Prev: m.Prev, CanRollBack: m.CanRollBack, Tombstone: m.Tombstone, Held: m.Held, PrevHeld: m.PrevHeld}
 }
 
 // ShardsPeerable says whether an erasure-coded PG with k data shards may
@@ -107,7 +117,7 @@ func DecideShards(k int, shards []ShardCopy) ShardPlan {
 		return ShardPlan{Unfound: true}
 	}
 	v := versionOf(shards, ver)
-	p := ShardPlan{Ver: ver}
+	p := ShardPlan{Ver: ver, Held: v.held}
 	for i, s := range shards {
 		switch {
 		case !s.Listed:
@@ -291,6 +301,12 @@ func (s ShardMeta) Trimmed() ShardMeta {
 // (shardheld.go): Ver, unless it was rebuilt at a version that did not
 // write its position.
 func (s ShardMeta) Holding() EVersion { return heldAt(s.Held, s.Ver, s.Position) }
+
+// Skips says whether the meta's version left position pos as it was
+// (Held names it).
+func (s ShardMeta) Skips(pos int) bool {
+	return slices.ContainsFunc(s.Held, func(h PosVer) bool { return h.Pos == pos })
+}
 
 // Equal reports whether two metas say the same.
 func (s ShardMeta) Equal(o ShardMeta) bool {

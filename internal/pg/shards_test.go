@@ -169,18 +169,21 @@ func (s *ecSim) write(name string, val uint64) {
 	s.peer()
 }
 
-// complete trims the rollback state of an acknowledged write on the
-// shards that applied it; a completed delete leaves no trace. Some trims
-// are lost (a position's message dropped, its OSD cut before it applied
-// one): what they leave behind must be harmless.
+// complete trims, on the positions up, the rollback state of an
+// acknowledged write and of any older one a position it skipped still
+// keeps (as the OSD's trim does); a completed delete leaves no trace. Some
+// trims are lost (a position's message dropped, its OSD cut before it
+// applied one): what they leave behind must be harmless.
 func (s *ecSim) complete(name string, v EVersion) {
 	for i := range s.shards {
-		if s.r.IntN(4) == 0 {
+		if !s.up[i] || s.r.IntN(4) == 0 {
 			continue
 		}
-		if sh, ok := s.shards[i][name]; ok && sh.ver == v {
+		if sh, ok := s.shards[i][name]; ok && !v.Less(sh.ver) {
 			if sh.val == 0 {
-				delete(s.shards[i], name)
+				if sh.ver == v {
+					delete(s.shards[i], name)
+				}
 				continue
 			}
 			sh.canRollBack, sh.prev, sh.prevVal, sh.prevHeld = false, EVersion{}, 0, nil
@@ -422,19 +425,19 @@ func TestDecideShards(t *testing.T) {
 		// Partial writes on 2+1 (shardheld.go): 4 wrote position 0 and
 		// the parity, and skipped position 1, which holds 3.
 		{"a partial write stands with the data position it skipped", 2, []ShardCopy{{Listed: true, Ver: v(4), Prev: v(3), CanRollBack: true, Held: skip4}, {Listed: true, Ver: v(3)}, {Listed: true, Ver: v(3)}},
-			ShardPlan{Ver: v(4), Keep: []int{0, 1}, Rebuild: []int{2}}},
+			ShardPlan{Ver: v(4), Keep: []int{0, 1}, Rebuild: []int{2}, Held: skip4}},
 		{"a partial write on the parity alone does not stand: the data position it wrote holds the version before", 2, []ShardCopy{{Listed: true, Ver: v(3)}, {Listed: true, Ver: v(3)}, {Listed: true, Ver: v(4), Prev: v(3), CanRollBack: true, Held: skip4}},
 			ShardPlan{Ver: v(3), Keep: []int{0, 1}, RollBack: []int{2}}},
 		{"a partial write stands while the data position it wrote is down", 2, []ShardCopy{{}, {Listed: true, Ver: v(3)}, {Listed: true, Ver: v(4), Held: skip4}},
-			ShardPlan{Ver: v(4), Keep: []int{1, 2}, Missing: []int{0}}},
+			ShardPlan{Ver: v(4), Keep: []int{1, 2}, Missing: []int{0}, Held: skip4}},
 		{"a rebuilt shard holds what its version names for its position", 2, []ShardCopy{{Listed: true, Ver: v(4)}, {Listed: true, Ver: v(4), Held: skip4}, {Listed: true, Ver: v(4), Held: skip4}},
-			ShardPlan{Ver: v(4), Keep: []int{0, 1, 2}}},
+			ShardPlan{Ver: v(4), Keep: []int{0, 1, 2}, Held: skip4}},
 		// 5 wrote position 1 and the parity over 4, and reached only the
 		// parity: rolling back to 4 needs what 4 named for position 1.
 		{"rolling back to a partial write: the version before names what the skipped position holds", 2, []ShardCopy{{}, {Listed: true, Ver: v(3)}, {Listed: true, Ver: v(5), Prev: v(4), CanRollBack: true, Held: []PosVer{{0, v(4)}}, PrevHeld: skip4}},
-			ShardPlan{Ver: v(4), Keep: []int{1}, RollBack: []int{2}, Missing: []int{0}}},
+			ShardPlan{Ver: v(4), Keep: []int{1}, RollBack: []int{2}, Missing: []int{0}, Held: skip4}},
 		{"a skipped position's own write rolls back to what the version standing names for it", 2, []ShardCopy{{}, {Listed: true, Ver: v(5), Prev: v(3), CanRollBack: true, Held: []PosVer{{0, v(4)}}}, {Listed: true, Ver: v(4), Held: skip4}},
-			ShardPlan{Ver: v(4), Keep: []int{2}, RollBack: []int{1}, Missing: []int{0}}},
+			ShardPlan{Ver: v(4), Keep: []int{2}, RollBack: []int{1}, Missing: []int{0}, Held: skip4}},
 	}
 	for _, c := range cases {
 		got := DecideShards(c.k, c.shards)
