@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ec-volume.sh: 4 KiB random writes and reads, fio's nbd engine at QD, to a
 # volume on an erasure-coded K+M pool and to one on the 3-copy pool of the
-# same cluster (cairn dev, 3 hosts x 1 OSD), for cairn built from each of
+# same cluster (cairn dev, 3 hosts x OSDS_PER_HOST), for cairn built from each of
 # REVS (git revisions; "." is the working tree), the revisions alternating
 # ROUNDS times. One table: IOPS, p99, and the OSDs' CPU seconds per 1,000
 # IOs (from /proc), and the line "EC/3-copy 4K randwrite QD16 ratio: X.XX"
@@ -15,7 +15,8 @@
 # random writes run under it: each object's first write clones it.
 # Environment: DURATION=15 (seconds of each fio job, after a 2 s ramp),
 # VOLUME=512M (each volume, written whole in 1 MiB writes first), QD=16,
-# EC=2+1, REVS=., ROUNDS=1, WORKDIR=/tmp/cairn-ecvol, CAIRN_ETCD_PORT=25890
+# EC=2+1, EC_FLAGS= (more flags of the pool's create, e.g. "--failure-domain
+# osd" for 4+2 with OSDS_PER_HOST=2), OSDS_PER_HOST=1, REVS=., ROUNDS=1, WORKDIR=/tmp/cairn-ecvol, CAIRN_ETCD_PORT=25890
 # CAIRN_OSD_PORT=28890 CAIRN_NBD_PORT=21909. Needs fio, go, git, python3.
 set -euo pipefail
 
@@ -23,6 +24,8 @@ DURATION=${DURATION:-15}
 VOLUME=${VOLUME:-512M}
 QD=${QD:-16}
 EC=${EC:-2+1}
+EC_FLAGS=${EC_FLAGS:-}
+OSDS_PER_HOST=${OSDS_PER_HOST:-1}
 REVS=${REVS:-.}
 ROUNDS=${ROUNDS:-1}
 SNAPSHOT=${SNAPSHOT:-0}
@@ -42,8 +45,9 @@ dev_cleanup_traps
 
 start_cluster() {
 	local bin=$1 dir=$WORKDIR/dev
-	start_dev "$bin" 1
-	CAIRN_EXPERIMENTAL_EC=1 "$bin" --conf "$dir/cairn.conf" pool create ec --ec "$EC" >/dev/null
+	start_dev "$bin" "$OSDS_PER_HOST"
+	# shellcheck disable=SC2086 # EC_FLAGS is a list of flags
+	CAIRN_EXPERIMENTAL_EC=1 "$bin" --conf "$dir/cairn.conf" pool create ec --ec "$EC" $EC_FLAGS >/dev/null
 	"$bin" --conf "$dir/cairn.conf" volume create ec/vol --size "$VOLUME" >/dev/null
 	"$bin" --conf "$dir/cairn.conf" volume create default/vol --size "$VOLUME" >/dev/null
 }

@@ -14,14 +14,14 @@ import (
 // A small partial write that asks nothing first. Once a write of the
 // primary has reached every position of the acting set it did not skip,
 // the primary knows which version each holds and the object's size
-// (pgState.known)
-// until the PG's interval changes or a position is marked missing for the
-// object. A small write of such an object (ec.Codec.WriteDelta) then
-// reads only the old bytes of the data chunks it covers, and sends each
-// parity position the delta to XOR into its shard (proto.FlagShardXor)
-// instead of reading the old parity first; the positions the write does
-// not change are neither asked nor written (skipped). Nothing here is trusted for
-// correctness: each read's reply must carry the known version, and every
+// (pgState.known) until the PG's interval changes or a position is marked
+// missing for the object. A small write of such an object
+// (ec.Codec.WriteDelta) then reads only the old bytes of the data chunks
+// it covers, and sends each parity position the delta to XOR into its
+// shard (proto.FlagShardXor) instead of reading the old parity first; the
+// positions the write does not change are neither asked nor written
+// (skipped). Nothing here is trusted for correctness: each read's reply
+// must carry the known version, and every
 // position checks at apply that it holds the version the write replaces
 // (Prev), so a wrong memo only fails the write (which drops it), and the
 // write sent again takes the paths that ask (ecpartialfast.go).
