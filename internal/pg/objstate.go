@@ -56,7 +56,7 @@ func (o ObjState) Encode() []byte {
 	if !o.CanRollBack && o.Prev != (EVersion{}) {
 		panic("object state: a previous version without rollback")
 	}
-	if err := o.shard().validHeld(); err != nil || !o.CanRollBack && len(o.PrevHeld) > 0 {
+	if err := o.shard().validHeld(); err != nil {
 		panic(fmt.Sprintf("object state: positions held: %v", err))
 	}
 	b := make([]byte, objStateLen, objStateLen2)
@@ -136,14 +136,7 @@ func DecodeObjState(b []byte) (ObjState, error) {
 	}
 	if b[0] == objStateFormat3 {
 		var ok bool
-		rest := b[objStateLen2:]
-		if o.Held, rest, ok = decodeHeld(rest); !ok {
-			return ObjState{}, ErrBadObjState
-		}
-		if o.PrevHeld, rest, ok = decodeHeld(rest); !ok || len(rest) > 0 || len(o.Held)+len(o.PrevHeld) == 0 {
-			return ObjState{}, ErrBadObjState
-		}
-		if !o.CanRollBack && len(o.PrevHeld) > 0 || o.shard().validHeld() != nil {
+		if o.Held, o.PrevHeld, ok = decodeHeldLists(b[objStateLen2:]); !ok || o.shard().validHeld() != nil {
 			return ObjState{}, ErrBadObjState
 		}
 	}

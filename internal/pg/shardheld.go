@@ -102,6 +102,18 @@ func decodeHeld(b []byte) ([]PosVer, []byte, bool) {
 	return held, b, true
 }
 
+// decodeHeldLists reads the Held and PrevHeld lists of a meta, which are
+// all of b and name at least one position; false otherwise.
+func decodeHeldLists(b []byte) (held, prevHeld []PosVer, ok bool) {
+	if held, b, ok = decodeHeld(b); !ok {
+		return nil, nil, false
+	}
+	if prevHeld, b, ok = decodeHeld(b); !ok || len(b) > 0 || len(held)+len(prevHeld) == 0 {
+		return nil, nil, false
+	}
+	return held, prevHeld, true
+}
+
 // PartialHeld returns the Held list of a write at ver that reaches only
 // the positions in wrote, over an object whose positions hold the
 // versions in base (by position): every other position, with the version

@@ -350,13 +350,14 @@ func (s ShardMeta) Encode() []byte {
 }
 
 // validHeld checks the meta's Held lists: a tombstone writes every
-// position, and the rollback target of a create is "absent".
+// position, and there is no previous version to name positions of
+// without rollback, or for a create (it rolls back to "absent").
 func (s ShardMeta) validHeld() error {
 	if s.Tombstone && len(s.Held) > 0 {
 		return errors.New("a tombstone names positions it did not write")
 	}
-	if s.Prev == (EVersion{}) && len(s.PrevHeld) > 0 {
-		return errors.New("positions held by an absent previous version")
+	if (!s.CanRollBack || s.Prev == (EVersion{})) && len(s.PrevHeld) > 0 {
+		return errors.New("positions held by no previous version")
 	}
 	if err := validHeld(s.Held, s.Ver); err != nil {
 		return err
@@ -389,14 +390,7 @@ func DecodeShardMeta(b []byte) (ShardMeta, error) {
 	}
 	if b[0] == shardMetaFormat3 {
 		var ok bool
-		rest := b[shardMetaLen:]
-		if m.Held, rest, ok = decodeHeld(rest); !ok {
-			return ShardMeta{}, ErrBadShardMeta
-		}
-		if m.PrevHeld, rest, ok = decodeHeld(rest); !ok || len(rest) > 0 || len(m.Held)+len(m.PrevHeld) == 0 {
-			return ShardMeta{}, ErrBadShardMeta
-		}
-		if !m.CanRollBack && len(m.PrevHeld) > 0 || m.validHeld() != nil {
+		if m.Held, m.PrevHeld, ok = decodeHeldLists(b[shardMetaLen:]); !ok || m.validHeld() != nil {
 			return ShardMeta{}, ErrBadShardMeta
 		}
 	}
