@@ -21,9 +21,11 @@ import (
 //     list of the version they can roll back to (ShardMeta.Held,
 //     PrevHeld), so any of them tells peering and reads what every
 //     position of either version must hold;
+//   - a write skips positions only when it keeps the object's size, so a
+//     skipped position's meta still gives the object's size;
 //   - a write whose list is empty wrote every position, as puts, deletes
-//     and every write before this existed do: then each position holds
-//     exactly the shard's own version, and nothing here changes a thing.
+//     and changes of keys do: then each position holds exactly the
+//     shard's own version, as in a pool whose writes never skip.
 //
 // What this asks of peering (DecideShards): a position votes for version
 // v when it holds what v names for it. A partial write reaches some
