@@ -111,7 +111,7 @@ func ShardsConsistent(lists []*Listing, name string) bool {
 // that version: a partial write skips positions (shardheld.go), whose
 // shards are then older by their own version but hold the newest
 // version's bytes. Scrub compares what the positions hold, so it compares
-// them that way.
+// them that way: all of them at the newest is all of them agreeing.
 func ShardsAtNewest(copies []Copy) []Copy {
 	var v EVersion
 	for _, c := range copies {
@@ -119,6 +119,11 @@ func ShardsAtNewest(copies []Copy) []Copy {
 			v = c.State.Ver
 		}
 	}
+	return shardsAt(copies, v)
+}
+
+// shardsAt is ShardsAtNewest for version v.
+func shardsAt(copies []Copy, v EVersion) []Copy {
 	o := objVersion{ver: v}
 	for _, c := range copies {
 		if c.Present && !c.State.Corrupt && c.State.Ver == v && len(c.State.Held) > 0 {
@@ -137,6 +142,25 @@ func ShardsAtNewest(copies []Copy) []Copy {
 	return out
 }
 
+// shardsAtStanding is shardsAt for the version that stands among copies
+// as peering decides it (a partial write that a data position it wrote
+// lacks does not stand, whatever the positions it skipped hold), or the
+// newest when none does.
+func shardsAtStanding(k int, copies []Copy) []Copy {
+	shards := make([]ShardCopy, len(copies))
+	for i, c := range copies {
+		if c.Present && c.State.Corrupt {
+			continue // not listed: no vote
+		}
+		st := c.State
+		shards[i] = ShardCopy{Listed: true, Ver: st.Ver, Prev: st.Prev, CanRollBack: st.CanRollBack, Tombstone: st.Tombstone, Held: st.Held, PrevHeld: st.PrevHeld}
+	}
+	if v, ok := standing(k, shards); ok {
+		return shardsAt(copies, v)
+	}
+	return ShardsAtNewest(copies)
+}
+
 // BadShards picks the positions of an erasure-coded object that scrub
 // rebuilds from the others: those failing their checksums and those that
 // differ from the group of equal shards most positions hold (ties go to
@@ -144,7 +168,7 @@ func ShardsAtNewest(copies []Copy) []Copy {
 // is false when that group is of fewer than k positions holding the
 // object: too few to rebuild it from.
 func BadShards(k int, copies []Copy) (bad []int, ok bool) {
-	copies = ShardsAtNewest(copies)
+	copies = shardsAtStanding(k, copies)
 	var groups [][]int
 	for i, c := range copies {
 		if c.Present && c.State.Corrupt {

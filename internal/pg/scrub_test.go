@@ -103,6 +103,9 @@ func TestBadShards(t *testing.T) {
 		// 3 wrote positions 0 and 2, and skipped 1, which holds 2.
 		{"a position a partial write skipped", 2, []Copy{{true, partial}, {true, v(2, 8)}, {true, partial}}, nil, true},
 		{"a position a partial write skipped, at an older version than it names", 2, []Copy{{true, partial}, {true, v(1, 8)}, {true, partial}}, []int{1}, true},
+		// 3 reached the parity alone: it does not stand, though the
+		// position it skipped holds what it names.
+		{"a partial write on the parity alone is the bad shard", 2, []Copy{{true, v(2, 8)}, {true, v(2, 8)}, {true, partial}}, []int{2}, true},
 	} {
 		bad, ok := BadShards(c.k, c.copies)
 		if !slices.Equal(bad, c.bad) || ok != c.ok {
