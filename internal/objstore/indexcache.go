@@ -10,9 +10,10 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// indexCache keeps the committed values of recently read object records
-// and checksum chunks: the two index entries every read and write of an
-// object looks up. A small write on an OSD looks up its object's record,
+// indexCache keeps the committed values of recently read object records,
+// checksum chunks and xattrs: the index entries every read and write of an
+// object looks up (an erasure-coded shard's meta is an xattr, read by each
+// write, read and trim of the shard). A small write on an OSD looks up its object's record,
 // the record of its PG's metadata object and a checksum chunk; in pebble
 // each lookup is a seek through a 64 MiB memtable skiplist (nearly every
 // step a CPU cache miss) and a bloom probe per sstable: three of them per
@@ -61,6 +62,11 @@ type indexCache struct {
 	// cache). Invariant: chunk c of file f is in chunks[f] iff
 	// csumKey(f, c) is in m.
 	chunks map[uint64]map[uint32]struct{}
+	// xattrs holds, for each object ID with cached xattrs, their keys, so
+	// that the range tombstone deleting an object's xattrs costs what it
+	// has cached. Invariant: k is in xattrs[id] iff k, an xattr key of
+	// object id, is in m.
+	xattrs map[uint64]map[string]struct{}
 	// seen remembers the hashes of keys whose large value missed once,
 	// direct-mapped (a collision forgets the older key).
 	seen     []atomic.Uint64
@@ -75,7 +81,8 @@ type indexCache struct {
 const indexCacheMaxValue = 16<<10 + 256
 
 // smallValue is the largest value filled on its first miss: file records
-// (34 bytes), checksum chunks (272 at most), the records of empty objects.
+// (34 bytes), checksum chunks (272 at most), the records of empty objects,
+// small xattrs.
 const smallValue = 512
 
 // seenSlots sizes indexCache.seen: 2 MiB. With the keys of 32k objects
@@ -90,7 +97,7 @@ const entryOverhead = 64
 func entryCost(k string, v []byte) int { return len(k) + len(v) + entryOverhead }
 
 func newIndexCache(maxBytes int64) *indexCache {
-	return &indexCache{m: make(map[string][]byte), chunks: make(map[uint64]map[uint32]struct{}), maxBytes: int(maxBytes),
+	return &indexCache{m: make(map[string][]byte), chunks: make(map[uint64]map[uint32]struct{}), xattrs: make(map[uint64]map[string]struct{}), maxBytes: int(maxBytes),
 		seen: make([]atomic.Uint64, seenSlots), seenSeed: maphash.MakeSeed()}
 }
 
@@ -111,7 +118,14 @@ func (c *indexCache) secondMiss(key []byte) bool {
 func (c *indexCache) seenSlot(h uint64) uint64 { return (h >> 32) % seenSlots }
 
 func cachedKey(k []byte) bool {
-	return len(k) > 0 && (k[0] == tagObject || k[0] == tagCsum)
+	return len(k) > 0 && (k[0] == tagObject || k[0] == tagCsum || k[0] == tagXattr)
+}
+
+// absentKnown says whether k's kind is cached when absent: object records
+// and xattrs (a shard's rollback object, and the undo xattr its trims
+// remove, are looked up again and again while absent).
+func absentKnown(k []byte) bool {
+	return len(k) > 0 && (k[0] == tagObject || k[0] == tagXattr)
 }
 
 // get returns key's committed value, nil if the key is known absent; ok
@@ -128,10 +142,10 @@ func (c *indexCache) get(key []byte) (v []byte, ok bool) {
 	return bytes.Clone(v), true
 }
 
-// fillAbsent records that an object record a lookup missed is absent;
-// see the invariant.
+// fillAbsent records that an object record or xattr a lookup missed is
+// absent; see the invariant.
 func (c *indexCache) fillAbsent(key []byte) {
-	if len(key) == 0 || key[0] != tagObject {
+	if !absentKnown(key) {
 		return
 	}
 	c.mu.Lock()
@@ -145,7 +159,7 @@ func (c *indexCache) fill(key, v []byte) {
 		return
 	}
 	c.mu.Lock()
-	c.set(string(key), v)
+	c.set(string(key), present(v))
 	c.mu.Unlock()
 }
 
@@ -173,6 +187,14 @@ func (c *indexCache) set(k string, v []byte) {
 		}
 		set[chunk] = struct{}{}
 	}
+	if id, ok := parseXattrKey(k); ok {
+		set := c.xattrs[id]
+		if set == nil {
+			set = make(map[string]struct{})
+			c.xattrs[id] = set
+		}
+		set[k] = struct{}{}
+	}
 }
 
 // drop removes k's entry, if any. Called with mu held.
@@ -190,6 +212,21 @@ func (c *indexCache) drop(k string) {
 			delete(c.chunks, fid)
 		}
 	}
+	if id, ok := parseXattrKey(k); ok {
+		set := c.xattrs[id]
+		delete(set, k)
+		if len(set) == 0 {
+			delete(c.xattrs, id)
+		}
+	}
+}
+
+// parseXattrKey returns the object ID of an xattr's key (idKey).
+func parseXattrKey(k string) (id uint64, ok bool) {
+	if len(k) < 9 || k[0] != tagXattr {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64([]byte(k[1:9])), true
 }
 
 // parseCsumKey splits a checksum chunk's key (csumKey) into its data file
@@ -215,6 +252,17 @@ func (c *indexCache) dropRange(lo, hi string) {
 			}
 		}
 	}
+	if overlaps([]byte(lo), []byte(hi), tagXattr) {
+		id, ok := parseXattrKey(lo)
+		if ok && hi <= string(idKey(tagXattr, id+1, nil)) {
+			// Within one object: the only range Apply writes over xattrs.
+			c.dropKeys(c.xattrs[id], inRange)
+		} else {
+			for _, set := range c.xattrs {
+				c.dropKeys(set, inRange)
+			}
+		}
+	}
 	if overlaps([]byte(lo), []byte(hi), tagObject) {
 		// Apply never writes a range tombstone over object records (objects
 		// are removed one by one), so a walk is fine here.
@@ -236,10 +284,20 @@ func (c *indexCache) dropChunks(fid uint64, inRange func(string) bool) {
 	}
 }
 
+// dropKeys drops the keys of set that are inRange.
+func (c *indexCache) dropKeys(set map[string]struct{}, inRange func(string) bool) {
+	for k := range set {
+		if inRange(k) {
+			c.drop(k)
+		}
+	}
+}
+
 // forget empties the cache. Called with mu held.
 func (c *indexCache) forget() {
 	clear(c.m)
 	clear(c.chunks)
+	clear(c.xattrs)
 	c.bytes = 0
 }
 
@@ -267,16 +325,16 @@ func (c *indexCache) committed(b *pebble.Batch) {
 				if len(v) > indexCacheMaxValue {
 					c.drop(string(k))
 				} else {
-					c.set(string(k), v)
+					c.set(string(k), present(v))
 				}
 			}
 		case pebble.InternalKeyKindRangeDelete:
 			c.dropRange(string(k), string(v))
 		case pebble.InternalKeyKindDelete, pebble.InternalKeyKindSingleDelete:
-			// A record cached is known absent now. One not cached stays
-			// out: a mass delete (a volume's removal, S3's garbage
-			// collection) does not push out what reads need.
-			if _, cached := c.m[string(k)]; cached && k[0] == tagObject {
+			// A record or xattr cached is known absent now. One not
+			// cached stays out: a mass delete (a volume's removal, S3's
+			// garbage collection) does not push out what reads need.
+			if _, cached := c.m[string(k)]; cached && absentKnown(k) {
 				c.set(string(k), nil)
 			} else {
 				c.drop(string(k))
@@ -286,6 +344,15 @@ func (c *indexCache) committed(b *pebble.Batch) {
 			c.drop(string(k))
 		}
 	}
+}
+
+// present is v as a value that is there: an empty value is not nil,
+// which the cache keeps for absent keys (an xattr may be empty).
+func present(v []byte) []byte {
+	if v == nil {
+		return []byte{}
+	}
+	return v
 }
 
 // overlaps says whether [lo, hi) holds keys starting with tag.

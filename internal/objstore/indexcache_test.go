@@ -180,13 +180,16 @@ func TestIndexCacheRangeDeletes(t *testing.T) {
 	defer db.Close()
 	rec := func(n int) []byte { return objKey("1.0", fmt.Sprint("obj", n)) }
 	ranges := [][2][]byte{
-		{csumKey(3, 5), csumKey(4, 0)},                   // the tail of one file
-		{csumKey(3, 2), csumKey(3, 4)},                   // inside one file
-		{csumKey(2, 7), csumKey(5, 1)},                   // across files
-		{[]byte{tagCsum}, []byte{tagCsum + 1}},           // every checksum
-		{rec(3), rec(6)},                                 // object records
-		{[]byte{tagCsum}, []byte{tagObject + 1}},         // both kinds
-		{idKey(tagOmap, 1, nil), idKey(tagOmap, 2, nil)}, // neither
+		{csumKey(3, 5), csumKey(4, 0)},                                       // the tail of one file
+		{csumKey(3, 2), csumKey(3, 4)},                                       // inside one file
+		{csumKey(2, 7), csumKey(5, 1)},                                       // across files
+		{[]byte{tagCsum}, []byte{tagCsum + 1}},                               // every checksum
+		{rec(3), rec(6)},                                                     // object records
+		{[]byte{tagCsum}, []byte{tagObject + 1}},                             // both kinds
+		{idKey(tagOmap, 1, nil), idKey(tagOmap, 2, nil)},                     // neither
+		{idKey(tagXattr, 2, nil), idKey(tagXattr, 3, nil)},                   // one object's xattrs
+		{idKey(tagXattr, 2, []byte("k3")), idKey(tagXattr, 4, []byte("k1"))}, // across objects
+		{[]byte{tagXattr}, []byte{tagCsum + 1}},                              // xattrs and checksums
 	}
 	for i, r := range ranges {
 		c := newIndexCache(1 << 20)
@@ -197,6 +200,7 @@ func TestIndexCacheRangeDeletes(t *testing.T) {
 		}
 		for n := 0; n < 10; n++ {
 			c.fill(rec(n), []byte{byte(n)})
+			c.fill(idKey(tagXattr, uint64(n%5), []byte(fmt.Sprint("k", n))), []byte{byte(n)})
 		}
 		want := map[string]bool{}
 		for k := range c.m {
@@ -236,6 +240,29 @@ func TestIndexCacheRangeDeletes(t *testing.T) {
 		}
 		if indexed != cached {
 			t.Fatalf("range %d: %d chunks indexed, %d cached", i, indexed, cached)
+		}
+		indexed, cached = 0, 0
+		for id, set := range c.xattrs {
+			if len(set) == 0 {
+				t.Fatalf("range %d: object %d indexed with no xattrs", i, id)
+			}
+			for k := range set {
+				indexed++
+				if got, ok := parseXattrKey(k); !ok || got != id {
+					t.Fatalf("range %d: xattr key %x indexed under object %d", i, k, id)
+				}
+				if _, ok := c.m[k]; !ok {
+					t.Fatalf("range %d: xattr %x indexed, not cached", i, k)
+				}
+			}
+		}
+		for k := range c.m {
+			if k[0] == tagXattr {
+				cached++
+			}
+		}
+		if indexed != cached {
+			t.Fatalf("range %d: %d xattrs indexed, %d cached", i, indexed, cached)
 		}
 	}
 }
@@ -293,5 +320,72 @@ func TestIndexCacheRemembersAbsentRecords(t *testing.T) {
 	apply(t, s, func(tx *Txn) { tx.Put("c", "never", []byte("now")) })
 	if got := mustRead(t, s, "c", "never", 0, 0); string(got) != "now" {
 		t.Fatalf("an object created under a name known absent reads %q", got)
+	}
+}
+
+// Xattrs are read through the cache: an erasure-coded shard's meta is
+// read by every write, read and trim of the shard. A cached xattr follows
+// every change a commit makes to it (set, removed, its object deleted or
+// renamed), and an empty value stays apart from an absent one.
+func TestIndexCacheFollowsXattrs(t *testing.T) {
+	s := openMem(t, nil)
+	defer s.Close()
+	// want reads an xattr, and how many of the two lookups (its object's
+	// record, then the xattr) missed the cache.
+	want := func(name, key, value string, absent bool, misses int64) {
+		t.Helper()
+		m0, h0 := s.idx.misses.Load(), s.idx.hits.Load()
+		v, err := s.GetXattr("c", name, key)
+		m, h := s.idx.misses.Load()-m0, s.idx.hits.Load()-h0
+		lookups := int64(2)
+		if _, err := s.Stat("c", name); errors.Is(err, ErrNotFound) {
+			lookups = 1 // no record: no xattr lookup
+		}
+		switch {
+		case absent && !errors.Is(err, ErrNotFound):
+			t.Fatalf("xattr %q of %q: %q, %v; want ErrNotFound", key, name, v, err)
+		case !absent && (err != nil || string(v) != value || v == nil):
+			t.Fatalf("xattr %q of %q: %q (nil: %v), %v; want %q", key, name, v, v == nil, err, value)
+		case m != misses || m+h != lookups:
+			t.Fatalf("xattr %q of %q: %d cache misses and %d hits, want %d of %d lookups missed", key, name, m, h, misses, lookups)
+		}
+	}
+	apply(t, s, func(tx *Txn) {
+		tx.Put("c", "obj", []byte("data"))
+		tx.SetXattr("c", "obj", "meta", []byte("v1"))
+		tx.SetXattr("c", "obj", "empty", nil)
+	})
+	want("obj", "meta", "v1", false, 2) // the record and the xattr
+	want("obj", "meta", "v1", false, 0)
+	want("obj", "empty", "", false, 1)
+	want("obj", "empty", "", false, 0)
+	want("obj", "undo", "", true, 1)
+	want("obj", "undo", "", true, 0)
+
+	apply(t, s, func(tx *Txn) {
+		tx.SetXattr("c", "obj", "meta", []byte("v2"))
+		tx.SetXattr("c", "obj", "undo", []byte("old bytes"))
+	})
+	want("obj", "meta", "v2", false, 0)
+	want("obj", "undo", "old bytes", false, 0)
+	apply(t, s, func(tx *Txn) { tx.RmXattr("c", "obj", "undo") })
+	want("obj", "undo", "", true, 0)
+
+	apply(t, s, func(tx *Txn) { tx.Rename("c", "obj", "moved") })
+	want("moved", "meta", "v2", false, 1) // the new name's record
+	want("obj", "meta", "", true, 0)
+
+	apply(t, s, func(tx *Txn) { tx.Delete("c", "moved") })
+	want("moved", "meta", "", true, 0)
+	apply(t, s, func(tx *Txn) { tx.Put("c", "moved", []byte("new")) })
+	want("moved", "meta", "", true, 1) // a new object: its own xattrs
+	s.idx.mu.RLock()
+	defer s.idx.mu.RUnlock()
+	for id, set := range s.idx.xattrs {
+		for k := range set {
+			if _, ok := s.idx.m[k]; !ok {
+				t.Fatalf("xattr %x of object %d indexed, not cached", k, id)
+			}
+		}
 	}
 }

@@ -13,8 +13,9 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// getIndexed is get for an object record or checksum chunk, through the
-// index cache; the caller holds the object's shard lock (see indexCache).
+// getIndexed is get for an object record, checksum chunk or xattr,
+// through the index cache; the caller holds the object's shard lock (see
+// indexCache).
 func (s *Store) getIndexed(key []byte) ([]byte, error) {
 	if v, ok := s.idx.get(key); ok {
 		if v == nil {
@@ -103,7 +104,7 @@ func (s *Store) GetXattr(coll, name, key string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := s.get(idKey(tagXattr, id, []byte(key)))
+	v, err := s.getIndexed(idKey(tagXattr, id, []byte(key)))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, fmt.Errorf("objstore: xattr %q of %q/%q: %w", key, coll, name, ErrNotFound)
 	}
