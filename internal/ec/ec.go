@@ -28,7 +28,6 @@
 package ec
 
 import (
-	"crypto/subtle"
 	"errors"
 	"fmt"
 
@@ -111,19 +110,17 @@ func (c *Codec) Encode(data [][]byte) ([][]byte, error) {
 	return shards[c.l.K:], nil
 }
 
-// ParityDelta returns, for each parity chunk, what to XOR into the bytes
-// at the same offsets when the bytes of data chunk i change from old to
-// new (of equal length): Reed-Solomon is linear, so a parity shard
+// parityDelta returns, for each parity chunk, what to XOR into the bytes
+// at the same offsets when the bytes of data chunk i change by delta (the
+// old bytes XOR the new): Reed-Solomon is linear, so a parity shard
 // updates without seeing any other data chunk.
-func (c *Codec) ParityDelta(i int, old, new []byte) ([][]byte, error) {
-	if i < 0 || i >= c.l.K || len(old) != len(new) {
-		return nil, errors.New("parity delta: bad chunk or lengths")
+func (c *Codec) parityDelta(i int, delta []byte) ([][]byte, error) {
+	if i < 0 || i >= c.l.K {
+		return nil, errors.New("parity delta: bad chunk")
 	}
-	delta := make([]byte, len(new))
-	subtle.XORBytes(delta, old, new)
 	parity := make([][]byte, c.l.M)
 	for j := range parity {
-		parity[j] = make([]byte, len(new))
+		parity[j] = make([]byte, len(delta))
 	}
 	if err := c.rs.EncodeIdx(delta, i, parity); err != nil {
 		return nil, fmt.Errorf("parity delta: %w", err)

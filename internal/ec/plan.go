@@ -1,10 +1,12 @@
 package ec
 
+import "fmt"
+
 // How a write of an erasure-coded object becomes work per stripe. A
 // stripe whose every data chunk the write covers is encoded from the new
 // bytes alone (Full). Otherwise the parity follows either by delta (read
 // the old bytes of the touched ranges, send each parity shard the XOR of
-// old and new through ParityDelta) or by re-encoding (read the untouched
+// old and new through parityDelta) or by re-encoding (read the untouched
 // ranges of the stripe's data chunks, encode the whole stripe): Plan takes
 // the one that reads fewer bytes. Bytes past the object's end read as
 // zeros, so a new stripe is a delta against nothing.
@@ -122,7 +124,8 @@ type ShardWrite struct {
 }
 
 // ReadChunk returns bytes [from, to) of data chunk chunk of the stripe
-// being written, as they are now (zeros past the object's end).
+// being written, as they are now (zeros past the object's end), in a
+// buffer the caller owns: Writes turns it into the delta in place.
 type ReadChunk func(chunk, from, to int) ([]byte, error)
 
 // Writes turns one stripe's work into what each shard must write: the
@@ -138,11 +141,15 @@ func (c *Codec) Writes(w StripeWork, src func(ChunkRange) []byte, old ReadChunk)
 	}
 	if w.Kind == Delta {
 		for _, r := range w.Ranges {
-			prev, err := old(r.Chunk, r.From, r.To)
+			delta, err := old(r.Chunk, r.From, r.To)
 			if err != nil {
 				return nil, err
 			}
-			deltas, err := c.ParityDelta(r.Chunk, prev, src(r))
+			if len(delta) != r.To-r.From {
+				return nil, fmt.Errorf("chunk %d: %d old bytes of [%d, %d)", r.Chunk, len(delta), r.From, r.To)
+			}
+			xorInto(delta, src(r))
+			deltas, err := c.parityDelta(r.Chunk, delta)
 			if err != nil {
 				return nil, err
 			}

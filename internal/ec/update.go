@@ -59,15 +59,20 @@ func (c *Codec) WriteDelta(size, off int64, data []byte, read ReadShard) (ups []
 		if i >= c.l.K {
 			return nil, errors.New("a delta write reads no parity")
 		}
+		if at+int64(n) <= c.l.ShardLen(size, i) {
+			return read(i, at, n) // inside the object: ReadRange copies it
+		}
 		return readPadded(c.l, size, read, i, at, n)
 	}
 	ws, err := c.Writes(work[0], c.writeSrc(off, data, work[0]), c.oldChunk(size, work[0], dataOnly))
 	if err != nil {
 		return nil, false
 	}
-	// Each parity shard's deltas summed (they overlap where the write
-	// covers one column of several chunks): XORed into zeros.
-	ws, _ = c.applyDeltas(ws, func(_ int, _ int64, n int) ([]byte, error) { return make([]byte, n), nil })
+	if len(work[0].Ranges) > 1 {
+		// Each parity shard's deltas summed (they overlap where the write
+		// covers one column of several chunks): XORed into zeros.
+		ws, _ = c.applyDeltas(ws, func(_ int, _ int64, n int) ([]byte, error) { return make([]byte, n), nil })
+	}
 	ups = make([]ShardUpdate, c.l.K+c.l.M)
 	for i := range ups {
 		ups[i].Len = c.l.ShardLen(size, i)
@@ -166,8 +171,8 @@ func (c *Codec) oldChunk(size int64, w StripeWork, read ReadShard) ReadChunk {
 	base := w.Stripe * c.l.StripeBytes()
 	return func(chunk, from, to int) ([]byte, error) {
 		b, _, err := c.ReadRange(size, base+int64(chunk)*int64(c.l.Unit)+int64(from), to-from, read)
-		if err != nil {
-			return nil, err
+		if err != nil || len(b) == to-from {
+			return b, err // ReadRange's own buffer
 		}
 		out := make([]byte, to-from)
 		copy(out, b)

@@ -166,10 +166,9 @@ func (r *shardReads) fetch(i int) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("position %d does not hold version %s", i, r.o.plan.Holds(i))
 	}
-	buf := make([]byte, r.to-r.from)
 	hi := min(r.to, r.l.ShardLen(r.o.size, i))
 	if hi <= r.from {
-		return buf, nil // the shard holds nothing there: zeros
+		return make([]byte, r.to-r.from), nil // the shard holds nothing there: zeros
 	}
 	meta, data, err := r.s.readShardFrom(r.ctx, r.o.t, r.o.osds[i], r.id, r.name, r.from, hi-r.from, flags|r.flags)
 	if err != nil {
@@ -178,6 +177,10 @@ func (r *shardReads) fetch(i int) ([]byte, error) {
 	if want := r.o.plan.Holds(i); meta.Holding() != want || int64(len(data)) != hi-r.from {
 		return nil, fmt.Errorf("position %d holds version %s and %d bytes of the span, want %s and %d", i, meta.Holding(), len(data), want, hi-r.from)
 	}
+	if hi == r.to {
+		return data, nil // readShardFrom's: ours
+	}
+	buf := make([]byte, r.to-r.from)
 	copy(buf, data)
 	return buf, nil
 }

@@ -48,6 +48,9 @@ const (
 const (
 	inlineUndoXattr = proto.ReservedPrefix + "ei"
 	maxInlineUndo   = 16 << 10
+	// inlineUndoHeadMax is room for a record's head (a meta and its
+	// ranges) before its old bytes; a longer one only grows the buffer.
+	inlineUndoHeadMax = 128
 )
 
 // shardUndo is an undo record: the shard's old length and the ranges of
@@ -161,7 +164,14 @@ func (s *Server) keepUndo(coll, name string, size uint64, c objstore.Changes, tx
 	if err != nil || !ok {
 		return false, err
 	}
-	old := make([]byte, 0, u.bytes())
+	// Inline, the old bytes go straight after the record's head.
+	inline := len(keys) == 0 && u.bytes() <= maxInlineUndo
+	var old []byte
+	if inline {
+		old = appendInlineUndoHead(make([]byte, 0, inlineUndoHeadMax+u.bytes()), prev, u)
+	} else {
+		old = make([]byte, 0, u.bytes())
+	}
 	for _, r := range u.ranges {
 		b, ok := read[r]
 		if !ok {
@@ -176,8 +186,8 @@ func (s *Server) keepUndo(coll, name string, size uint64, c objstore.Changes, tx
 	}
 	rb := rollbackName(name)
 	txn.Delete(coll, rb)
-	if len(keys) == 0 && len(old) <= maxInlineUndo {
-		txn.SetXattr(coll, name, inlineUndoXattr, encodeInlineUndo(prev, u, old))
+	if inline {
+		txn.SetXattr(coll, name, inlineUndoXattr, old)
 		return true, nil
 	}
 	txn.RmXattr(coll, name, inlineUndoXattr)
@@ -193,11 +203,15 @@ func (s *Server) keepUndo(coll, name string, size uint64, c objstore.Changes, tx
 // encodeInlineUndo lays out an inline undo record: the previous meta and
 // the ranges, each after its length (a uvarint), then the old bytes.
 func encodeInlineUndo(prev pg.ShardMeta, u shardUndo, old []byte) []byte {
+	return append(appendInlineUndoHead(nil, prev, u), old...)
+}
+
+// appendInlineUndoHead appends an inline undo record's head (all but its
+// old bytes) to b.
+func appendInlineUndoHead(b []byte, prev pg.ShardMeta, u shardUndo) []byte {
 	m, r := prev.Encode(), u.encode()
-	b := make([]byte, 0, 2*binary.MaxVarintLen16+len(m)+len(r)+len(old))
 	b = append(binary.AppendUvarint(b, uint64(len(m))), m...)
-	b = append(binary.AppendUvarint(b, uint64(len(r))), r...)
-	return append(b, old...)
+	return append(binary.AppendUvarint(b, uint64(len(r))), r...)
 }
 
 // decodeInlineUndo decodes and checks what encodeInlineUndo wrote: a meta
