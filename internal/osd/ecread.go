@@ -125,18 +125,23 @@ type shardReads struct {
 
 // prefetch reads the spans of shards in parallel.
 func (r *shardReads) prefetch(shards []int) {
+	if len(shards) == 1 {
+		r.fetchInto(shards[0]) // a small write's one chunk: no goroutine to start
+		return
+	}
 	var wg sync.WaitGroup
 	for _, i := range shards {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			b, err := r.fetch(i)
-			r.mu.Lock()
-			r.bufs[i], r.errs[i] = b, err
-			r.mu.Unlock()
-		}()
+		wg.Go(func() { r.fetchInto(i) })
 	}
 	wg.Wait()
+}
+
+// fetchInto fetches shard i's span into r.
+func (r *shardReads) fetchInto(i int) {
+	b, err := r.fetch(i)
+	r.mu.Lock()
+	r.bufs[i], r.errs[i] = b, err
+	r.mu.Unlock()
 }
 
 // read is the ec.ReadShard of the read: a parity shard is read the first
