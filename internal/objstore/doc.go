@@ -195,8 +195,9 @@
 // growing file (with pebble's WAL, zero-filling its files already shortened
 // every synced commit).
 //
-// Above pebble sits an index cache (indexcache.go) of object records and
-// checksum chunks, the lookups every read and write makes; in a 64 MiB
+// Above pebble sits an index cache (indexcache.go) of object records,
+// checksum chunks and xattrs (an erasure-coded shard's meta is one), the
+// lookups every read and write makes; in a 64 MiB
 // memtable each costs a chain of CPU cache misses. The records of objects
 // up to 16 KiB hold their data, so it is also their read cache. An
 // entry is filled only under its object's lock and updated from every
