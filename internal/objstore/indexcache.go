@@ -37,7 +37,7 @@ import (
 // ones: an erasure-coded shard's rollback object is created by a write
 // and deleted by its trim, and each write and trim of the shard looks it
 // up; in pebble, a lookup that ends at a deletion walks the memtable and
-// every level.
+// every level. Xattrs a lookup missed are remembered absent too.
 //
 // Invariant: every entry equals its key's committed value (nil: absent).
 // It holds because
@@ -121,9 +121,9 @@ func cachedKey(k []byte) bool {
 	return len(k) > 0 && (k[0] == tagObject || k[0] == tagCsum || k[0] == tagXattr)
 }
 
-// absentKnown says whether k's kind is cached when absent: object records
-// and xattrs (a shard's rollback object, and the undo xattr its trims
-// remove, are looked up again and again while absent).
+// absentKnown says whether a lookup that misses k remembers it absent:
+// for object records and xattrs, as a lookup of an absent key walks the
+// memtable and every level of pebble.
 func absentKnown(k []byte) bool {
 	return len(k) > 0 && (k[0] == tagObject || k[0] == tagXattr)
 }
@@ -331,10 +331,12 @@ func (c *indexCache) committed(b *pebble.Batch) {
 		case pebble.InternalKeyKindRangeDelete:
 			c.dropRange(string(k), string(v))
 		case pebble.InternalKeyKindDelete, pebble.InternalKeyKindSingleDelete:
-			// A record or xattr cached is known absent now. One not
-			// cached stays out: a mass delete (a volume's removal, S3's
-			// garbage collection) does not push out what reads need.
-			if _, cached := c.m[string(k)]; cached && absentKnown(k) {
+			// A record cached is known absent now. One not cached stays
+			// out: a mass delete (a volume's removal, S3's garbage
+			// collection) does not push out what reads need. A deleted
+			// xattr is dropped: most go with their object, whose ID
+			// nothing looks up again.
+			if _, cached := c.m[string(k)]; cached && k[0] == tagObject {
 				c.set(string(k), nil)
 			} else {
 				c.drop(string(k))

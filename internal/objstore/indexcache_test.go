@@ -369,6 +369,7 @@ func TestIndexCacheFollowsXattrs(t *testing.T) {
 	want("obj", "meta", "v2", false, 0)
 	want("obj", "undo", "old bytes", false, 0)
 	apply(t, s, func(tx *Txn) { tx.RmXattr("c", "obj", "undo") })
+	want("obj", "undo", "", true, 1) // dropped, then remembered absent
 	want("obj", "undo", "", true, 0)
 
 	apply(t, s, func(tx *Txn) { tx.Rename("c", "obj", "moved") })

@@ -152,8 +152,7 @@ func shardsAtStanding(k int, copies []Copy) []Copy {
 		if c.Present && c.State.Corrupt {
 			continue // not listed: no vote
 		}
-		st := c.State
-		shards[i] = ShardCopy{Listed: true, Ver: st.Ver, Prev: st.Prev, CanRollBack: st.CanRollBack, Tombstone: st.Tombstone, Held: st.Held, PrevHeld: st.PrevHeld}
+		shards[i] = c.State.shard().Copy()
 	}
 	if v, ok := standing(k, shards); ok {
 		return shardsAt(copies, v)

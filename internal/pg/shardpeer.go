@@ -75,8 +75,8 @@ func DecideShardsPG(self clustermap.OSDID, epoch clustermap.Epoch, k int, positi
 		copies := make([]ShardCopy, len(positions))
 		for p, l := range lists {
 			if l != nil && positions[p] >= 0 {
-				st := l.Objs[name]
-				copies[p] = ShardCopy{Listed: true, Ver: st.Ver, Prev: st.Prev, CanRollBack: st.CanRollBack, Tombstone: st.Tombstone, Held: st.Held, PrevHeld: st.PrevHeld, Stale: !voter[p]}
+				copies[p] = l.Objs[name].shard().Copy()
+				copies[p].Stale = !voter[p]
 			}
 		}
 		plan := DecideShards(k, copies)
