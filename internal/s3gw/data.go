@@ -15,11 +15,14 @@ import (
 const writeAhead = 2
 
 // writeData streams exactly size bytes of body into the stripes of data
-// id in the bucket's data pool (loc), feeding every byte to hashes in the
-// same pass. It returns when every stripe is durable, or with the first
-// error (the caller then removes what was written: removeData). A body
-// shorter than size is IncompleteBody; one longer, or whose own check
-// fails at its end (a signature, a SHA-256), fails with that error.
+// id in the bucket's data pool (loc), feeding every byte to hashes in
+// order. The hashes run behind the reading, while the stripe is being
+// stored: nothing needs them before the commit, and large bodies' MD5s
+// wait there to be hashed together (md5Lanes). It returns when every
+// stripe is durable, or with the first error (the caller then removes
+// what was written: removeData). A body shorter than size is
+// IncompleteBody; one longer, or whose own check fails at its end (a
+// signature, a SHA-256), fails with that error.
 func (g *Gateway) writeData(ctx context.Context, loc dataLoc, dataID string, body io.Reader, size uint64, hashes []hash.Hash) error {
 	st, err := g.dataStore(loc.pool)
 	if err != nil {
@@ -39,6 +42,7 @@ func (g *Gateway) writeData(ctx context.Context, loc dataLoc, dataID string, bod
 		mu.Unlock()
 	}
 	sem := make(chan struct{}, writeAhead)
+	var hashed <-chan struct{} = closedChan
 	for n, off := uint64(0), uint64(0); off < size; n++ {
 		bp := g.bufs.Get().(*[]byte)
 		chunk := (*bp)[:min(uint64(stripeSize), size-off)]
@@ -46,9 +50,6 @@ func (g *Gateway) writeData(ctx context.Context, loc dataLoc, dataID string, bod
 			g.bufs.Put(bp)
 			fail(bodyErr(err))
 			break
-		}
-		for _, h := range hashes {
-			h.Write(chunk)
 		}
 		off += uint64(len(chunk))
 		select {
@@ -60,21 +61,49 @@ func (g *Gateway) writeData(ctx context.Context, loc dataLoc, dataID string, bod
 			fail(ctx.Err())
 			break
 		}
+		stored := make(chan struct{})
+		hashed = hashAfter(hashed, stored, chunk, hashes)
 		wg.Add(1)
-		go func(name string) {
+		go func(name string, hashed <-chan struct{}) {
 			defer wg.Done()
-			defer func() { <-sem; g.bufs.Put(bp) }()
-			if err := st.Put(ctx, name, chunk); err != nil {
+			defer func() { <-hashed; <-sem; g.bufs.Put(bp) }()
+			err := st.Put(ctx, name, chunk)
+			close(stored)
+			if err != nil {
 				fail(fmt.Errorf("writing %s: %w", name, g.dataErr(loc.pool, err)))
 			}
-		}(dataObject(loc.bucketID, dataID, n))
+		}(dataObject(loc.bucketID, dataID, n), hashed)
 	}
+	<-hashed
 	wg.Wait()
 	if firstErr != nil {
 		return firstErr
 	}
 	return bodyEnd(body, size)
 }
+
+// hashAfter feeds chunk to hashes once after is closed, on a goroutine of
+// its own, and closes the channel it returns when they are done: each
+// stripe's hashing waits for the one before, as the hashes need the bytes
+// in order. A large body's MD5 may wait for other bodies' to be hashed
+// with them (md5Lanes.gather), at most until stored is closed.
+func hashAfter(after, stored <-chan struct{}, chunk []byte, hashes []hash.Hash) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		<-after
+		for _, h := range hashes {
+			if g, ok := h.(gatherer); ok {
+				g.gather(stored)
+			}
+			h.Write(chunk)
+		}
+	}()
+	return done
+}
+
+// closedChan is a channel that is already closed.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // bodyEnd reads a body to its end once its size bytes are read: that
 // makes it check what protects it (the payload's SHA-256, the final chunk

@@ -89,7 +89,6 @@ func TestReclaimedIntentFailsCommit(t *testing.T) {
 		if op == "put" && strings.HasPrefix(name, "s3d.") && !reclaimed {
 			reclaimed = true
 			env.clock.offset += env.gw.cfg.IntentTimeout + time.Second
-			env.store.Fail = nil
 			if st, err := env.gw.Collect(ctx); err != nil || st.Intents != 1 {
 				t.Errorf("collect during the PUT: %+v %v", st, err)
 			}

@@ -5,70 +5,151 @@ import (
 	"errors"
 	"hash"
 	"sync"
-	"sync/atomic"
 
 	md5simd "github.com/minio/md5-simd"
 )
 
 // md5Lanes computes the ETag MD5 of large PUT bodies on one multi-lane
 // server (minio/md5-simd: up to 16 bodies in one instruction stream with
-// AVX-512, 8 with AVX2) while enough of them are in flight to fill its
-// lanes. MD5 is the most costly step of a PUT in the gateway, and it
-// cannot be split within one body; across bodies it can. With few in
-// flight the lanes run mostly empty, which costs more than hashing each
-// body alone (crypto/md5), so then each is.
+// AVX-512, 8 with AVX2). MD5 is the most costly step of a PUT in the
+// gateway and cannot be split within one body; across bodies it can, but
+// only while several are hashed at the same moment. With one or two the
+// lanes run mostly empty, which costs more than hashing each alone
+// (crypto/md5).
+//
+// So bodies gather: nothing needs a stripe's MD5 until that stripe is
+// stored, and a stripe waiting for its MD5 waits for the next group to run
+// (gather). A group runs once it fills the lanes or once the stripe of any
+// of its bodies is stored, so no body waits longer for its MD5 than its
+// stripe takes to store. Under load many stripes are being stored at once
+// and the groups fill; a lone body is hashed alone right after its stripe
+// is stored, as long as it was before.
 type md5Lanes struct {
-	once     sync.Once
-	server   md5simd.Server
-	inFlight atomic.Int32     // large bodies being hashed, their last byte not yet in
-	counted  func(how string) // if set, told of each large body: "lanes" or "alone"
+	once    sync.Once
+	server  md5simd.Server
+	mu      sync.Mutex
+	next    *md5Group        // the group bodies join; nil: none yet
+	counted func(how string) // if set, told of each large body: "lanes" or "alone"
+}
+
+// md5Group is bodies whose next bytes are hashed together.
+type md5Group struct {
+	run  chan struct{} // closed when the group runs
+	size int           // bodies in the group; fixed once run is closed
 }
 
 const (
-	// lanesMinBody is the smallest body that may share the lanes: a
-	// small one is hashed before another could join it.
+	// lanesMinBody is the smallest body that gathers: a smaller one is
+	// not worth a lane, and is hashed as its bytes come in.
 	lanesMinBody = 1 << 20
-	// lanesMinInFlight is how many large bodies must be in flight for a
-	// new one to take a lane: about half of them full pays for the rest.
-	lanesMinInFlight = 8
+	// lanesMinGroup is the smallest group whose bodies take lanes: below
+	// it md5-simd hashes each lane alone anyway, and more slowly than
+	// crypto/md5.
+	lanesMinGroup = 3
 )
 
 // hash returns an MD5 hash for a body of size bytes, and what to call
 // once the request is done with it (a body cut short never reaches its
-// end). A large body stops counting as in flight, and gives back its lane,
-// as soon as its last byte is hashed, not when its request ends: a body
-// waiting for its data to be stored hashes nothing, and a lane held
-// by it would only make the server wait for it.
+// end). A large body's hash gives back its lane as soon as its last byte
+// is hashed, not when its request ends: the lane server waits for every
+// open lane.
 func (l *md5Lanes) hash(size uint64) (hash.Hash, func()) {
 	if size < lanesMinBody {
 		return md5.New(), func() {}
 	}
-	h := &sizedMD5{left: size}
-	if n := l.inFlight.Add(1); n < lanesMinInFlight {
-		l.count("alone")
-		h.Hash, h.release = md5.New(), func() { l.inFlight.Add(-1) }
-		return h, h.finish
-	}
-	l.count("lanes")
-	l.once.Do(func() { l.server = md5simd.NewServer() })
-	lane := l.server.NewHash()
-	h.Hash, h.release = lane, func() { lane.Close(); l.inFlight.Add(-1) }
+	h := &sizedMD5{lanes: l, size: size, left: size}
 	return h, h.finish
 }
 
-// sizedMD5 is the MD5 of a body of known size that sums itself and
-// releases what it holds once the last byte is in. It is used by one
-// goroutine at a time, as a request's body is.
+// gather waits until the group the caller joins runs: it is full, or
+// stored is closed (the caller's stripe is stored: nothing is gained by
+// waiting longer), or another body's stripe was stored. It returns the
+// group's size.
+func (l *md5Lanes) gather(stored <-chan struct{}) int {
+	l.mu.Lock()
+	g := l.next
+	if g == nil {
+		g = &md5Group{run: make(chan struct{})}
+		l.next = g
+	}
+	g.size++
+	if g.size == md5simd.Lanes {
+		l.runLocked(g)
+	}
+	l.mu.Unlock()
+	select {
+	case <-g.run:
+	case <-stored:
+		l.mu.Lock()
+		if l.next == g {
+			l.runLocked(g)
+		}
+		l.mu.Unlock()
+	}
+	return g.size
+}
+
+func (l *md5Lanes) runLocked(g *md5Group) {
+	close(g.run)
+	l.next = nil
+}
+
+// lane returns a new hash on the multi-lane server.
+func (l *md5Lanes) lane() md5simd.Hasher {
+	l.once.Do(func() { l.server = md5simd.NewServer() })
+	return l.server.NewHash()
+}
+
+func (l *md5Lanes) count(how string) {
+	if l.counted != nil {
+		l.counted(how)
+	}
+}
+
+// sizedMD5 is the MD5 of a large body of known size. Its first group
+// decides whether it is hashed on a lane or alone; it sums itself and
+// releases its lane once the last byte is in. It is used by one goroutine
+// at a time, as a request's body is.
 type sizedMD5 struct {
-	hash.Hash
-	left    uint64
-	sum     []byte // once summed
-	release func() // nil once called
+	hash.Hash // nil until the first bytes or group decide
+	lanes     *md5Lanes
+	size      uint64
+	left      uint64 // bytes still to come
+	sum       []byte // once summed
+	release   func() // nil once called
+}
+
+// gather waits for h's next bytes to be hashed with other bodies' (see
+// md5Lanes); writeData calls it before each stripe.
+func (h *sizedMD5) gather(stored <-chan struct{}) {
+	if h.sum != nil {
+		return
+	}
+	n := h.lanes.gather(stored)
+	if h.Hash == nil {
+		h.choose(n)
+	}
+}
+
+// choose hashes h on a lane when it runs in a group of n that fills
+// enough of them, else alone.
+func (h *sizedMD5) choose(n int) {
+	if n < lanesMinGroup {
+		h.lanes.count("alone")
+		h.Hash = md5.New()
+		return
+	}
+	h.lanes.count("lanes")
+	lane := h.lanes.lane()
+	h.Hash, h.release = lane, lane.Close
 }
 
 func (h *sizedMD5) Write(p []byte) (int, error) {
 	if h.sum != nil {
 		return 0, errBodyHashed
+	}
+	if h.Hash == nil {
+		h.choose(1)
 	}
 	n, err := h.Hash.Write(p)
 	h.left -= min(h.left, uint64(n))
@@ -84,8 +165,20 @@ func (h *sizedMD5) Sum(b []byte) []byte {
 	if h.sum != nil {
 		return append(b, h.sum...)
 	}
+	if h.Hash == nil {
+		h.choose(1)
+	}
 	return h.Hash.Sum(b)
 }
+
+// Reset starts the body over.
+func (h *sizedMD5) Reset() {
+	h.finish()
+	h.Hash, h.left, h.sum = nil, h.size, nil
+}
+
+func (h *sizedMD5) Size() int      { return md5.Size }
+func (h *sizedMD5) BlockSize() int { return md5.BlockSize }
 
 // finish releases what h holds, once.
 func (h *sizedMD5) finish() {
@@ -99,8 +192,8 @@ func (h *sizedMD5) finish() {
 // gateway reads no more than that.
 var errBodyHashed = errors.New("s3gw: MD5 written past the body's size")
 
-func (l *md5Lanes) count(how string) {
-	if l.counted != nil {
-		l.counted(how)
-	}
+// gatherer is a hash whose next bytes wait to be hashed with other
+// bodies' (sizedMD5).
+type gatherer interface {
+	gather(stored <-chan struct{})
 }
