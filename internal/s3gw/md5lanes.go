@@ -19,17 +19,19 @@ import (
 //
 // So bodies gather: nothing needs a stripe's MD5 until that stripe is
 // stored, and a stripe waiting for its MD5 waits for the next group to run
-// (gather). A group runs once it fills the lanes or once the stripe of any
-// of its bodies is stored, so no body waits longer for its MD5 than its
-// stripe takes to store. Under load many stripes are being stored at once
-// and the groups fill; a lone body is hashed alone right after its stripe
-// is stored, as long as it was before.
+// (gather). A group runs once it fills the lanes, once every large body in
+// flight has joined it (no other could), or once the stripe of any of its
+// bodies is stored, so no body waits longer for its MD5 than its stripe
+// takes to store. Under load many stripes are being stored at once and
+// the groups fill; a lone body is hashed at once, alone, while its stripe
+// is stored.
 type md5Lanes struct {
-	once    sync.Once
-	server  md5simd.Server
-	mu      sync.Mutex
-	next    *md5Group        // the group bodies join; nil: none yet
-	counted func(how string) // if set, told of each large body: "lanes" or "alone"
+	once     sync.Once
+	server   md5simd.Server
+	mu       sync.Mutex
+	next     *md5Group        // the group bodies join; nil: none yet
+	inFlight int              // large bodies not yet hashed whole, under mu
+	counted  func(how string) // if set, told of each large body: "lanes" or "alone"
 }
 
 // md5Group is bodies whose next bytes are hashed together.
@@ -57,14 +59,30 @@ func (l *md5Lanes) hash(size uint64) (hash.Hash, func()) {
 	if size < lanesMinBody {
 		return md5.New(), func() {}
 	}
+	l.mu.Lock()
+	l.inFlight++
+	l.mu.Unlock()
 	h := &sizedMD5{lanes: l, size: size, left: size}
+	h.release = l.landed
 	return h, h.finish
 }
 
-// gather waits until the group the caller joins runs: it is full, or
-// stored is closed (the caller's stripe is stored: nothing is gained by
-// waiting longer), or another body's stripe was stored. It returns the
-// group's size.
+// landed counts a large body out of those in flight: its last byte is
+// hashed, or its request ended without it. A group it left behind may
+// now hold every body in flight.
+func (l *md5Lanes) landed() {
+	l.mu.Lock()
+	l.inFlight--
+	if g := l.next; g != nil && g.size >= l.inFlight {
+		l.runLocked(g)
+	}
+	l.mu.Unlock()
+}
+
+// gather waits until the group the caller joins runs: it is full, or it
+// holds every large body in flight, or stored is closed (the caller's
+// stripe is stored: nothing is gained by waiting longer), or another
+// body's stripe was stored. It returns the group's size.
 func (l *md5Lanes) gather(stored <-chan struct{}) int {
 	l.mu.Lock()
 	g := l.next
@@ -73,7 +91,7 @@ func (l *md5Lanes) gather(stored <-chan struct{}) int {
 		l.next = g
 	}
 	g.size++
-	if g.size == md5simd.Lanes {
+	if g.size == md5simd.Lanes || g.size >= l.inFlight {
 		l.runLocked(g)
 	}
 	l.mu.Unlock()
@@ -141,7 +159,7 @@ func (h *sizedMD5) choose(n int) {
 	}
 	h.lanes.count("lanes")
 	lane := h.lanes.lane()
-	h.Hash, h.release = lane, lane.Close
+	h.Hash, h.release = lane, func() { lane.Close(); h.lanes.landed() }
 }
 
 func (h *sizedMD5) Write(p []byte) (int, error) {
@@ -174,7 +192,10 @@ func (h *sizedMD5) Sum(b []byte) []byte {
 // Reset starts the body over.
 func (h *sizedMD5) Reset() {
 	h.finish()
-	h.Hash, h.left, h.sum = nil, h.size, nil
+	h.lanes.mu.Lock()
+	h.lanes.inFlight++
+	h.lanes.mu.Unlock()
+	h.Hash, h.left, h.sum, h.release = nil, h.size, nil, h.lanes.landed
 }
 
 func (h *sizedMD5) Size() int      { return md5.Size }

@@ -16,40 +16,56 @@ import (
 	md5simd "github.com/minio/md5-simd"
 )
 
-// A small body is hashed alone as its bytes come in; large bodies wait
-// for their group, which runs once it fills the lanes or once any of its
-// bodies' stripe is stored; a group of fewer than lanesMinGroup hashes
-// alone. Every body's sum is its MD5 whichever way, bytes past a body's
-// size are refused, and what is released twice is released once.
+// A small body is hashed alone as its bytes come in. Large bodies wait
+// for their group, which runs once it fills the lanes, once any of its
+// bodies' stripe is stored, or once it holds every large body in flight;
+// a group of fewer than lanesMinGroup hashes alone. Every body's sum is
+// its MD5 whichever way, bytes past a body's size are refused, and what
+// is released twice is released once.
 func TestMD5LanesGather(t *testing.T) {
 	var l md5Lanes
 	var laned, alone atomic.Int32
 	l.counted = func(how string) {
 		map[string]*atomic.Int32{"lanes": &laned, "alone": &alone}[how].Add(1)
 	}
+	counts := func(what string, wantLaned, wantAlone int32) {
+		t.Helper()
+		if laned.Load() != wantLaned || alone.Load() != wantAlone {
+			t.Fatalf("%s: %d bodies on lanes and %d alone, want %d and %d", what, laned.Load(), alone.Load(), wantLaned, wantAlone)
+		}
+		laned.Store(0)
+		alone.Store(0)
+	}
 	if h, done := l.hash(lanesMinBody - 1); !isAlone(h) {
 		t.Fatal("a small body waits for a group")
 	} else {
 		done()
 	}
+	// A body still being read keeps the others' group waiting.
+	_, outsiderDone := l.hash(lanesMinBody)
 
-	full := gatherGroup(t, &l, md5simd.Lanes, false, nil)
-	checkGroup(t, "a full group", full, true)
-	if laned.Load() != md5simd.Lanes || alone.Load() != 0 {
-		t.Fatalf("a full group: %d bodies on lanes and %d alone", laned.Load(), alone.Load())
-	}
+	checkGroup(t, "a full group", gatherGroup(t, &l, md5simd.Lanes, false, nil), true)
+	counts("a full group", md5simd.Lanes, 0)
 
-	laned.Store(0)
 	five := gatherGroup(t, &l, 5, false, func(stored []chan struct{}) { close(stored[3]) })
 	checkGroup(t, "a group of 5 whose fourth body's stripe is stored", five, true)
+	counts("a group of 5", 5, 0)
 
 	two := gatherGroup(t, &l, 2, false, func(stored []chan struct{}) { close(stored[0]) })
 	checkGroup(t, "a group of 2", two, false)
+	counts("a group of 2", 0, 2)
 
-	one := gatherGroup(t, &l, 1, true, nil)
-	checkGroup(t, "a body whose stripe is already stored", one, false)
-	if laned.Load() != 5 || alone.Load() != 3 {
-		t.Fatalf("groups of 5, 2 and 1: %d bodies on lanes and %d alone, want 5 and 3", laned.Load(), alone.Load())
+	three := gatherGroup(t, &l, 3, false, func([]chan struct{}) { outsiderDone(); outsiderDone() })
+	checkGroup(t, "a group of 3 once the body outside it ended", three, true)
+	counts("a group of 3", 3, 0)
+
+	checkGroup(t, "4 bodies, every one in flight", gatherGroup(t, &l, 4, false, nil), true)
+	counts("4 bodies, every one in flight", 4, 0)
+	checkGroup(t, "a lone body", gatherGroup(t, &l, 1, false, nil), false)
+	checkGroup(t, "a body whose stripe is already stored", gatherGroup(t, &l, 1, true, nil), false)
+	counts("lone bodies", 0, 2)
+	if l.inFlight != 0 || l.next != nil {
+		t.Fatalf("%d large bodies in flight and a group of %v left once all ended", l.inFlight, l.next)
 	}
 }
 
@@ -59,8 +75,9 @@ type gathered struct {
 	done func()
 }
 
-// gatherGroup starts n bodies of different sizes, each gathering with a
-// stored channel of its own (closed at once if storedFirst), and writes
+// gatherGroup starts n bodies of different sizes (all in flight before
+// any gathers), each gathering with a stored channel of its own (closed
+// at once if storedFirst), and writes
 // each in pieces once its group runs. With act, it waits until all n have
 // joined the group and then calls act with their stored channels.
 func gatherGroup(t *testing.T, l *md5Lanes, n int, storedFirst bool, act func([]chan struct{})) []gathered {
@@ -74,6 +91,8 @@ func gatherGroup(t *testing.T, l *md5Lanes, n int, storedFirst bool, act func([]
 		if storedFirst {
 			close(stored[i])
 		}
+	}
+	for i := range gs {
 		wg.Add(1)
 		go func(g *gathered, stored chan struct{}) {
 			defer wg.Done()
