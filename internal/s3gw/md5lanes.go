@@ -25,12 +25,20 @@ import (
 // takes to store. Under load many stripes are being stored at once and
 // the groups fill; a lone body is hashed at once, alone, while its stripe
 // is stored.
+//
+// md5-simd keeps every hash opened on its server in a table for good,
+// closed or not, and walks that table for every block it hashes: a hash
+// opened per body would make each PUT cost more than the one before. So
+// the lanes' hashes are opened once, at most lanesMax of them, and reset
+// for the next body; a body that finds none free is hashed alone.
 type md5Lanes struct {
 	once     sync.Once
 	server   md5simd.Server
 	mu       sync.Mutex
 	next     *md5Group        // the group bodies join; nil: none yet
 	inFlight int              // large bodies not yet hashed whole, under mu
+	free     []md5simd.Hasher // lane hashes opened and not in use, under mu
+	opened   int              // lane hashes opened, under mu
 	counted  func(how string) // if set, told of each large body: "lanes" or "alone"
 }
 
@@ -48,6 +56,9 @@ const (
 	// it md5-simd hashes each lane alone anyway, and more slowly than
 	// crypto/md5.
 	lanesMinGroup = 3
+	// lanesMax is how many lane hashes may be open: a full group
+	// finishing while the next one runs.
+	lanesMax = 2 * md5simd.Lanes
 )
 
 // hash returns an MD5 hash for a body of size bytes, and what to call
@@ -112,10 +123,32 @@ func (l *md5Lanes) runLocked(g *md5Group) {
 	l.next = nil
 }
 
-// lane returns a new hash on the multi-lane server.
+// lane returns a free hash on the multi-lane server, or nil if all
+// lanesMax are in use.
 func (l *md5Lanes) lane() md5simd.Hasher {
+	l.mu.Lock()
+	if n := len(l.free); n > 0 {
+		h := l.free[n-1]
+		l.free = l.free[:n-1]
+		l.mu.Unlock()
+		return h
+	}
+	if l.opened == lanesMax {
+		l.mu.Unlock()
+		return nil
+	}
+	l.opened++
+	l.mu.Unlock()
 	l.once.Do(func() { l.server = md5simd.NewServer() })
 	return l.server.NewHash()
+}
+
+// freeLane resets a lane's hash for the next body.
+func (l *md5Lanes) freeLane(h md5simd.Hasher) {
+	h.Reset()
+	l.mu.Lock()
+	l.free = append(l.free, h)
+	l.mu.Unlock()
 }
 
 func (l *md5Lanes) count(how string) {
@@ -150,16 +183,19 @@ func (h *sizedMD5) gather(stored <-chan struct{}) {
 }
 
 // choose hashes h on a lane when it runs in a group of n that fills
-// enough of them, else alone.
+// enough of them and a lane is free, else alone.
 func (h *sizedMD5) choose(n int) {
-	if n < lanesMinGroup {
+	var lane md5simd.Hasher
+	if n >= lanesMinGroup {
+		lane = h.lanes.lane()
+	}
+	if lane == nil {
 		h.lanes.count("alone")
 		h.Hash = md5.New()
 		return
 	}
 	h.lanes.count("lanes")
-	lane := h.lanes.lane()
-	h.Hash, h.release = lane, func() { lane.Close(); h.lanes.landed() }
+	h.Hash, h.release = lane, func() { h.lanes.freeLane(lane); h.lanes.landed() }
 }
 
 func (h *sizedMD5) Write(p []byte) (int, error) {

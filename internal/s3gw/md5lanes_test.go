@@ -67,6 +67,23 @@ func TestMD5LanesGather(t *testing.T) {
 	if l.inFlight != 0 || l.next != nil {
 		t.Fatalf("%d large bodies in flight and a group of %v left once all ended", l.inFlight, l.next)
 	}
+	// 28 bodies on lanes, one group at a time: each group reused the
+	// lanes of the one before (md5-simd never forgets a lane it opened).
+	if l.opened != md5simd.Lanes || len(l.free) != l.opened {
+		t.Fatalf("%d lanes opened, %d free; want %d, all free", l.opened, len(l.free), md5simd.Lanes)
+	}
+	var taken []md5simd.Hasher
+	for h := l.lane(); h != nil; h = l.lane() {
+		taken = append(taken, h)
+	}
+	if len(taken) != lanesMax {
+		t.Fatalf("%d lanes could be taken, want %d", len(taken), lanesMax)
+	}
+	checkGroup(t, "bodies while every lane is in use", gatherGroup(t, &l, 4, false, nil), false)
+	counts("bodies while every lane is in use", 0, 4)
+	for _, h := range taken {
+		l.freeLane(h)
+	}
 }
 
 type gathered struct {
