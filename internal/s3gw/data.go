@@ -74,8 +74,7 @@ func (g *Gateway) writeData(ctx context.Context, loc dataLoc, dataID string, bod
 			}
 		}(dataObject(loc.bucketID, dataID, n), hashed)
 	}
-	<-hashed
-	wg.Wait()
+	wg.Wait() // each stripe's writer waits for its hashing too
 	if firstErr != nil {
 		return firstErr
 	}

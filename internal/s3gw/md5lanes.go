@@ -39,7 +39,7 @@ type md5Lanes struct {
 	inFlight int              // large bodies not yet hashed whole, under mu
 	free     []md5simd.Hasher // lane hashes opened and not in use, under mu
 	opened   int              // lane hashes opened, under mu
-	counted  func(how string) // if set, told of each large body: "lanes" or "alone"
+	counted  func(how string) // if set, told how each large body is hashed: "lanes" or "alone"
 }
 
 // md5Group is bodies whose next bytes are hashed together.
@@ -118,6 +118,7 @@ func (l *md5Lanes) gather(stored <-chan struct{}) int {
 	return g.size
 }
 
+// runLocked starts g; bodies that gather from now on form the next group.
 func (l *md5Lanes) runLocked(g *md5Group) {
 	close(g.run)
 	l.next = nil

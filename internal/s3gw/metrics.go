@@ -32,7 +32,7 @@ func NewMetrics() *Metrics {
 	m.bytes = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "cairn", Subsystem: "s3", Name: "bytes_total",
 		Help: "Body bytes received (in) and sent (out), by operation."}, []string{"operation", "direction"})
 	m.md5Bodies = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "cairn", Subsystem: "s3", Name: "md5_bodies_total",
-		Help: "PUT bodies of 1 MiB or more, by how their ETag MD5 was hashed: on the multi-lane server with other bodies (lanes) or alone (a group of fewer than 3)."}, []string{"hashing"})
+		Help: "PUT bodies of 1 MiB or more, by how their ETag MD5 was hashed: on the multi-lane server with other bodies (lanes) or alone (its group too small for the lanes, or every lane in use)."}, []string{"hashing"})
 	m.Registry.MustRegister(m.requests, m.latency, m.bytes, m.md5Bodies,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.md5Bodies.WithLabelValues("lanes")
