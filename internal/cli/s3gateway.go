@@ -251,6 +251,10 @@ func storeErr(err error) error {
 		return fmt.Errorf("%w: %v", s3gw.ErrNotFound, err)
 	case errors.Is(err, client.ErrPoolNotFound):
 		return fmt.Errorf("%w: %v", s3gw.ErrNoPool, err)
+	case errors.Is(err, client.ErrNoSpace):
+		return fmt.Errorf("%w: %s", s3gw.ErrNoSpace, s3gw.Reason(err, client.ErrNoSpace))
+	case errors.Is(err, client.ErrUnavailable):
+		return fmt.Errorf("%w: %s", s3gw.ErrUnavailable, s3gw.Reason(err, client.ErrUnavailable))
 	}
 	return err
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/cairn-storage/cairn/internal/s3/sigv4"
 )
@@ -46,6 +47,7 @@ var (
 	ErrEntityTooLarge        = s3err("EntityTooLarge", 400, "Your proposed upload exceeds the maximum allowed object size.")
 	ErrEntityTooSmall        = s3err("EntityTooSmall", 400, "Your proposed upload is smaller than the minimum allowed object size.")
 	ErrIncompleteBody        = s3err("IncompleteBody", 400, "You did not provide the number of bytes specified by the Content-Length HTTP header.")
+	ErrInsufficientCapacity  = s3err("InsufficientCapacity", 507, "The cluster has no space for this write.")
 	ErrInternal              = s3err("InternalError", 500, "We encountered an internal error. Please try again.")
 	ErrInvalidArgument       = s3err("InvalidArgument", 400, "Invalid Argument")
 	ErrInvalidBucketName     = s3err("InvalidBucketName", 400, "The specified bucket is not valid.")
@@ -76,7 +78,9 @@ var (
 var errNotModified = s3err("NotModified", http.StatusNotModified, "Not Modified")
 
 // asS3 turns any error into the *Error to answer with: sigv4's carry their
-// code; anything else is an InternalError (logged by the caller).
+// code; the cluster's full and unavailable errors say so with the OSD's
+// reason (507, which SDKs do not retry: only freeing space helps; 503,
+// which they do); anything else is an InternalError (logged by the caller).
 func asS3(err error) (*Error, bool) {
 	var e *Error
 	if errors.As(err, &e) {
@@ -86,7 +90,23 @@ func asS3(err error) (*Error, bool) {
 	if errors.As(err, &se) {
 		return &Error{se.Code, se.Status, se.Message}, true
 	}
+	switch {
+	case errors.Is(err, ErrNoSpace):
+		return ErrInsufficientCapacity.with("The cluster has no space for this write: %s", Reason(err, ErrNoSpace)), true
+	case errors.Is(err, ErrUnavailable):
+		return ErrServiceUnavailable.with("The cluster cannot serve this request now: %s", Reason(err, ErrUnavailable)), true
+	}
 	return ErrInternal, false
+}
+
+// Reason is what follows sentinel in err's text: the cluster's reason
+// alone, without the names of the operation and object ahead of it, which
+// mean nothing to an S3 client.
+func Reason(err, sentinel error) string {
+	if _, after, ok := strings.Cut(err.Error(), sentinel.Error()+": "); ok && after != "" {
+		return after
+	}
+	return err.Error()
 }
 
 type errorBody struct {

@@ -14,7 +14,9 @@ import (
 //
 // Errors: a missing object is ErrNotFound; a failed guard of OmapApply is
 // ErrPrecondition (a *PreconditionError says which key); any operation on
-// a pool that no longer exists is ErrNoPool.
+// a pool that no longer exists is ErrNoPool; a write refused for want of
+// space is ErrNoSpace, an operation the cluster cannot serve now (too few
+// copies up) ErrUnavailable, each followed by ": " and the cluster's reason.
 //
 // A bucket's data may live in a Store of its own (Config.DataStore, by
 // pool name): the gateway asks that one only for Put, ReadAt (and
@@ -90,12 +92,13 @@ type Listing struct {
 	Next     string
 }
 
-// ErrNotFound, ErrPrecondition and ErrNoPool are the Store's errors; test
-// with errors.Is.
+// The Store's errors; test with errors.Is.
 var (
 	ErrNotFound     = errors.New("not found")
 	ErrPrecondition = errors.New("precondition failed")
 	ErrNoPool       = errors.New("pool does not exist")
+	ErrNoSpace      = errors.New("no space left")
+	ErrUnavailable  = errors.New("unavailable")
 )
 
 // PreconditionError says which guard of a Txn failed and what the key
