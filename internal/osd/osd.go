@@ -507,36 +507,6 @@ func claimIdentity(ctx context.Context, ms *meta.Store, o Options) (clustermap.O
 	return id, nil
 }
 
-func (s *Server) publishStats(ctx context.Context, lease *meta.Lease) {
-	t := time.NewTicker(2 * time.Second)
-	defer t.Stop()
-	fs := filesystemID(s.opts.DataDir)
-	for {
-		if u, err := s.store.Usage(); err == nil {
-			states, down, unfound := s.pgReport()
-			c := s.store.Counters()
-			wb := s.store.Writeback()
-			lease.PublishStats(ctx, meta.OSDStats{
-				TotalBytes: u.TotalBytes, FreeBytes: u.FreeBytes, UsedBytes: u.TotalBytes - u.FreeBytes,
-				UsedRatio: usedRatio(u), Filesystem: fs,
-				Objects: u.Objects, Updated: time.Now().UTC(), Epoch: clustermap.Epoch(s.checkedEpoch.Load()),
-				PGStates: states, DownPGs: down, UnfoundPGs: unfound, Work: s.workProgress(),
-				ClientIO: s.clientIO.snapshot(), Started: s.started,
-				Unsynced: c.Unsynced, SyncRate: c.SyncRate,
-				WritebackArea: wb.AreaBytes, WritebackDirty: wb.DirtyBytes, DestageRate: int64(wb.DestageRate),
-				WritebackOff: wb.AreaBytes > 0 && !wb.On,
-				FlashCache:   s.flashCache(),
-			})
-		}
-		select {
-		case <-s.statsKick:
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
 // pg returns the state of a placement group, loading its version the first
 // time: the newest delete's, or the newest entry's of a legacy PG log
 // (pglog.go). Versions left on objects count when the PG peers.
