@@ -18,8 +18,8 @@ var (
 	statsRefresh = 30 * time.Second
 )
 
-// usageSlack is the change in used bytes below which stats count as the
-// same: a filesystem the OSD shares moves by a little all the time.
+// The changes in used bytes and in the used ratio below which stats count
+// as the same: a filesystem the OSD shares moves by a little all the time.
 const (
 	usageSlack = 1 << 20
 	ratioSlack = 0.001
