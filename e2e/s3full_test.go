@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,8 +20,9 @@ import (
 // TestS3DiskFull fills osd.0's small disk through the S3 gateway: a PUT
 // that needs osd.0 fails with 507 InsufficientCapacity naming the full OSD
 // (not a 500 a client retries for nothing), every acknowledged object
-// reads back whole and lists, DELETEs succeed with the disk full, and once
-// the collector has freed their data, PUTs succeed again.
+// reads back whole and lists, DELETEs succeed with the disk full (the
+// bucket's index is on osd.0 too), and once the collector has freed their
+// data, PUTs succeed again.
 func TestS3DiskFull(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, clusterOpts{dir: devDirWithSmallOSD0(t, "160m"), s3: true, s3GCGrace: 2 * time.Second})
@@ -29,10 +31,7 @@ func TestS3DiskFull(t *testing.T) {
 	c.waitHealthy(60*time.Second, "with osd.0 back")
 	cl := sdkClient(c.s3Info())
 	ctx := context.Background()
-	const bucket = "full"
-	if _, err := cl.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
-		t.Fatal(err)
-	}
+	bucket := s3BucketIndexedOnOSD0(t, c, cl)
 
 	acked := s3FillUntilFull(t, cl, bucket, 400)
 	for _, k := range acked {
@@ -63,6 +62,35 @@ func TestS3DiskFull(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// s3BucketIndexedOnOSD0 creates buckets until one's index shard is on
+// osd.0, and returns its name.
+func s3BucketIndexedOnOSD0(t *testing.T, c *cluster, cl *s3.Client) string {
+	t.Helper()
+	seen := map[string]bool{}
+	for i := 0; i < 64; i++ {
+		name := fmt.Sprintf("full%02d", i)
+		if _, err := cl.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
+			t.Fatal(err)
+		}
+		onOSD0 := false
+		err := c.pool("s3").ListPrefix(context.Background(), "s3i.", func(obj string) error {
+			if !seen[obj] {
+				seen[obj] = true
+				onOSD0 = slices.Contains(actingOf(t, c, "s3", obj), 0)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if onOSD0 {
+			return name
+		}
+	}
+	t.Fatal("64 buckets, none with its index on osd.0")
+	return ""
 }
 
 // s3FillUntilFull PUTs objects of 2 MiB until one fails for want of space,
