@@ -155,10 +155,26 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) outcome {
 		if !known {
 			g.cfg.Logf("s3: %s %s: %v (request %s)", r.Method, r.URL.Path, err, rq.id)
 		}
+		drainBody(r)
 		writeError(w, r, e, rq.id)
 		return outcome{rq.op, e.Code}
 	}
 	return outcome{rq.op, "OK"}
+}
+
+// drainMax bounds the body the gateway reads to its end, unused, before
+// answering with an error: a client still sending its body when the answer
+// comes sees a broken pipe instead of the answer (a PUT refused at its
+// first step, before its body, for a full cluster); a larger body is not
+// worth reading for nothing. A body sent after Expect: 100-continue is not
+// sent at all once the answer comes first.
+const drainMax = 16 << 20
+
+func drainBody(r *http.Request) {
+	if r.ContentLength <= 0 || r.ContentLength > drainMax || strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+		return
+	}
+	io.Copy(io.Discard, io.LimitReader(r.Body, drainMax))
 }
 
 func (rq *request) serve() error {
