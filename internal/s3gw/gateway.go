@@ -166,12 +166,14 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) outcome {
 // answering with an error: a client still sending its body when the answer
 // comes sees a broken pipe instead of the answer (a PUT refused at its
 // first step, before its body, for a full cluster); a larger body is not
-// worth reading for nothing. A body sent after Expect: 100-continue is not
-// sent at all once the answer comes first.
+// worth reading for nothing. A client that sent Expect: 100-continue is
+// read from too: it sends its body anyway once it has waited long enough
+// for the 100 (the AWS SDK for Go, a second), and the answer may take
+// longer than that.
 const drainMax = 16 << 20
 
 func drainBody(r *http.Request) {
-	if r.ContentLength <= 0 || r.ContentLength > drainMax || strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+	if r.ContentLength <= 0 || r.ContentLength > drainMax {
 		return
 	}
 	io.Copy(io.Discard, io.LimitReader(r.Body, drainMax))
